@@ -1,0 +1,203 @@
+//! The device inventory behind `rdmabench devices`: a backend-neutral model that the
+//! verbs backend fills today and NetworkDirect's adapter query will fill later.
+//! The JSON form is documented in docs/json.md.
+
+pub mod decode;
+pub mod sysfs;
+#[cfg(target_os = "linux")]
+mod verbs;
+
+use serde::Serialize;
+
+/// Version of the JSON documents rdmabench writes; bumped on incompatible changes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything `devices` reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Inventory {
+    /// JSON schema version ([`SCHEMA_VERSION`]).
+    pub schema_version: u32,
+    /// The devices, in the verbs library's order.
+    pub devices: Vec<DeviceInfo>,
+}
+
+/// One RDMA device.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceInfo {
+    /// Kernel name (`mlx4_0`, `rxe0`).
+    pub name: String,
+    /// Node GUID, `xxxx:xxxx:xxxx:xxxx`.
+    pub node_guid: String,
+    /// System image GUID, same form.
+    pub sys_image_guid: String,
+    /// `InfiniBand`, `iWARP`, …
+    pub transport: String,
+    /// `CA`, `RNIC`, …
+    pub node_type: String,
+    /// Firmware version string as the driver reports it.
+    pub fw_ver: String,
+    /// IEEE vendor id (Mellanox: 0x02c9 = 713).
+    pub vendor_id: u32,
+    /// Vendor part id (ConnectX-3: 4099).
+    pub vendor_part_id: u32,
+    /// Hardware revision.
+    pub hw_ver: u32,
+    /// Adapter generation, where known (`ConnectX-3`, `Soft-RoCE (rxe)`).
+    pub model: Option<String>,
+    /// Resource limits and capabilities.
+    pub limits: DeviceLimits,
+    /// PCIe link of the device's PCI function, when sysfs shows one.
+    pub pcie: Option<PcieLink>,
+    /// NUMA node of the PCI function, when known.
+    pub numa_node: Option<u32>,
+    /// The ports, numbered from 1.
+    pub ports: Vec<PortInfo>,
+}
+
+/// Resource limits that decide what tests can run (`ibv_query_device`).
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceLimits {
+    /// Maximum queue pairs.
+    pub max_qp: i64,
+    /// Maximum outstanding work requests per queue.
+    pub max_qp_wr: i64,
+    /// Maximum scatter/gather entries per work request.
+    pub max_sge: i64,
+    /// Maximum completion queues.
+    pub max_cq: i64,
+    /// Maximum entries per completion queue.
+    pub max_cqe: i64,
+    /// Maximum memory regions.
+    pub max_mr: i64,
+    /// Largest memory region, bytes.
+    pub max_mr_size: u64,
+    /// Maximum protection domains.
+    pub max_pd: i64,
+    /// Maximum outstanding RDMA reads/atomics a QP accepts as target.
+    pub max_qp_rd_atom: i64,
+    /// Maximum outstanding RDMA reads/atomics a QP initiates.
+    pub max_qp_init_rd_atom: i64,
+    /// Atomic capability: `NONE`, `HCA` or `GLOB`.
+    pub atomic_cap: String,
+}
+
+/// A PCIe link as sysfs states it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PcieLink {
+    /// Negotiated speed, e.g. `8.0 GT/s PCIe`.
+    pub current_speed: Option<String>,
+    /// Negotiated lane count.
+    pub current_width: Option<u32>,
+    /// Best speed the device and slot support.
+    pub max_speed: Option<String>,
+    /// Widest the device supports.
+    pub max_width: Option<u32>,
+}
+
+/// One port.
+#[derive(Clone, Debug, Serialize)]
+pub struct PortInfo {
+    /// Port number (1-based).
+    pub port: u8,
+    /// Logical state: `ACTIVE`, `DOWN`, …
+    pub state: String,
+    /// Physical state: `LinkUp`, `Polling`, `Disabled`, …
+    pub phys_state: String,
+    /// `InfiniBand` or `Ethernet` (RoCE).
+    pub link_layer: String,
+    /// Active MTU in bytes.
+    pub active_mtu: Option<u32>,
+    /// Largest MTU the port supports, bytes.
+    pub max_mtu: Option<u32>,
+    /// Width as the IB spec names it (`4X`), if known.
+    pub width: Option<String>,
+    /// Lane speed name (`QDR`, `FDR`), if known.
+    pub speed: Option<String>,
+    /// Nominal rate, Gb/s: what sysfs `rate` and `ibstat` print (4X FDR = 56).
+    pub rate_gbps: Option<f64>,
+    /// Rate after line encoding, Gb/s: the ceiling for payload (4X FDR = 54.5).
+    pub data_rate_gbps: Option<f64>,
+    /// LID, on InfiniBand.
+    pub lid: Option<u16>,
+    /// Subnet manager's LID, on InfiniBand.
+    pub sm_lid: Option<u16>,
+    /// Size of the GID table.
+    pub gid_table_len: u32,
+    /// The valid GID entries.
+    pub gids: Vec<GidInfo>,
+}
+
+/// One valid GID table entry.
+#[derive(Clone, Debug, Serialize)]
+pub struct GidInfo {
+    /// Index: what `-x` selects.
+    pub index: u32,
+    /// The GID in IPv6 text form (`::ffff:127.0.0.1`, `fe80::…`).
+    pub gid: String,
+    /// The GID in the colon form of ibv_devinfo and sysfs.
+    pub raw: String,
+    /// `IB`, `RoCE v1` or `RoCE v2`.
+    #[serde(rename = "type")]
+    pub gid_type: String,
+    /// The network device it belongs to (RoCE).
+    pub netdev: Option<String>,
+}
+
+/// Why there is no inventory to show.
+#[derive(Debug)]
+pub enum InventoryError {
+    /// The machine has no RDMA stack (no kernel support, no verbs library, other OS).
+    NoRdmaStack(String),
+    /// The stack is there but lists no device.
+    NoDevice,
+    /// `-d NAME` names no device.
+    UnknownDevice {
+        /// What was asked for.
+        name: String,
+        /// What exists.
+        available: Vec<String>,
+    },
+    /// A query on an existing device failed.
+    Query(String),
+}
+
+impl std::fmt::Display for InventoryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const LAB: &str = "to try rdmabench without hardware, run it in the soft-RoCE lab: \
+                           ci/lab-vm target/release/rdmabench devices (see docs/lab.md)";
+        match self {
+            InventoryError::NoRdmaStack(why) => write!(f, "no RDMA stack on this machine ({why}); {LAB}"),
+            InventoryError::NoDevice => write!(
+                f,
+                "no RDMA device found (the RDMA stack is loaded but lists no device; for soft-RoCE: \
+                 modprobe rdma_rxe && rdma link add rxe0 type rxe netdev IFACE); {LAB}"
+            ),
+            InventoryError::UnknownDevice { name, available } => {
+                write!(f, "no RDMA device named '{name}' (found: {})", available.join(", "))
+            }
+            InventoryError::Query(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+impl std::error::Error for InventoryError {}
+
+/// Collects the inventory of every device, or only of `only` (a device name).
+pub fn collect(only: Option<&str>) -> Result<Inventory, InventoryError> {
+    Ok(Inventory {
+        schema_version: SCHEMA_VERSION,
+        devices: collect_devices(only)?,
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn collect_devices(only: Option<&str>) -> Result<Vec<DeviceInfo>, InventoryError> {
+    verbs::collect(only)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn collect_devices(_only: Option<&str>) -> Result<Vec<DeviceInfo>, InventoryError> {
+    Err(InventoryError::NoRdmaStack(
+        "no RDMA backend for this platform yet: NetworkDirect support is planned".into(),
+    ))
+}

@@ -1,0 +1,10 @@
+//! Printers. They take finished models and never touch a device or a socket.
+
+pub mod devices;
+
+/// Serializes any report model as pretty JSON with a trailing newline.
+pub fn to_json<T: serde::Serialize>(model: &T) -> String {
+    let mut text = serde_json::to_string_pretty(model).expect("report models serialize");
+    text.push('\n');
+    text
+}
