@@ -272,11 +272,65 @@ impl Context {
             .collect())
     }
 
+    /// The GID index to use on `port` when none is given: `None` on InfiniBand (route
+    /// by LID); on RoCE the RoCE v2 GID holding `ipv4` (or, without one, the first
+    /// IPv4-mapped RoCE v2 GID), falling back to any RoCE v2 GID, then any GID. Both
+    /// sides applying this rule pick the same kind of GID.
+    ///
+    /// # Errors
+    /// The port or GID-table query failing; ENODATA when the port has no GID at all.
+    pub fn pick_gid_index(
+        &self,
+        port: u8,
+        ipv4: Option<std::net::Ipv4Addr>,
+    ) -> Result<Option<u8>, Error> {
+        let attr = self.query_port(port)?;
+        if attr.link_layer != LINK_LAYER_ETHERNET {
+            return Ok(None);
+        }
+        let table = self.query_gid_table(usize::try_from(attr.gid_tbl_len).unwrap_or(0))?;
+        let entries: Vec<&GidEntry> = table
+            .iter()
+            .filter(|e| e.port == port && !e.gid.is_zero())
+            .collect();
+        let chosen = pick_roce_gid(&entries, ipv4).ok_or_else(|| {
+            Error::from_errno("ibv_query_gid_table", libc::ENODATA)
+                .on(format!("{} port {port}", self.name()))
+        })?;
+        u8::try_from(chosen).map(Some).map_err(|_| {
+            Error::invalid(
+                "GID index",
+                format!("{chosen} does not fit perftest's 0-255 range"),
+            )
+        })
+    }
+
     /// The raw context pointer, for the other wrappers in this crate.
     #[allow(dead_code)]
     pub(crate) fn as_ptr(&self) -> *mut sys::ibv_context {
         self.inner.raw.as_ptr()
     }
+}
+
+/// `IBV_LINK_LAYER_ETHERNET`: RoCE.
+const LINK_LAYER_ETHERNET: u8 = 2;
+
+/// The selection rule of [`Context::pick_gid_index`] over a port's valid entries.
+fn pick_roce_gid(entries: &[&GidEntry], ipv4: Option<std::net::Ipv4Addr>) -> Option<u32> {
+    const ROCE_V2: u32 = 2;
+    let v2 = |e: &&&GidEntry| e.gid_type == ROCE_V2;
+    let mapped = |e: &&&GidEntry| {
+        e.gid
+            .to_ipv4_mapped()
+            .is_some_and(|a| ipv4.is_none_or(|want| a == want))
+    };
+    entries
+        .iter()
+        .filter(v2)
+        .find(mapped)
+        .or_else(|| entries.iter().find(v2))
+        .or_else(|| entries.first())
+        .map(|e| e.index)
 }
 
 /// `if_indextoname(3)`; `None` for index 0 (no netdev) or an unknown index.
@@ -301,6 +355,44 @@ fn netdev_name(ifindex: u32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(index: u32, gid: &str, gid_type: u32) -> GidEntry {
+        let ip: std::net::Ipv6Addr = gid.parse().unwrap();
+        GidEntry {
+            port: 1,
+            index,
+            gid: Gid(ip.octets()),
+            gid_type,
+            netdev: None,
+        }
+    }
+
+    #[test]
+    fn gid_choice_prefers_ipv4_mapped_roce_v2() {
+        let table = [
+            entry(0, "fe80::1", 1),
+            entry(1, "fe80::1", 2),
+            entry(2, "::ffff:10.0.0.1", 1),
+            entry(3, "::ffff:10.0.0.1", 2),
+            entry(5, "::ffff:10.0.0.2", 2),
+        ];
+        let refs: Vec<&GidEntry> = table.iter().collect();
+        assert_eq!(pick_roce_gid(&refs, None), Some(3));
+        assert_eq!(
+            pick_roce_gid(&refs, Some("10.0.0.2".parse().unwrap())),
+            Some(5)
+        );
+        // The address asked for is not there: any IPv4-mapped v2 would be wrong, so
+        // fall back to the first v2 GID.
+        assert_eq!(
+            pick_roce_gid(&refs, Some("10.9.9.9".parse().unwrap())),
+            Some(1)
+        );
+        let v1_only = [entry(0, "fe80::1", 1), entry(1, "::ffff:10.0.0.1", 1)];
+        let refs: Vec<&GidEntry> = v1_only.iter().collect();
+        assert_eq!(pick_roce_gid(&refs, None), Some(0));
+        assert_eq!(pick_roce_gid(&[], None), None);
+    }
 
     #[test]
     fn netdev_name_resolves_loopback_and_rejects_zero() {

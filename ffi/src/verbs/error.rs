@@ -1,12 +1,20 @@
 use std::fmt;
 use std::io;
 
-/// A failed verbs call: which verb, on what, and the errno it gave.
+/// A failed verbs call: which verb, on what, and why (its errno, a request refused
+/// before it reached the library, or a timeout).
 #[derive(Debug)]
 pub struct Error {
     verb: &'static str,
     target: Option<String>,
-    source: io::Error,
+    cause: Cause,
+}
+
+#[derive(Debug)]
+enum Cause {
+    Os(io::Error),
+    Invalid(String),
+    Timeout(std::time::Duration),
 }
 
 impl Error {
@@ -20,7 +28,25 @@ impl Error {
         Error {
             verb,
             target: None,
-            source: io::Error::from_raw_os_error(errno),
+            cause: Cause::Os(io::Error::from_raw_os_error(errno)),
+        }
+    }
+
+    /// A request refused before the library saw it (out-of-bounds SGE, wrong QP type).
+    pub(crate) fn invalid(verb: &'static str, why: impl Into<String>) -> Self {
+        Error {
+            verb,
+            target: None,
+            cause: Cause::Invalid(why.into()),
+        }
+    }
+
+    /// A wait that ran out of time.
+    pub(crate) fn timeout(verb: &'static str, after: std::time::Duration) -> Self {
+        Error {
+            verb,
+            target: None,
+            cause: Cause::Timeout(after),
         }
     }
 
@@ -35,9 +61,22 @@ impl Error {
         self.verb
     }
 
-    /// The errno value (0 if the library set none).
+    /// The errno value (0 when the failure was not an OS error).
     pub fn errno(&self) -> i32 {
-        self.source.raw_os_error().unwrap_or(0)
+        match &self.cause {
+            Cause::Os(e) => e.raw_os_error().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// Whether the request was refused before it reached the library.
+    pub fn is_invalid_request(&self) -> bool {
+        matches!(self.cause, Cause::Invalid(_))
+    }
+
+    /// Whether a wait timed out.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self.cause, Cause::Timeout(_))
     }
 
     /// Whether the failure means "this machine has no RDMA stack": no kernel support
@@ -49,16 +88,30 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.target {
-            Some(t) => write!(f, "{}({t}) failed: {}", self.verb, self.source),
-            None => write!(f, "{} failed: {}", self.verb, self.source),
+        write!(f, "{}", self.verb)?;
+        if let Some(t) = &self.target {
+            write!(f, "({t})")?;
         }
+        match &self.cause {
+            Cause::Os(e) => write!(f, " failed: {e}"),
+            Cause::Invalid(why) => write!(f, " refused: {why}"),
+            Cause::Timeout(after) => write!(f, " timed out after {after:?}"),
+        }
+    }
+}
+
+impl From<crate::types::RangeError> for Error {
+    fn from(e: crate::types::RangeError) -> Self {
+        Error::invalid(e.what, e.reason())
     }
 }
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
+        match &self.cause {
+            Cause::Os(e) => Some(e),
+            _ => None,
+        }
     }
 }
 
@@ -79,5 +132,19 @@ mod tests {
         assert!(text.contains("os error 22"), "{text}");
         assert!(!e.is_no_rdma_stack());
         assert!(Error::from_errno("ibv_get_device_list", libc::ENOSYS).is_no_rdma_stack());
+    }
+
+    #[test]
+    fn refused_and_timed_out_requests_say_so() {
+        let e = Error::invalid("ibv_post_send", "SGE 0 ends at 70 past the 64-byte region");
+        assert!(e.is_invalid_request() && !e.is_timeout());
+        assert_eq!(e.errno(), 0);
+        assert_eq!(
+            e.to_string(),
+            "ibv_post_send refused: SGE 0 ends at 70 past the 64-byte region"
+        );
+        let e = Error::timeout("ibv_get_cq_event", std::time::Duration::from_millis(50));
+        assert!(e.is_timeout());
+        assert_eq!(e.to_string(), "ibv_get_cq_event timed out after 50ms");
     }
 }

@@ -1,0 +1,313 @@
+//! `ibv_reg_mr(3)`: registered memory, and the local and remote ranges of it that work
+//! requests name.
+
+use std::alloc::{self, Layout};
+use std::ops::BitOr;
+use std::ptr::NonNull;
+
+use super::{sys, Error, ProtectionDomain};
+use crate::types::{RangeError, RemoteBuffer};
+
+/// Access rights of a memory region (`enum ibv_access_flags`). Combine with `|`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access(u32);
+
+impl Access {
+    /// Only the local HCA reads it (send source, RDMA write source).
+    pub const NONE: Access = Access(0);
+    /// The HCA may write it locally (receive target, RDMA read target). Required by
+    /// the remote rights.
+    pub const LOCAL_WRITE: Access = Access(sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0);
+    /// Peers may RDMA-write it.
+    pub const REMOTE_WRITE: Access = Access(sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0);
+    /// Peers may RDMA-read it.
+    pub const REMOTE_READ: Access = Access(sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0);
+    /// Peers may run atomics on it.
+    pub const REMOTE_ATOMIC: Access = Access(sys::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC.0);
+    /// Everything a benchmark buffer needs.
+    pub const ALL: Access = Access(
+        Self::LOCAL_WRITE.0 | Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0,
+    );
+
+    /// The raw flag bits.
+    pub fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether every right in `other` is in `self`.
+    pub fn contains(self, other: Access) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl BitOr for Access {
+    type Output = Access;
+    fn bitor(self, rhs: Access) -> Access {
+        Access(self.0 | rhs.0)
+    }
+}
+
+/// Page-aligned, zeroed memory that a [`MemoryRegion`] owns.
+struct PageBuffer {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl PageBuffer {
+    fn new(len: usize) -> Option<Self> {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let layout = Layout::from_size_align(len.max(1), page.max(4096)).ok()?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = NonNull::new(unsafe { alloc::alloc_zeroed(layout) })?;
+        Some(PageBuffer { ptr, layout })
+    }
+}
+
+impl Drop for PageBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// Registered memory (`ibv_reg_mr(3)`).
+///
+/// [`ProtectionDomain::reg_mr`] gives a region that owns a page-aligned, zeroed buffer.
+/// Dropping the region deregisters it *before* the buffer is freed: after
+/// `ibv_dereg_mr` returns the HCA no longer touches the memory, and work requests still
+/// naming it complete in error rather than reaching freed memory.
+///
+/// The bytes may change under you while the region is exposed to peers (remote writes,
+/// atomics) or is the target of a posted receive or RDMA read: read them after the
+/// completion that ends those operations.
+pub struct MemoryRegion {
+    raw: NonNull<sys::ibv_mr>,
+    addr: NonNull<u8>,
+    len: usize,
+    access: Access,
+    // Field order matters only for clarity: Drop deregisters first, then the buffer
+    // and the PD are released.
+    _buffer: Option<PageBuffer>,
+    pd: ProtectionDomain,
+}
+
+// SAFETY: the region is plain memory plus a verbs handle; verbs are thread-safe and
+// shared access only reads.
+unsafe impl Send for MemoryRegion {}
+// SAFETY: as above; mutation needs `&mut self`.
+unsafe impl Sync for MemoryRegion {}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        // SAFETY: registered by ibv_reg_mr, deregistered once, before the buffer goes.
+        let rc = unsafe { sys::ibv_dereg_mr(self.raw.as_ptr()) };
+        debug_assert_eq!(rc, 0, "ibv_dereg_mr failed");
+    }
+}
+
+impl ProtectionDomain {
+    /// Allocates `len` zeroed, page-aligned bytes and registers them with `access`.
+    ///
+    /// # Errors
+    /// Refused for `len == 0`; `ibv_reg_mr` with its errno (ENOMEM / EFAULT when the
+    /// locked-memory limit is too low: `ulimit -l`).
+    pub fn reg_mr(&self, len: usize, access: Access) -> Result<MemoryRegion, Error> {
+        if len == 0 {
+            return Err(Error::invalid(
+                "ibv_reg_mr",
+                "a memory region needs at least one byte",
+            ));
+        }
+        let buffer =
+            PageBuffer::new(len).ok_or_else(|| Error::from_errno("ibv_reg_mr", libc::ENOMEM))?;
+        let addr = buffer.ptr;
+        // SAFETY: `addr..addr+len` is our allocation; it stays alive (owned by the
+        // region) until after ibv_dereg_mr in Drop.
+        unsafe { self.register(addr, len, access, Some(buffer)) }
+    }
+
+    /// Registers memory the caller owns.
+    ///
+    /// # Safety
+    /// `addr .. addr + len` must be one live allocation that stays valid, and is not
+    /// freed or unmapped, until the returned region is dropped. While the region has
+    /// remote rights or is the target of posted work, the HCA may write it at any time:
+    /// the caller must not hold Rust references to those bytes across such writes.
+    ///
+    /// # Errors
+    /// As [`reg_mr`](Self::reg_mr).
+    pub unsafe fn reg_mr_raw(
+        &self,
+        addr: NonNull<u8>,
+        len: usize,
+        access: Access,
+    ) -> Result<MemoryRegion, Error> {
+        if len == 0 {
+            return Err(Error::invalid(
+                "ibv_reg_mr",
+                "a memory region needs at least one byte",
+            ));
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.register(addr, len, access, None) }
+    }
+
+    /// # Safety
+    /// `addr .. addr + len` is valid until the region (which may own it) is dropped.
+    unsafe fn register(
+        &self,
+        addr: NonNull<u8>,
+        len: usize,
+        access: Access,
+        buffer: Option<PageBuffer>,
+    ) -> Result<MemoryRegion, Error> {
+        let flags = i32::try_from(access.0).unwrap_or(i32::MAX);
+        // SAFETY: live PD; the caller guarantees the memory range.
+        let raw = unsafe { sys::ibv_reg_mr(self.as_ptr(), addr.as_ptr().cast(), len, flags) };
+        let raw = NonNull::new(raw)
+            .ok_or_else(|| Error::last_os("ibv_reg_mr").on(format!("{len} bytes")))?;
+        Ok(MemoryRegion {
+            raw,
+            addr,
+            len,
+            access,
+            _buffer: buffer,
+            pd: self.clone(),
+        })
+    }
+}
+
+impl MemoryRegion {
+    /// Local key, for SGEs.
+    pub fn lkey(&self) -> u32 {
+        // SAFETY: live registration; plain field read.
+        unsafe { self.raw.as_ref() }.lkey
+    }
+
+    /// Remote key, for peers.
+    pub fn rkey(&self) -> u32 {
+        // SAFETY: live registration; plain field read.
+        unsafe { self.raw.as_ref() }.rkey
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the region is empty (never: registration needs one byte).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The rights it was registered with.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// Virtual address of the first byte.
+    pub fn addr(&self) -> u64 {
+        self.addr.as_ptr() as u64
+    }
+
+    /// The protection domain it is registered in.
+    pub fn pd(&self) -> &ProtectionDomain {
+        &self.pd
+    }
+
+    /// The bytes (see the type docs on when the HCA may change them).
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `addr..addr+len` is valid for the region's life.
+        unsafe { std::slice::from_raw_parts(self.addr.as_ptr(), self.len) }
+    }
+
+    /// The bytes, for filling before posting.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as `as_slice`, and `&mut self` makes the borrow unique on our side.
+        unsafe { std::slice::from_raw_parts_mut(self.addr.as_ptr(), self.len) }
+    }
+
+    /// What to send a peer so it can target the whole region.
+    pub fn remote(&self) -> RemoteBuffer {
+        RemoteBuffer {
+            addr: self.addr(),
+            len: self.len as u64,
+            rkey: self.rkey(),
+        }
+    }
+
+    /// The range `offset .. offset + len`, as a local SGE.
+    ///
+    /// # Errors
+    /// Refused when the range is not inside the region or is 4 GiB or longer.
+    pub fn slice(&self, offset: usize, len: usize) -> Result<LocalSlice<'_>, Error> {
+        let len = RangeError::check("local range", offset as u64, len as u64, self.len as u64)?;
+        Ok(LocalSlice {
+            mr: self,
+            offset,
+            len,
+        })
+    }
+}
+
+/// A checked range of a local [`MemoryRegion`]: one scatter/gather entry.
+#[derive(Clone, Copy)]
+pub struct LocalSlice<'mr> {
+    mr: &'mr MemoryRegion,
+    offset: usize,
+    len: u32,
+}
+
+impl LocalSlice<'_> {
+    /// Length in bytes.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// Whether the slice is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The region it belongs to.
+    pub fn region(&self) -> &MemoryRegion {
+        self.mr
+    }
+
+    pub(crate) fn sge(&self) -> sys::ibv_sge {
+        sys::ibv_sge {
+            addr: self.mr.addr() + self.offset as u64,
+            length: self.len,
+            lkey: self.mr.lkey(),
+        }
+    }
+
+    /// The bytes of the range.
+    pub fn bytes(&self) -> &[u8] {
+        &self.mr.as_slice()[self.offset..self.offset + self.len as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_flags_combine() {
+        let a = Access::LOCAL_WRITE | Access::REMOTE_READ;
+        assert!(a.contains(Access::REMOTE_READ));
+        assert!(!a.contains(Access::REMOTE_WRITE));
+        assert!(Access::ALL.contains(a | Access::REMOTE_ATOMIC | Access::REMOTE_WRITE));
+        assert_eq!(Access::LOCAL_WRITE.bits(), 1);
+    }
+
+    #[test]
+    fn page_buffers_are_aligned_and_zeroed() {
+        let b = PageBuffer::new(10_000).unwrap();
+        assert_eq!(b.ptr.as_ptr() as usize % 4096, 0);
+        // SAFETY: 10_000 bytes were allocated.
+        let bytes = unsafe { std::slice::from_raw_parts(b.ptr.as_ptr(), 10_000) };
+        assert!(bytes.iter().all(|&x| x == 0));
+    }
+}
