@@ -18,12 +18,8 @@ fn queries(c: &mut Criterion) {
     };
     let context = device.open().expect("ibv_open_device");
     let gid_tbl_len = context.query_port(1).expect("ibv_query_port").gid_tbl_len as usize;
-    c.bench_function("ibv_query_device", |b| {
-        b.iter(|| context.query_device().unwrap())
-    });
-    c.bench_function("ibv_query_port", |b| {
-        b.iter(|| context.query_port(1).unwrap())
-    });
+    c.bench_function("ibv_query_device", |b| b.iter(|| context.query_device().unwrap()));
+    c.bench_function("ibv_query_port", |b| b.iter(|| context.query_port(1).unwrap()));
     c.bench_function("ibv_query_gid_table", |b| {
         b.iter(|| context.query_gid_table(gid_tbl_len).unwrap())
     });

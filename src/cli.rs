@@ -53,10 +53,7 @@ where
 
 /// clap's error text is several lines (error, tip, usage); keep the error itself.
 fn first_line(rendered: &str) -> String {
-    let line = rendered
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("invalid arguments");
+    let line = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
     let line = line.strip_prefix("error: ").unwrap_or(line);
     format!("{line} (see rdmabench --help)")
 }
@@ -67,15 +64,11 @@ mod tests {
 
     #[test]
     fn devices_flags_parse() {
-        let cli = parse(["rdmabench", "devices", "-d", "mlx4_0", "-v", "--json"])
-            .unwrap()
-            .unwrap();
+        let cli = parse(["rdmabench", "devices", "-d", "mlx4_0", "-v", "--json"]).unwrap().unwrap();
         let Command::Devices(args) = cli.command;
         assert_eq!(args.device.as_deref(), Some("mlx4_0"));
         assert!(args.verbose && args.json);
-        let cli = parse(["rdmabench", "devices", "--ib-dev=rxe0"])
-            .unwrap()
-            .unwrap();
+        let cli = parse(["rdmabench", "devices", "--ib-dev=rxe0"]).unwrap().unwrap();
         let Command::Devices(args) = cli.command;
         assert_eq!(args.device.as_deref(), Some("rxe0"));
     }

@@ -8,17 +8,11 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 fn rdmabench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rdmabench"))
-        .args(args)
-        .output()
-        .expect("rdmabench runs")
+    Command::new(env!("CARGO_BIN_EXE_rdmabench")).args(args).output().expect("rdmabench runs")
 }
 
 fn stderr_lines(out: &Output) -> Vec<String> {
-    String::from_utf8_lossy(&out.stderr)
-        .lines()
-        .map(str::to_string)
-        .collect()
+    String::from_utf8_lossy(&out.stderr).lines().map(str::to_string).collect()
 }
 
 fn host_has_rdma_devices() -> bool {
@@ -35,10 +29,7 @@ fn unknown_device_is_one_error_line_and_exit_2() {
     let line = &lines[0];
     assert!(line.starts_with("rdmabench: "), "{line}");
     if host_has_rdma_devices() {
-        assert!(
-            line.contains("no RDMA device named 'no-such-dev0' (found: "),
-            "{line}"
-        );
+        assert!(line.contains("no RDMA device named 'no-such-dev0' (found: "), "{line}");
     } else {
         assert!(line.contains("no RDMA stack on this machine"), "{line}");
     }
@@ -100,21 +91,11 @@ struct DevInfo {
 }
 
 fn ibv_devinfo(dev: &str) -> DevInfo {
-    let out = Command::new("ibv_devinfo")
-        .args(["-v", "-d", dev])
-        .output()
-        .expect("ibv_devinfo runs");
-    assert!(
-        out.status.success(),
-        "ibv_devinfo failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out =
+        Command::new("ibv_devinfo").args(["-v", "-d", dev]).output().expect("ibv_devinfo runs");
+    assert!(out.status.success(), "ibv_devinfo failed: {}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
-    let mut info = DevInfo {
-        device: HashMap::new(),
-        port1: HashMap::new(),
-        gids: HashMap::new(),
-    };
+    let mut info = DevInfo { device: HashMap::new(), port1: HashMap::new(), gids: HashMap::new() };
     let mut in_port = false;
     for line in text.lines() {
         let Some((key, value)) = line.trim().split_once(':') else {
@@ -127,19 +108,11 @@ fn ibv_devinfo(dev: &str) -> DevInfo {
         }
         if let Some(idx) = key.strip_prefix("GID[").and_then(|k| k.strip_suffix(']')) {
             let (gid, kind) = value.split_once(", ").unwrap_or((value, ""));
-            info.gids.insert(
-                idx.trim().parse().unwrap(),
-                (gid.to_string(), kind.to_string()),
-            );
+            info.gids.insert(idx.trim().parse().unwrap(), (gid.to_string(), kind.to_string()));
             continue;
         }
-        let map = if in_port {
-            &mut info.port1
-        } else {
-            &mut info.device
-        };
-        map.entry(key.to_string())
-            .or_insert_with(|| value.to_string());
+        let map = if in_port { &mut info.port1 } else { &mut info.device };
+        map.entry(key.to_string()).or_insert_with(|| value.to_string());
     }
     info
 }
@@ -155,9 +128,7 @@ fn number(value: &str) -> u64 {
     let word = value.split_whitespace().next().unwrap_or("");
     match word.strip_prefix("0x") {
         Some(hex) => u64::from_str_radix(hex, 16).unwrap(),
-        None => word
-            .parse()
-            .unwrap_or_else(|_| panic!("not a number: {value}")),
+        None => word.parse().unwrap_or_else(|_| panic!("not a number: {value}")),
     }
 }
 
@@ -176,55 +147,25 @@ fn lab_devices_json_matches_ibv_devinfo() {
     assert_eq!(d["node_guid"], info.device["node_guid"].as_str());
     assert_eq!(d["sys_image_guid"], info.device["sys_image_guid"].as_str());
     assert_eq!(d["fw_ver"], info.device["fw_ver"].as_str());
-    assert_eq!(
-        d["vendor_id"].as_u64().unwrap(),
-        number(&info.device["vendor_id"])
-    );
-    assert_eq!(
-        d["vendor_part_id"].as_u64().unwrap(),
-        number(&info.device["vendor_part_id"])
-    );
-    assert_eq!(
-        d["limits"]["max_qp"].as_u64().unwrap(),
-        number(&info.device["max_qp"])
-    );
-    assert_eq!(
-        d["limits"]["max_mr"].as_u64().unwrap(),
-        number(&info.device["max_mr"])
-    );
-    assert_eq!(
-        d["limits"]["max_cqe"].as_u64().unwrap(),
-        number(&info.device["max_cqe"])
-    );
+    assert_eq!(d["vendor_id"].as_u64().unwrap(), number(&info.device["vendor_id"]));
+    assert_eq!(d["vendor_part_id"].as_u64().unwrap(), number(&info.device["vendor_part_id"]));
+    assert_eq!(d["limits"]["max_qp"].as_u64().unwrap(), number(&info.device["max_qp"]));
+    assert_eq!(d["limits"]["max_mr"].as_u64().unwrap(), number(&info.device["max_mr"]));
+    assert_eq!(d["limits"]["max_cqe"].as_u64().unwrap(), number(&info.device["max_cqe"]));
     // "ATOMIC_HCA (1)" → "HCA"
     let atomic = info.device["atomic_cap"].split_whitespace().next().unwrap();
-    assert_eq!(
-        format!("ATOMIC_{}", d["limits"]["atomic_cap"].as_str().unwrap()),
-        atomic
-    );
+    assert_eq!(format!("ATOMIC_{}", d["limits"]["atomic_cap"].as_str().unwrap()), atomic);
     assert_eq!(d["transport"], "InfiniBand");
 
     let ports = d["ports"].as_array().unwrap();
     assert_eq!(ports.len() as u64, number(&info.device["phys_port_cnt"]));
     let p = &ports[0];
     assert_eq!(p["port"], 1);
-    assert_eq!(
-        format!("PORT_{} (4)", p["state"].as_str().unwrap()),
-        info.port1["state"]
-    );
-    assert_eq!(
-        p["active_mtu"].as_u64().unwrap(),
-        number(&info.port1["active_mtu"])
-    );
-    assert_eq!(
-        p["max_mtu"].as_u64().unwrap(),
-        number(&info.port1["max_mtu"])
-    );
+    assert_eq!(format!("PORT_{} (4)", p["state"].as_str().unwrap()), info.port1["state"]);
+    assert_eq!(p["active_mtu"].as_u64().unwrap(), number(&info.port1["active_mtu"]));
+    assert_eq!(p["max_mtu"].as_u64().unwrap(), number(&info.port1["max_mtu"]));
     assert_eq!(p["link_layer"], info.port1["link_layer"].as_str());
-    assert_eq!(
-        p["gid_table_len"].as_u64().unwrap(),
-        number(&info.port1["gid_tbl_len"])
-    );
+    assert_eq!(p["gid_table_len"].as_u64().unwrap(), number(&info.port1["gid_tbl_len"]));
     assert_eq!(info.port1["phys_state"], "LINK_UP (5)");
     assert_eq!(p["phys_state"], "LinkUp");
 
@@ -250,18 +191,12 @@ fn lab_devices_json_matches_sysfs() {
     if fw_ver.is_empty() {
         // rxe has no firmware string in sysfs; verbs reports "0.0.0" (checked against
         // ibv_devinfo in lab_devices_json_matches_ibv_devinfo).
-        assert_eq!(
-            d["model"], "Soft-RoCE (rxe)",
-            "only rxe lacks a sysfs fw_ver"
-        );
+        assert_eq!(d["model"], "Soft-RoCE (rxe)", "only rxe lacks a sysfs fw_ver");
     } else {
         assert_eq!(d["fw_ver"], fw_ver.as_str());
     }
     let p = &d["ports"][0];
-    assert_eq!(
-        sysfs(&dev, "ports/1/state"),
-        format!("4: {}", p["state"].as_str().unwrap())
-    );
+    assert_eq!(sysfs(&dev, "ports/1/state"), format!("4: {}", p["state"].as_str().unwrap()));
     assert_eq!(
         sysfs(&dev, "ports/1/phys_state"),
         format!("5: {}", p["phys_state"].as_str().unwrap())
@@ -277,23 +212,12 @@ fn lab_devices_json_matches_sysfs() {
     assert_eq!(rate, expect);
 
     // GID 1 is the IPv4-mapped loopback address, RoCE v2, on lo.
-    let gid1 = p["gids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["index"] == 1)
-        .expect("GID 1");
+    let gid1 = p["gids"].as_array().unwrap().iter().find(|g| g["index"] == 1).expect("GID 1");
     assert_eq!(gid1["gid"], "::ffff:127.0.0.1");
     assert_eq!(gid1["raw"], sysfs(&dev, "ports/1/gids/1").as_str());
     assert_eq!(gid1["type"], "RoCE v2");
-    assert_eq!(
-        gid1["type"],
-        sysfs(&dev, "ports/1/gid_attrs/types/1").as_str()
-    );
-    assert_eq!(
-        gid1["netdev"],
-        sysfs(&dev, "ports/1/gid_attrs/ndevs/1").as_str()
-    );
+    assert_eq!(gid1["type"], sysfs(&dev, "ports/1/gid_attrs/types/1").as_str());
+    assert_eq!(gid1["netdev"], sysfs(&dev, "ports/1/gid_attrs/ndevs/1").as_str());
     assert_eq!(gid1["netdev"], "lo");
     // rxe has no PCI function of its own.
     assert!(d["pcie"].is_null());
@@ -308,31 +232,15 @@ fn lab_devices_human_output() {
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     let first = text.lines().next().unwrap();
-    assert!(
-        first.starts_with(&format!("{dev}: Soft-RoCE (rxe)")),
-        "{text}"
-    );
-    assert!(
-        text.contains("  port 1: ACTIVE LinkUp Ethernet, MTU"),
-        "{text}"
-    );
-    let gid1 = text
-        .lines()
-        .find(|l| l.trim_start().starts_with("GID 1 "))
-        .expect("GID 1 line");
+    assert!(first.starts_with(&format!("{dev}: Soft-RoCE (rxe)")), "{text}");
+    assert!(text.contains("  port 1: ACTIVE LinkUp Ethernet, MTU"), "{text}");
+    let gid1 = text.lines().find(|l| l.trim_start().starts_with("GID 1 ")).expect("GID 1 line");
     let words: Vec<&str> = gid1.split_whitespace().collect();
-    assert_eq!(
-        words,
-        ["GID", "1", "::ffff:127.0.0.1", "RoCE", "v2", "lo"],
-        "{gid1}"
-    );
+    assert_eq!(words, ["GID", "1", "::ffff:127.0.0.1", "RoCE", "v2", "lo"], "{gid1}");
 
     let verbose = String::from_utf8(rdmabench(&["devices", "-v", "-d", &dev]).stdout).unwrap();
     assert!(verbose.contains("  atomics              HCA"), "{verbose}");
-    assert!(
-        verbose.contains("  PCIe link            none (not a PCI function)"),
-        "{verbose}"
-    );
+    assert!(verbose.contains("  PCIe link            none (not a PCI function)"), "{verbose}");
     let info = ibv_devinfo(&dev);
     let table = format!(
         "    GID table          {} valid of {}",
@@ -349,10 +257,17 @@ fn lab_unknown_device_names_the_real_ones() {
     let out = rdmabench(&["devices", "-d", "mlx9_9"]);
     assert_eq!(out.status.code(), Some(2));
     let lines = stderr_lines(&out);
-    assert_eq!(
-        lines,
-        [format!(
-            "rdmabench: no RDMA device named 'mlx9_9' (found: {dev})"
-        )]
-    );
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let prefix = "rdmabench: no RDMA device named 'mlx9_9' (found: ";
+    assert!(lines[0].starts_with(prefix), "{}", lines[0]);
+    let mut found: Vec<String> =
+        lines[0][prefix.len()..].trim_end_matches(')').split(", ").map(str::to_string).collect();
+    assert!(found.contains(&dev), "{found:?}");
+    let mut in_sysfs: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    in_sysfs.sort();
+    assert_eq!(found, in_sysfs, "the message lists every device");
 }

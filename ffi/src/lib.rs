@@ -34,11 +34,7 @@
 //! Every verbs object is released when its Rust owner is dropped. An object that
 //! needs another one alive (a port query needs its device context) holds it by
 //! ownership, so the release order of the C library is kept by construction.
-#![deny(
-    missing_docs,
-    unsafe_op_in_unsafe_fn,
-    clippy::undocumented_unsafe_blocks
-)]
+#![deny(missing_docs, unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 pub mod types;
 #[cfg(target_os = "linux")]

@@ -105,11 +105,7 @@ impl RemoteBuffer {
     /// message (4 GiB − 1).
     pub fn slice(&self, offset: u64, len: u64) -> Result<RemoteSlice, RangeError> {
         let len = RangeError::check("remote range", offset, len, self.len)?;
-        Ok(RemoteSlice {
-            addr: self.addr + offset,
-            len,
-            rkey: self.rkey,
-        })
+        Ok(RemoteSlice { addr: self.addr + offset, len, rkey: self.rkey })
     }
 
     /// The same buffer with another key: for negative tests.
@@ -156,12 +152,7 @@ impl RangeError {
         let fits = offset.checked_add(len).is_some_and(|end| end <= size);
         match (fits, u32::try_from(len)) {
             (true, Ok(len)) => Ok(len),
-            _ => Err(RangeError {
-                what,
-                offset,
-                len,
-                size,
-            }),
+            _ => Err(RangeError { what, offset, len, size }),
         }
     }
 }
@@ -172,10 +163,7 @@ impl RangeError {
         if self.len > u64::from(u32::MAX) {
             format!("{} bytes is over the 4 GiB message limit", self.len)
         } else {
-            format!(
-                "{}+{} is outside the {}-byte buffer",
-                self.offset, self.len, self.size
-            )
+            format!("{}+{} is outside the {}-byte buffer", self.offset, self.len, self.size)
         }
     }
 }
@@ -220,10 +208,7 @@ mod tests {
         bytes[12..].copy_from_slice(&[127, 0, 0, 1]);
         let gid = Gid(bytes);
         assert_eq!(gid.to_string(), "::ffff:127.0.0.1");
-        assert_eq!(
-            gid.to_raw_string(),
-            "0000:0000:0000:0000:0000:ffff:7f00:0001"
-        );
+        assert_eq!(gid.to_raw_string(), "0000:0000:0000:0000:0000:ffff:7f00:0001");
         assert_eq!(gid.to_ipv4_mapped(), Some(std::net::Ipv4Addr::LOCALHOST));
         assert!(!gid.is_zero());
         assert!(Gid::default().is_zero());
@@ -234,43 +219,21 @@ mod tests {
 
     #[test]
     fn remote_ranges_are_checked_against_the_advertised_buffer() {
-        let remote = RemoteBuffer {
-            addr: 0x1000,
-            len: 64,
-            rkey: 7,
-        };
+        let remote = RemoteBuffer { addr: 0x1000, len: 64, rkey: 7 };
         let s = remote.slice(8, 8).unwrap();
         assert_eq!((s.addr(), s.len(), s.rkey()), (0x1008, 8, 7));
         assert!(remote.slice(0, 64).is_ok());
         let err = remote.slice(60, 8).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "remote range: 60+8 is outside the 64-byte buffer"
-        );
-        assert!(
-            remote.slice(u64::MAX, 2).is_err(),
-            "overflow is refused, not wrapped"
-        );
-        let big = RemoteBuffer {
-            addr: 0,
-            len: 1 << 33,
-            rkey: 1,
-        };
+        assert_eq!(err.to_string(), "remote range: 60+8 is outside the 64-byte buffer");
+        assert!(remote.slice(u64::MAX, 2).is_err(), "overflow is refused, not wrapped");
+        let big = RemoteBuffer { addr: 0, len: 1 << 33, rkey: 1 };
         let err = big.slice(0, 1 << 32).unwrap_err();
-        assert!(
-            err.to_string().contains("over the 4 GiB message limit"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("over the 4 GiB message limit"), "{err}");
     }
 
     #[test]
     fn endpoints_round_trip_through_json() {
-        let ep = QpEndpoint {
-            lid: 3,
-            gid: Gid([1; 16]),
-            qpn: 0x11,
-            psn: 0xabcdef,
-        };
+        let ep = QpEndpoint { lid: 3, gid: Gid([1; 16]), qpn: 0x11, psn: 0xabcdef };
         let text = serde_json::to_string(&ep).unwrap();
         assert_eq!(serde_json::from_str::<QpEndpoint>(&text).unwrap(), ep);
     }

@@ -29,10 +29,7 @@ fn lab(cfg: LoopbackConfig) -> Loopback {
 }
 
 fn rc(buf_len: usize) -> Loopback {
-    lab(LoopbackConfig {
-        buf_len,
-        ..Default::default()
-    })
+    lab(LoopbackConfig { buf_len, ..Default::default() })
 }
 
 /// Polls until one completion arrives; panics after WAIT instead of hanging.
@@ -57,9 +54,7 @@ fn ok(cq: &CompletionQueue, wr_id: u64, opcode: WcOpcode) -> Completion {
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
 }
 
 #[test]
@@ -76,10 +71,7 @@ fn lab_rc_write_then_read_back_up_to_8_mib() {
             .signaled();
         lb.a.qp.post_send(&wr).unwrap();
         ok(&lb.a.cq, 1, WcOpcode::RdmaWrite);
-        assert!(
-            lb.b.mr.as_slice()[..len] == data[..],
-            "write of {len} bytes arrived intact"
-        );
+        assert!(lb.b.mr.as_slice()[..len] == data[..], "write of {len} bytes arrived intact");
         // Read it back into the second half of a's buffer.
         let dst = [lb.a.mr.slice(MIB8, len).unwrap()];
         let wr = SendRequest::new(2, SendOp::Read(remote.slice(0, len as u64).unwrap()), &dst)
@@ -99,10 +91,7 @@ fn lab_rc_write_then_read_back_up_to_8_mib() {
 fn lab_rc_scatter_gather_write_and_read() {
     let mut lb = lab(LoopbackConfig {
         buf_len: 1 << 16,
-        caps: QpCaps {
-            max_send_sge: 4,
-            ..QpCaps::default()
-        },
+        caps: QpCaps { max_send_sge: 4, ..QpCaps::default() },
         ..Default::default()
     });
     let data = pattern(1 << 16, 7);
@@ -114,20 +103,13 @@ fn lab_rc_scatter_gather_write_and_read() {
         lb.a.mr.slice(0, 7).unwrap(),
     ];
     let remote = lb.b.mr.remote().slice(500, 157).unwrap();
-    lb.a.qp
-        .post_send(&SendRequest::new(9, SendOp::Write(remote), &sges).signaled())
-        .unwrap();
+    lb.a.qp.post_send(&SendRequest::new(9, SendOp::Write(remote), &sges).signaled()).unwrap();
     ok(&lb.a.cq, 9, WcOpcode::RdmaWrite);
     let expect: Vec<u8> = [&data[2000..2100], &data[1000..1050], &data[0..7]].concat();
     assert_eq!(&lb.b.mr.as_slice()[500..657], &expect[..]);
     // Read those 157 bytes back, scattered over two places of a.
-    let dst = [
-        lb.a.mr.slice(40000, 57).unwrap(),
-        lb.a.mr.slice(50000, 100).unwrap(),
-    ];
-    lb.a.qp
-        .post_send(&SendRequest::new(10, SendOp::Read(remote), &dst).signaled())
-        .unwrap();
+    let dst = [lb.a.mr.slice(40000, 57).unwrap(), lb.a.mr.slice(50000, 100).unwrap()];
+    lb.a.qp.post_send(&SendRequest::new(10, SendOp::Read(remote), &dst).signaled()).unwrap();
     ok(&lb.a.cq, 10, WcOpcode::RdmaRead);
     assert_eq!(&lb.a.mr.as_slice()[40000..40057], &expect[..57]);
     assert_eq!(&lb.a.mr.as_slice()[50000..50100], &expect[57..]);
@@ -140,13 +122,9 @@ fn lab_rc_send_recv_and_immediates() {
     let msg = b"hello from a";
     lb.a.mr.as_mut_slice()[..msg.len()].copy_from_slice(msg);
     // Plain send.
-    lb.b.qp
-        .post_recv(100, &[lb.b.mr.slice(0, 4096).unwrap()])
-        .unwrap();
+    lb.b.qp.post_recv(100, &[lb.b.mr.slice(0, 4096).unwrap()]).unwrap();
     let src = [lb.a.mr.slice(0, msg.len()).unwrap()];
-    lb.a.qp
-        .post_send(&SendRequest::new(1, SendOp::Send, &src).signaled())
-        .unwrap();
+    lb.a.qp.post_send(&SendRequest::new(1, SendOp::Send, &src).signaled()).unwrap();
     ok(&lb.a.cq, 1, WcOpcode::Send);
     let r = ok(&lb.b.cq, 100, WcOpcode::Recv);
     assert_eq!(r.byte_len() as usize, msg.len());
@@ -154,21 +132,15 @@ fn lab_rc_send_recv_and_immediates() {
     assert_eq!(r.qp_num(), lb.b.qp.qp_num());
     assert_eq!(&lb.b.mr.as_slice()[..msg.len()], msg);
     // Send with immediate.
-    lb.b.qp
-        .post_recv(101, &[lb.b.mr.slice(0, 4096).unwrap()])
-        .unwrap();
-    lb.a.qp
-        .post_send(&SendRequest::new(2, SendOp::SendImm(0xdead_beef), &src).signaled())
-        .unwrap();
+    lb.b.qp.post_recv(101, &[lb.b.mr.slice(0, 4096).unwrap()]).unwrap();
+    lb.a.qp.post_send(&SendRequest::new(2, SendOp::SendImm(0xdead_beef), &src).signaled()).unwrap();
     ok(&lb.a.cq, 2, WcOpcode::Send);
     let r = ok(&lb.b.cq, 101, WcOpcode::Recv);
     assert_eq!(r.imm_data(), Some(0xdead_beef));
     // Write with immediate: data lands by RDMA, the immediate consumes a receive.
     lb.b.qp.post_recv(102, &[]).unwrap();
     let remote = lb.b.mr.remote().slice(4096, msg.len() as u64).unwrap();
-    lb.a.qp
-        .post_send(&SendRequest::new(3, SendOp::WriteImm(remote, 42), &src).signaled())
-        .unwrap();
+    lb.a.qp.post_send(&SendRequest::new(3, SendOp::WriteImm(remote, 42), &src).signaled()).unwrap();
     ok(&lb.a.cq, 3, WcOpcode::RdmaWrite);
     let r = ok(&lb.b.cq, 102, WcOpcode::RecvRdmaWithImm);
     assert_eq!(r.imm_data(), Some(42));
@@ -180,22 +152,15 @@ fn lab_rc_send_recv_and_immediates() {
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_rc_inline_sends() {
     let mut lb = lab(LoopbackConfig {
-        caps: QpCaps {
-            max_inline_data: 64,
-            ..QpCaps::default()
-        },
+        caps: QpCaps { max_inline_data: 64, ..QpCaps::default() },
         ..Default::default()
     });
     let inline_max = lb.a.qp.caps().max_inline_data as usize;
     assert!(inline_max >= 64, "provider gave {inline_max} inline bytes");
     lb.a.mr.as_mut_slice()[..64].copy_from_slice(&pattern(64, 3));
-    lb.b.qp
-        .post_recv(7, &[lb.b.mr.slice(0, 128).unwrap()])
-        .unwrap();
+    lb.b.qp.post_recv(7, &[lb.b.mr.slice(0, 128).unwrap()]).unwrap();
     let src = [lb.a.mr.slice(0, 64).unwrap()];
-    lb.a.qp
-        .post_send(&SendRequest::new(1, SendOp::Send, &src).inline().signaled())
-        .unwrap();
+    lb.a.qp.post_send(&SendRequest::new(1, SendOp::Send, &src).inline().signaled()).unwrap();
     // Inline copies at post time: changing the source now must not change what arrives.
     lb.a.mr.as_mut_slice()[..64].fill(0);
     ok(&lb.a.cq, 1, WcOpcode::Send);
@@ -206,33 +171,20 @@ fn lab_rc_inline_sends() {
     let remote = lb.b.mr.remote().slice(1000, 8).unwrap();
     let src = [lb.a.mr.slice(0, 8).unwrap()];
     lb.a.qp
-        .post_send(
-            &SendRequest::new(2, SendOp::Write(remote), &src)
-                .inline()
-                .signaled(),
-        )
+        .post_send(&SendRequest::new(2, SendOp::Write(remote), &src).inline().signaled())
         .unwrap();
     ok(&lb.a.cq, 2, WcOpcode::RdmaWrite);
     assert_eq!(&lb.b.mr.as_slice()[1000..1008], b"inline!!");
     // Over the limit: refused before posting.
     let big = [lb.a.mr.slice(0, inline_max + 1).unwrap()];
-    let err =
-        lb.a.qp
-            .post_send(&SendRequest::new(3, SendOp::Send, &big).inline())
-            .unwrap_err();
-    assert!(
-        err.is_invalid_request() && err.to_string().contains("inline"),
-        "{err}"
-    );
+    let err = lb.a.qp.post_send(&SendRequest::new(3, SendOp::Send, &big).inline()).unwrap_err();
+    assert!(err.is_invalid_request() && err.to_string().contains("inline"), "{err}");
 }
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_rc_ten_thousand_fetch_adds_sum_exactly() {
-    let lb = lab(LoopbackConfig {
-        cq_entries: 1024,
-        ..Default::default()
-    });
+    let lb = lab(LoopbackConfig { cq_entries: 1024, ..Default::default() });
     let counter = lb.b.mr.remote().slice(64, 8).unwrap();
     let old = [lb.a.mr.slice(0, 8).unwrap()];
     let mut expected: u64 = 0;
@@ -255,15 +207,7 @@ fn lab_rc_ten_thousand_fetch_adds_sum_exactly() {
         }
         lb.a.qp
             .post_send(
-                &SendRequest::new(
-                    i,
-                    SendOp::FetchAdd {
-                        remote: counter,
-                        add,
-                    },
-                    &old,
-                )
-                .signaled(),
+                &SendRequest::new(i, SendOp::FetchAdd { remote: counter, add }, &old).signaled(),
             )
             .unwrap();
         outstanding += 1;
@@ -289,26 +233,14 @@ fn lab_rc_compare_and_swap_succeeds_and_fails() {
     let remote_value =
         |lb: &Loopback| u64::from_ne_bytes(lb.b.mr.as_slice()[8..16].try_into().unwrap());
     // Matches: swapped, old value returned.
-    let cas = SendOp::CompareSwap {
-        remote: target,
-        compare: 5,
-        swap: 9,
-    };
-    lb.a.qp
-        .post_send(&SendRequest::new(1, cas, &old).signaled())
-        .unwrap();
+    let cas = SendOp::CompareSwap { remote: target, compare: 5, swap: 9 };
+    lb.a.qp.post_send(&SendRequest::new(1, cas, &old).signaled()).unwrap();
     ok(&lb.a.cq, 1, WcOpcode::CompSwap);
     assert_eq!(read_old(&lb), 5);
     assert_eq!(remote_value(&lb), 9);
     // Does not match: unchanged, current value returned.
-    let cas = SendOp::CompareSwap {
-        remote: target,
-        compare: 5,
-        swap: 1,
-    };
-    lb.a.qp
-        .post_send(&SendRequest::new(2, cas, &old).signaled())
-        .unwrap();
+    let cas = SendOp::CompareSwap { remote: target, compare: 5, swap: 1 };
+    lb.a.qp.post_send(&SendRequest::new(2, cas, &old).signaled()).unwrap();
     ok(&lb.a.cq, 2, WcOpcode::CompSwap);
     assert_eq!(read_old(&lb), 9);
     assert_eq!(remote_value(&lb), 9);
@@ -316,30 +248,13 @@ fn lab_rc_compare_and_swap_succeeds_and_fails() {
     let misaligned = lb.b.mr.remote().slice(12, 8).unwrap();
     let err =
         lb.a.qp
-            .post_send(&SendRequest::new(
-                3,
-                SendOp::FetchAdd {
-                    remote: misaligned,
-                    add: 1,
-                },
-                &old,
-            ))
+            .post_send(&SendRequest::new(3, SendOp::FetchAdd { remote: misaligned, add: 1 }, &old))
             .unwrap_err();
-    assert!(
-        err.is_invalid_request() && err.to_string().contains("aligned"),
-        "{err}"
-    );
+    assert!(err.is_invalid_request() && err.to_string().contains("aligned"), "{err}");
     let wide = [lb.a.mr.slice(0, 16).unwrap()];
     let err =
         lb.a.qp
-            .post_send(&SendRequest::new(
-                4,
-                SendOp::FetchAdd {
-                    remote: target,
-                    add: 1,
-                },
-                &wide,
-            ))
+            .post_send(&SendRequest::new(4, SendOp::FetchAdd { remote: target, add: 1 }, &wide))
             .unwrap_err();
     assert!(err.to_string().contains("8-byte local SGE"), "{err}");
 }
@@ -347,24 +262,16 @@ fn lab_rc_compare_and_swap_succeeds_and_fails() {
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_rc_thirty_two_requests_in_one_post() {
-    let mut lb = lab(LoopbackConfig {
-        buf_len: 32 * 256,
-        ..Default::default()
-    });
+    let mut lb = lab(LoopbackConfig { buf_len: 32 * 256, ..Default::default() });
     let data = pattern(32 * 256, 11);
     lb.a.mr.as_mut_slice().copy_from_slice(&data);
     let remote = lb.b.mr.remote();
-    let slices: Vec<_> = (0..32)
-        .map(|i| [lb.a.mr.slice(i * 256, 256).unwrap()])
-        .collect();
+    let slices: Vec<_> = (0..32).map(|i| [lb.a.mr.slice(i * 256, 256).unwrap()]).collect();
     let mut batch = SendBatch::with_capacity(32);
     for (i, src) in slices.iter().enumerate() {
         let dst = remote.slice(i as u64 * 256, 256).unwrap();
         batch
-            .push(
-                &lb.a.qp,
-                &SendRequest::new(i as u64, SendOp::Write(dst), src).signaled(),
-            )
+            .push(&lb.a.qp, &SendRequest::new(i as u64, SendOp::Write(dst), src).signaled())
             .unwrap();
     }
     assert_eq!(batch.len(), 32);
@@ -385,16 +292,11 @@ fn ok_any(cq: &CompletionQueue) -> u64 {
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_uc_write_and_refused_read() {
-    let mut lb = lab(LoopbackConfig {
-        qp_type: QpType::Uc,
-        ..Default::default()
-    });
+    let mut lb = lab(LoopbackConfig { qp_type: QpType::Uc, ..Default::default() });
     lb.a.mr.as_mut_slice()[..16].copy_from_slice(b"unreliable conn!");
     let src = [lb.a.mr.slice(0, 16).unwrap()];
     let remote = lb.b.mr.remote().slice(100, 16).unwrap();
-    lb.a.qp
-        .post_send(&SendRequest::new(1, SendOp::Write(remote), &src).signaled())
-        .unwrap();
+    lb.a.qp.post_send(&SendRequest::new(1, SendOp::Write(remote), &src).signaled()).unwrap();
     ok(&lb.a.cq, 1, WcOpcode::RdmaWrite);
     // UC has no acknowledgements: the local completion may precede placement.
     let start = Instant::now();
@@ -402,90 +304,49 @@ fn lab_uc_write_and_refused_read() {
         assert!(start.elapsed() < WAIT, "UC write never landed");
         std::thread::sleep(Duration::from_millis(1));
     }
-    let err =
-        lb.a.qp
-            .post_send(&SendRequest::new(2, SendOp::Read(remote), &src))
-            .unwrap_err();
-    assert!(
-        err.to_string().contains("UC QPs do not do RDMA read"),
-        "{err}"
-    );
+    let err = lb.a.qp.post_send(&SendRequest::new(2, SendOp::Read(remote), &src)).unwrap_err();
+    assert!(err.to_string().contains("UC QPs do not do RDMA read"), "{err}");
 }
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_ud_send_recv_through_an_address_handle() {
-    let mut lb = lab(LoopbackConfig {
-        qp_type: QpType::Ud,
-        ..Default::default()
-    });
+    let mut lb = lab(LoopbackConfig { qp_type: QpType::Ud, ..Default::default() });
     let ah = lb.ah.take().expect("UD loopback has an address handle");
     let msg = pattern(512, 5);
     lb.a.mr.as_mut_slice()[..512].copy_from_slice(&msg);
-    lb.b.qp
-        .post_recv(55, &[lb.b.mr.slice(0, GRH_LEN + 1024).unwrap()])
-        .unwrap();
-    let dest = UdDest {
-        ah: &ah,
-        remote_qpn: lb.b.qp.qp_num(),
-        remote_qkey: DEFAULT_QKEY,
-    };
+    lb.b.qp.post_recv(55, &[lb.b.mr.slice(0, GRH_LEN + 1024).unwrap()]).unwrap();
+    let dest = UdDest { ah: &ah, remote_qpn: lb.b.qp.qp_num(), remote_qkey: DEFAULT_QKEY };
     let src = [lb.a.mr.slice(0, 512).unwrap()];
-    lb.a.qp
-        .post_send(
-            &SendRequest::new(1, SendOp::SendImm(77), &src)
-                .to(dest)
-                .signaled(),
-        )
-        .unwrap();
+    lb.a.qp.post_send(&SendRequest::new(1, SendOp::SendImm(77), &src).to(dest).signaled()).unwrap();
     ok(&lb.a.cq, 1, WcOpcode::Send);
     let r = ok(&lb.b.cq, 55, WcOpcode::Recv);
-    assert_eq!(
-        r.byte_len() as usize,
-        GRH_LEN + 512,
-        "byte_len counts the 40-byte GRH"
-    );
+    assert_eq!(r.byte_len() as usize, GRH_LEN + 512, "byte_len counts the 40-byte GRH");
     assert!(r.has_grh());
     assert_eq!(r.src_qp(), lb.a.qp.qp_num());
     assert_eq!(r.imm_data(), Some(77));
     assert_eq!(&lb.b.mr.as_slice()[GRH_LEN..GRH_LEN + 512], &msg[..]);
     // UD refuses what it cannot do, before posting.
-    let err =
-        lb.a.qp
-            .post_send(&SendRequest::new(2, SendOp::Send, &src))
-            .unwrap_err();
+    let err = lb.a.qp.post_send(&SendRequest::new(2, SendOp::Send, &src)).unwrap_err();
     assert!(err.to_string().contains("needs a destination"), "{err}");
     let remote = lb.b.mr.remote().slice(0, 8).unwrap();
     let err =
-        lb.a.qp
-            .post_send(&SendRequest::new(3, SendOp::Write(remote), &src).to(dest))
-            .unwrap_err();
+        lb.a.qp.post_send(&SendRequest::new(3, SendOp::Write(remote), &src).to(dest)).unwrap_err();
     assert!(err.to_string().contains("not possible on a UD QP"), "{err}");
 }
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_event_mode_wakes_a_waiter_and_times_out() {
-    let lb = lab(LoopbackConfig {
-        event_mode: true,
-        ..Default::default()
-    });
+    let lb = lab(LoopbackConfig { event_mode: true, ..Default::default() });
     // Nothing pending: the wait times out, within reason.
     lb.b.cq.req_notify(false).unwrap();
     let start = Instant::now();
-    assert!(
-        !lb.b.cq.wait(Duration::from_millis(200)).unwrap(),
-        "no event without a completion"
-    );
+    assert!(!lb.b.cq.wait(Duration::from_millis(200)).unwrap(), "no event without a completion");
     let waited = start.elapsed();
-    assert!(
-        waited >= Duration::from_millis(190) && waited < Duration::from_secs(5),
-        "{waited:?}"
-    );
+    assert!(waited >= Duration::from_millis(190) && waited < Duration::from_secs(5), "{waited:?}");
     // A receive completion wakes a waiter in another thread.
-    lb.b.qp
-        .post_recv(5, &[lb.b.mr.slice(0, 64).unwrap()])
-        .unwrap();
+    lb.b.qp.post_recv(5, &[lb.b.mr.slice(0, 64).unwrap()]).unwrap();
     let b_cq = lb.b.cq.clone();
     let waiter = std::thread::spawn(move || {
         let woke = b_cq.wait(WAIT).unwrap();
@@ -495,19 +356,14 @@ fn lab_event_mode_wakes_a_waiter_and_times_out() {
     });
     std::thread::sleep(Duration::from_millis(100));
     let src = [lb.a.mr.slice(0, 32).unwrap()];
-    lb.a.qp
-        .post_send(&SendRequest::new(1, SendOp::Send, &src).signaled())
-        .unwrap();
+    lb.a.qp.post_send(&SendRequest::new(1, SendOp::Send, &src).signaled()).unwrap();
     ok(&lb.a.cq, 1, WcOpcode::Send);
     let (woke, n, wr_id) = waiter.join().unwrap();
     assert!(woke, "the completion woke the waiter");
     assert_eq!((n, wr_id), (1, 5));
     // A CQ without a channel refuses to wait instead of blocking forever.
     let plain = lb.context.create_cq(4, None).unwrap();
-    assert!(plain
-        .wait(Duration::from_millis(1))
-        .unwrap_err()
-        .is_invalid_request());
+    assert!(plain.wait(Duration::from_millis(1)).unwrap_err().is_invalid_request());
 }
 
 #[test]
@@ -526,12 +382,8 @@ fn lab_wrong_rkey_is_a_remote_access_error_and_the_qp_errs() {
     // Anything posted after the error is flushed, not executed.
     lb.a.qp
         .post_send(
-            &SendRequest::new(
-                2,
-                SendOp::Write(lb.b.mr.remote().slice(0, 8).unwrap()),
-                &src,
-            )
-            .signaled(),
+            &SendRequest::new(2, SendOp::Write(lb.b.mr.remote().slice(0, 8).unwrap()), &src)
+                .signaled(),
         )
         .unwrap();
     assert_eq!(next(&lb.a.cq).status(), WcStatus::WrFlushErr);
@@ -541,48 +393,27 @@ fn lab_wrong_rkey_is_a_remote_access_error_and_the_qp_errs() {
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_out_of_bounds_ranges_are_refused_before_posting() {
     let lb = rc(4096);
-    let err =
-        lb.a.mr
-            .slice(4000, 100)
-            .err()
-            .expect("local range past the end");
+    let err = lb.a.mr.slice(4000, 100).err().expect("local range past the end");
     assert!(err.is_invalid_request());
-    assert_eq!(
-        err.to_string(),
-        "local range refused: 4000+100 is outside the 4096-byte buffer"
-    );
+    assert_eq!(err.to_string(), "local range refused: 4000+100 is outside the 4096-byte buffer");
     let err = lb.b.mr.remote().slice(4090, 7).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "remote range: 4090+7 is outside the 4096-byte buffer"
-    );
+    assert_eq!(err.to_string(), "remote range: 4090+7 is outside the 4096-byte buffer");
     // An SGE from a region of another PD is refused too.
     let other_pd = lb.context.alloc_pd().unwrap();
     let foreign = other_pd.reg_mr(64, Access::ALL).unwrap();
     let src = [foreign.slice(0, 8).unwrap()];
     let remote = lb.b.mr.remote().slice(0, 8).unwrap();
-    let err =
-        lb.a.qp
-            .post_send(&SendRequest::new(1, SendOp::Write(remote), &src))
-            .unwrap_err();
-    assert!(
-        err.to_string().contains("another protection domain"),
-        "{err}"
-    );
+    let err = lb.a.qp.post_send(&SendRequest::new(1, SendOp::Write(remote), &src)).unwrap_err();
+    assert!(err.to_string().contains("another protection domain"), "{err}");
     // Too many SGEs.
     let many: Vec<_> = (0..lb.a.qp.caps().max_send_sge as usize + 1)
         .map(|i| lb.a.mr.slice(i, 1).unwrap())
         .collect();
-    let err =
-        lb.a.qp
-            .post_send(&SendRequest::new(2, SendOp::Write(remote), &many))
-            .unwrap_err();
+    let err = lb.a.qp.post_send(&SendRequest::new(2, SendOp::Write(remote), &many)).unwrap_err();
     assert!(err.to_string().contains("SGEs, the QP takes"), "{err}");
     // None of this reached the HCA: the QP still works.
     let ok_src = [lb.a.mr.slice(0, 8).unwrap()];
-    lb.a.qp
-        .post_send(&SendRequest::new(3, SendOp::Write(remote), &ok_src).signaled())
-        .unwrap();
+    lb.a.qp.post_send(&SendRequest::new(3, SendOp::Write(remote), &ok_src).signaled()).unwrap();
     ok(&lb.a.cq, 3, WcOpcode::RdmaWrite);
 }
 
@@ -591,11 +422,7 @@ fn lab_out_of_bounds_ranges_are_refused_before_posting() {
 fn lab_destroyed_peer_fails_outstanding_work_with_a_named_status() {
     // Short transport timeout so retries run out in well under a second.
     let lb = lab(LoopbackConfig {
-        rts: RtsAttr {
-            timeout: 8,
-            retry_cnt: 2,
-            ..RtsAttr::new(0)
-        },
+        rts: RtsAttr { timeout: 8, retry_cnt: 2, ..RtsAttr::new(0) },
         ..Default::default()
     });
     let Loopback { a, b, .. } = lb;
@@ -617,11 +444,7 @@ fn lab_destroyed_peer_fails_outstanding_work_with_a_named_status() {
     );
     assert!(start.elapsed() < WAIT);
     assert_eq!(a.qp.state().unwrap(), QpState::Error);
-    eprintln!(
-        "destroyed peer -> {} after {:?}",
-        c.status(),
-        start.elapsed()
-    );
+    eprintln!("destroyed peer -> {} after {:?}", c.status(), start.elapsed());
 }
 
 #[test]
@@ -654,10 +477,7 @@ fn lab_rdma_cm_connect_accept_moves_data() {
         // Wait for the client's RDMA write into our buffer.
         let start = Instant::now();
         while &mr.as_slice()[1000..1005] != b"write" {
-            assert!(
-                start.elapsed() < WAIT,
-                "RDMA write over rdma_cm never landed"
-            );
+            assert!(start.elapsed() < WAIT, "RDMA write over rdma_cm never landed");
             std::thread::sleep(Duration::from_millis(1));
         }
         drop(conn);
@@ -682,8 +502,7 @@ fn lab_rdma_cm_connect_accept_moves_data() {
     mr.as_mut_slice()[..9].copy_from_slice(b"over rdma");
     mr.as_mut_slice()[100..105].copy_from_slice(b"write");
     let src = [mr.slice(0, 9).unwrap()];
-    qp.post_send(&SendRequest::new(1, SendOp::Send, &src).signaled())
-        .unwrap();
+    qp.post_send(&SendRequest::new(1, SendOp::Send, &src).signaled()).unwrap();
     ok(&cq, 1, WcOpcode::Send);
     let src = [mr.slice(100, 5).unwrap()];
     qp.post_send(
@@ -712,10 +531,7 @@ fn lab_rdma_cm_to_a_closed_port_is_refused_not_hung() {
         route.connect(&qp, b"", Duration::from_secs(5)).map(|_| ())
     });
     let err = result.expect_err("nobody listens on port 1");
-    assert!(
-        err.to_string().contains("REJECTED") || err.is_timeout(),
-        "{err}"
-    );
+    assert!(err.to_string().contains("REJECTED") || err.is_timeout(), "{err}");
     assert!(start.elapsed() < Duration::from_secs(15));
 }
 
@@ -743,9 +559,7 @@ fn resources_of_this_process(kind: &str) -> usize {
         .lines()
         .filter(|l| {
             let words: Vec<&str> = l.split_whitespace().collect();
-            words
-                .windows(2)
-                .any(|w| w[0] == "pid" && ours.iter().any(|t| t == w[1]))
+            words.windows(2).any(|w| w[0] == "pid" && ours.iter().any(|t| t == w[1]))
         })
         .count()
 }
@@ -755,17 +569,9 @@ fn resources_of_this_process(kind: &str) -> usize {
 fn lab_teardown_leaves_no_qp_mr_cq_or_pd_behind() {
     let kinds = ["qp", "cq", "mr", "pd"];
     {
-        let lb = lab(LoopbackConfig {
-            event_mode: true,
-            ..Default::default()
-        });
-        let _ud = lab(LoopbackConfig {
-            qp_type: QpType::Ud,
-            ..Default::default()
-        });
-        lb.b.qp
-            .post_recv(1, &[lb.b.mr.slice(0, 64).unwrap()])
-            .unwrap();
+        let lb = lab(LoopbackConfig { event_mode: true, ..Default::default() });
+        let _ud = lab(LoopbackConfig { qp_type: QpType::Ud, ..Default::default() });
+        lb.b.qp.post_recv(1, &[lb.b.mr.slice(0, 64).unwrap()]).unwrap();
         for kind in kinds {
             let seen = resources_of_this_process(kind);
             assert!(

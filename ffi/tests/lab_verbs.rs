@@ -25,18 +25,11 @@ fn lab_device_list_names_and_guids_agree_with_sysfs() {
     assert!(!list.is_empty());
     let device = list.find(context.name()).unwrap();
     let sysfs = device.ibdev_path();
-    assert_eq!(
-        sysfs,
-        std::path::Path::new("/sys/class/infiniband").join(context.name())
-    );
+    assert_eq!(sysfs, std::path::Path::new("/sys/class/infiniband").join(context.name()));
     let node_guid = std::fs::read_to_string(sysfs.join("node_guid")).unwrap();
     assert_eq!(device.guid().to_string(), node_guid.trim());
     assert_eq!(context.query_device().unwrap().node_guid, device.guid());
-    assert_eq!(
-        device.transport_type(),
-        0,
-        "rxe is an InfiniBand-transport device"
-    );
+    assert_eq!(device.transport_type(), 0, "rxe is an InfiniBand-transport device");
     assert_eq!(device.node_type(), 1, "rxe is a CA");
 }
 
@@ -45,9 +38,7 @@ fn lab_device_list_names_and_guids_agree_with_sysfs() {
 fn lab_context_outlives_the_device_list() {
     let (list, context) = lab_context();
     drop(list);
-    let attr = context
-        .query_device()
-        .expect("query after the list is freed");
+    let attr = context.query_device().expect("query after the list is freed");
     assert!(attr.phys_port_cnt >= 1);
     let clone = context.clone();
     drop(context);
@@ -62,21 +53,13 @@ fn lab_gid_1_is_ipv4_mapped_loopback_roce_v2() {
     assert_eq!(gid.to_ipv4_mapped(), Some(Ipv4Addr::LOCALHOST));
     let port = context.query_port(1).unwrap();
     let table = context.query_gid_table(port.gid_tbl_len as usize).unwrap();
-    let entry = table
-        .iter()
-        .find(|e| e.port == 1 && e.index == 1)
-        .expect("GID 1 in the table");
+    let entry = table.iter().find(|e| e.port == 1 && e.index == 1).expect("GID 1 in the table");
     assert_eq!(entry.gid, gid);
     assert_eq!(entry.gid_type, 2, "RoCE v2");
     assert_eq!(entry.netdev.as_deref(), Some("lo"));
     // Every table entry agrees with the one-at-a-time query.
     for e in &table {
-        assert_eq!(
-            context.query_gid(e.port, e.index).unwrap(),
-            e.gid,
-            "GID {}",
-            e.index
-        );
+        assert_eq!(context.query_gid(e.port, e.index).unwrap(), e.gid, "GID {}", e.index);
     }
 }
 

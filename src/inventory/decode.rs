@@ -40,11 +40,7 @@ pub fn lane_speed(code: u8) -> Option<LaneSpeed> {
         128 => ("NDR", 100.0, 100.0),
         _ => return None,
     };
-    Some(LaneSpeed {
-        name,
-        nominal_gbps,
-        data_gbps,
-    })
+    Some(LaneSpeed { name, nominal_gbps, data_gbps })
 }
 
 /// Link rate in Gb/s from width and speed codes: (nominal, data). `None` if either code
@@ -194,11 +190,7 @@ fn mellanox_model(part: u32) -> Option<String> {
         41692 => ("BlueField-3", false),
         _ => return None,
     };
-    Some(if vf {
-        format!("{name} VF")
-    } else {
-        name.to_string()
-    })
+    Some(if vf { format!("{name} VF") } else { name.to_string() })
 }
 
 #[cfg(test)]

@@ -184,10 +184,7 @@ impl std::error::Error for InventoryError {}
 
 /// Collects the inventory of every device, or only of `only` (a device name).
 pub fn collect(only: Option<&str>) -> Result<Inventory, InventoryError> {
-    Ok(Inventory {
-        schema_version: SCHEMA_VERSION,
-        devices: collect_devices(only)?,
-    })
+    Ok(Inventory { schema_version: SCHEMA_VERSION, devices: collect_devices(only)? })
 }
 
 #[cfg(target_os = "linux")]

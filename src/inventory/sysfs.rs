@@ -30,9 +30,7 @@ pub fn pcie_link(ibdev_path: &Path) -> Option<PcieLink> {
 
 /// The NUMA node of `<ibdev_path>/device`; `None` when sysfs says -1 or has no file.
 pub fn numa_node(ibdev_path: &Path) -> Option<u32> {
-    read_trimmed(&ibdev_path.join("device").join("numa_node"))?
-        .parse()
-        .ok()
+    read_trimmed(&ibdev_path.join("device").join("numa_node"))?.parse().ok()
 }
 
 #[cfg(test)]

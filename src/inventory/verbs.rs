@@ -73,10 +73,8 @@ fn describe(device: Device<'_>) -> Result<DeviceInfo, VerbsError> {
 
 /// The valid GIDs of all ports in one call; a port with an empty table adds nothing.
 fn gid_table(context: &Context, ports: &[(u8, PortAttr)]) -> Result<Vec<GidEntry>, VerbsError> {
-    let capacity: usize = ports
-        .iter()
-        .map(|(_, a)| usize::try_from(a.gid_tbl_len).unwrap_or(0))
-        .sum();
+    let capacity: usize =
+        ports.iter().map(|(_, a)| usize::try_from(a.gid_tbl_len).unwrap_or(0)).sum();
     if capacity == 0 {
         return Ok(Vec::new());
     }

@@ -85,11 +85,7 @@ fn verbose_device(out: &mut String, d: &DeviceInfo) {
     };
     let _ = writeln!(out, "{}", d.name);
     field(out, "model", &model_text(d));
-    field(
-        out,
-        "transport",
-        &format!("{} (node type {})", d.transport, d.node_type),
-    );
+    field(out, "transport", &format!("{} (node type {})", d.transport, d.node_type));
     field(out, "firmware", &d.fw_ver);
     field(out, "hw version", &d.hw_ver);
     field(out, "node GUID", &d.node_guid);
@@ -130,12 +126,7 @@ fn verbose_device(out: &mut String, d: &DeviceInfo) {
         }
         None => field(out, "PCIe link", &"none (not a PCI function)"),
     }
-    field(
-        out,
-        "NUMA node",
-        &d.numa_node
-            .map_or_else(|| "-".to_string(), |n| n.to_string()),
-    );
+    field(out, "NUMA node", &d.numa_node.map_or_else(|| "-".to_string(), |n| n.to_string()));
     for p in &d.ports {
         let _ = writeln!(out, "  port {}", p.port);
         let pf = |out: &mut String, name: &str, value: &dyn std::fmt::Display| {
@@ -144,11 +135,7 @@ fn verbose_device(out: &mut String, d: &DeviceInfo) {
         pf(out, "state", &p.state);
         pf(out, "physical state", &p.phys_state);
         pf(out, "link layer", &p.link_layer);
-        pf(
-            out,
-            "active MTU",
-            &format!("{} (max {})", mtu_text(p.active_mtu), mtu_text(p.max_mtu)),
-        );
+        pf(out, "active MTU", &format!("{} (max {})", mtu_text(p.active_mtu), mtu_text(p.max_mtu)));
         pf(out, "link", &link_text(p));
         if let Some(data) = p.data_rate_gbps {
             pf(out, "data rate", &format!("{data} Gb/s after encoding"));
@@ -156,11 +143,7 @@ fn verbose_device(out: &mut String, d: &DeviceInfo) {
         if let (Some(lid), Some(sm_lid)) = (p.lid, p.sm_lid) {
             pf(out, "LID / SM LID", &format!("{lid} / {sm_lid}"));
         }
-        pf(
-            out,
-            "GID table",
-            &format!("{} valid of {}", p.gids.len(), p.gid_table_len),
-        );
+        pf(out, "GID table", &format!("{} valid of {}", p.gids.len(), p.gid_table_len));
         gid_lines(out, p, "      ");
     }
 }

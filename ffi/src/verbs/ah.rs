@@ -33,10 +33,7 @@ impl ProtectionDomain {
         // SAFETY: live PD; `attr` is a valid address vector.
         let raw = unsafe { sys::ibv_create_ah(self.as_ptr(), &mut attr) };
         let raw = NonNull::new(raw).ok_or_else(|| Error::last_os("ibv_create_ah"))?;
-        Ok(AddressHandle {
-            raw,
-            _pd: self.clone(),
-        })
+        Ok(AddressHandle { raw, _pd: self.clone() })
     }
 }
 

@@ -72,9 +72,7 @@ struct Event {
 
 fn event_name(kind: sys::rdma_cm_event_type::Type) -> String {
     // SAFETY: rdma_event_str returns a static string for any value.
-    unsafe { CStr::from_ptr(sys::rdma_event_str(kind)) }
-        .to_string_lossy()
-        .into_owned()
+    unsafe { CStr::from_ptr(sys::rdma_event_str(kind)) }.to_string_lossy().into_owned()
 }
 
 fn sockaddr_of(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
@@ -85,9 +83,7 @@ fn sockaddr_of(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
             let sin = libc::sockaddr_in {
                 sin_family: libc::AF_INET as libc::sa_family_t,
                 sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
+                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
                 sin_zero: [0; 8],
             };
             // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
@@ -99,9 +95,7 @@ fn sockaddr_of(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
                 sin6_family: libc::AF_INET6 as libc::sa_family_t,
                 sin6_port: a.port().to_be(),
                 sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
+                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
                 sin6_scope_id: a.scope_id(),
             };
             // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
@@ -126,11 +120,7 @@ impl CmId {
             )
         };
         match NonNull::new(id) {
-            Some(id) if rc == 0 => Ok(CmId {
-                id,
-                channel,
-                connected: false,
-            }),
+            Some(id) if rc == 0 => Ok(CmId { id, channel, connected: false }),
             _ => {
                 let e = Error::last_os("rdma_create_id");
                 // SAFETY: created above, unused.
@@ -177,11 +167,7 @@ impl CmId {
             };
             return Err(Error::invalid(
                 "rdma_get_cm_event",
-                format!(
-                    "expected {}, got {}: {why}",
-                    event_name(want),
-                    event_name(e.kind)
-                ),
+                format!("expected {}, got {}: {why}", event_name(want), event_name(e.kind)),
             ));
         }
         Ok(e)
@@ -241,11 +227,7 @@ impl CmId {
             if left.is_zero() {
                 return Err(Error::timeout("rdma_get_cm_event", timeout).on(waiting_for));
             }
-            let mut pfd = libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
+            let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
             let ms = i32::try_from(left.as_millis().max(1)).unwrap_or(i32::MAX);
             // SAFETY: one valid pollfd.
             unsafe { libc::poll(&mut pfd, 1, ms) };
@@ -294,10 +276,7 @@ impl CmId {
 
     fn conn_param(qp: &QueuePair, private_data: &[u8]) -> Result<sys::rdma_conn_param, Error> {
         let len = u8::try_from(private_data.len()).map_err(|_| {
-            Error::invalid(
-                "rdma_connect",
-                format!("{} bytes of private data", private_data.len()),
-            )
+            Error::invalid("rdma_connect", format!("{} bytes of private data", private_data.len()))
         })?;
         Ok(sys::rdma_conn_param {
             private_data: private_data.as_ptr().cast(),
@@ -339,15 +318,12 @@ impl ResolvedRoute {
                 ms,
             )
         };
-        id.check(rc, "rdma_resolve_addr")
-            .map_err(|e| e.on(peer.to_string()))?;
-        id.expect(ev::RDMA_CM_EVENT_ADDR_RESOLVED, timeout)
-            .map_err(|e| e.on(peer.to_string()))?;
+        id.check(rc, "rdma_resolve_addr").map_err(|e| e.on(peer.to_string()))?;
+        id.expect(ev::RDMA_CM_EVENT_ADDR_RESOLVED, timeout).map_err(|e| e.on(peer.to_string()))?;
         // SAFETY: live id with a resolved address.
         let rc = unsafe { sys::rdma_resolve_route(id.id.as_ptr(), ms) };
         id.check(rc, "rdma_resolve_route")?;
-        id.expect(ev::RDMA_CM_EVENT_ROUTE_RESOLVED, timeout)
-            .map_err(|e| e.on(peer.to_string()))?;
+        id.expect(ev::RDMA_CM_EVENT_ROUTE_RESOLVED, timeout).map_err(|e| e.on(peer.to_string()))?;
         Ok(ResolvedRoute { id })
     }
 
@@ -386,10 +362,7 @@ impl ResolvedRoute {
         let rc = unsafe { sys::rdma_establish(id.id.as_ptr()) };
         id.check(rc, "rdma_establish")?;
         id.connected = true;
-        Ok(CmConnection {
-            id,
-            peer_private_data: response.private_data,
-        })
+        Ok(CmConnection { id, peer_private_data: response.private_data })
     }
 }
 
@@ -408,12 +381,10 @@ impl CmListener {
         let (mut sa, _) = sockaddr_of(&addr);
         // SAFETY: live id; valid sockaddr.
         let rc = unsafe { sys::rdma_bind_addr(id.id.as_ptr(), ptr::addr_of_mut!(sa).cast()) };
-        id.check(rc, "rdma_bind_addr")
-            .map_err(|e| e.on(addr.to_string()))?;
+        id.check(rc, "rdma_bind_addr").map_err(|e| e.on(addr.to_string()))?;
         // SAFETY: bound id.
         let rc = unsafe { sys::rdma_listen(id.id.as_ptr(), 16) };
-        id.check(rc, "rdma_listen")
-            .map_err(|e| e.on(addr.to_string()))?;
+        id.check(rc, "rdma_listen").map_err(|e| e.on(addr.to_string()))?;
         Ok(CmListener { id })
     }
 
@@ -447,16 +418,9 @@ impl CmListener {
         };
         // SAFETY: live id whose only event was acknowledged; live new channel.
         let rc = unsafe { sys::rdma_migrate_id(new_id.as_ptr(), channel.as_ptr()) };
-        let id = CmId {
-            id: new_id,
-            channel,
-            connected: false,
-        };
+        let id = CmId { id: new_id, channel, connected: false };
         id.check(rc, "rdma_migrate_id")?;
-        Ok(ConnectRequest {
-            id,
-            private_data: e.private_data,
-        })
+        Ok(ConnectRequest { id, private_data: e.private_data })
     }
 }
 
@@ -504,10 +468,7 @@ impl ConnectRequest {
         id.connected = true;
         id.expect(ev::RDMA_CM_EVENT_ESTABLISHED, timeout)?;
         id.transition(qp, sys::ibv_qp_state::IBV_QPS_RTS, "RTS")?;
-        Ok(CmConnection {
-            id,
-            peer_private_data: self.private_data,
-        })
+        Ok(CmConnection { id, peer_private_data: self.private_data })
     }
 
     /// Refuses the request; the client's connect fails with REJECTED.

@@ -121,9 +121,7 @@ impl Context {
         let raw = unsafe { sys::ibv_open_device(device.as_ptr()) };
         let raw =
             NonNull::new(raw).ok_or_else(|| Error::last_os("ibv_open_device").on(name.clone()))?;
-        Ok(Context {
-            inner: Arc::new(ContextInner { raw, name }),
-        })
+        Ok(Context { inner: Arc::new(ContextInner { raw, name }) })
     }
 
     /// The device name this context was opened on.
@@ -289,19 +287,14 @@ impl Context {
             return Ok(None);
         }
         let table = self.query_gid_table(usize::try_from(attr.gid_tbl_len).unwrap_or(0))?;
-        let entries: Vec<&GidEntry> = table
-            .iter()
-            .filter(|e| e.port == port && !e.gid.is_zero())
-            .collect();
+        let entries: Vec<&GidEntry> =
+            table.iter().filter(|e| e.port == port && !e.gid.is_zero()).collect();
         let chosen = pick_roce_gid(&entries, ipv4).ok_or_else(|| {
             Error::from_errno("ibv_query_gid_table", libc::ENODATA)
                 .on(format!("{} port {port}", self.name()))
         })?;
         u8::try_from(chosen).map(Some).map_err(|_| {
-            Error::invalid(
-                "GID index",
-                format!("{chosen} does not fit perftest's 0-255 range"),
-            )
+            Error::invalid("GID index", format!("{chosen} does not fit perftest's 0-255 range"))
         })
     }
 
@@ -319,11 +312,8 @@ const LINK_LAYER_ETHERNET: u8 = 2;
 fn pick_roce_gid(entries: &[&GidEntry], ipv4: Option<std::net::Ipv4Addr>) -> Option<u32> {
     const ROCE_V2: u32 = 2;
     let v2 = |e: &&&GidEntry| e.gid_type == ROCE_V2;
-    let mapped = |e: &&&GidEntry| {
-        e.gid
-            .to_ipv4_mapped()
-            .is_some_and(|a| ipv4.is_none_or(|want| a == want))
-    };
+    let mapped =
+        |e: &&&GidEntry| e.gid.to_ipv4_mapped().is_some_and(|a| ipv4.is_none_or(|want| a == want));
     entries
         .iter()
         .filter(v2)
@@ -345,11 +335,7 @@ fn netdev_name(ifindex: u32) -> Option<String> {
         return None;
     }
     // SAFETY: on success the call wrote a NUL-terminated name into `buf`.
-    Some(
-        unsafe { CStr::from_ptr(buf.as_ptr()) }
-            .to_string_lossy()
-            .into_owned(),
-    )
+    Some(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
 }
 
 #[cfg(test)]
@@ -358,13 +344,7 @@ mod tests {
 
     fn entry(index: u32, gid: &str, gid_type: u32) -> GidEntry {
         let ip: std::net::Ipv6Addr = gid.parse().unwrap();
-        GidEntry {
-            port: 1,
-            index,
-            gid: Gid(ip.octets()),
-            gid_type,
-            netdev: None,
-        }
+        GidEntry { port: 1, index, gid: Gid(ip.octets()), gid_type, netdev: None }
     }
 
     #[test]
@@ -378,16 +358,10 @@ mod tests {
         ];
         let refs: Vec<&GidEntry> = table.iter().collect();
         assert_eq!(pick_roce_gid(&refs, None), Some(3));
-        assert_eq!(
-            pick_roce_gid(&refs, Some("10.0.0.2".parse().unwrap())),
-            Some(5)
-        );
+        assert_eq!(pick_roce_gid(&refs, Some("10.0.0.2".parse().unwrap())), Some(5));
         // The address asked for is not there: any IPv4-mapped v2 would be wrong, so
         // fall back to the first v2 GID.
-        assert_eq!(
-            pick_roce_gid(&refs, Some("10.9.9.9".parse().unwrap())),
-            Some(1)
-        );
+        assert_eq!(pick_roce_gid(&refs, Some("10.9.9.9".parse().unwrap())), Some(1));
         let v1_only = [entry(0, "fe80::1", 1), entry(1, "::ffff:10.0.0.1", 1)];
         let refs: Vec<&GidEntry> = v1_only.iter().collect();
         assert_eq!(pick_roce_gid(&refs, None), Some(0));

@@ -46,12 +46,8 @@ impl Context {
         let raw = unsafe { sys::ibv_create_comp_channel(self.as_ptr()) };
         let raw = NonNull::new(raw)
             .ok_or_else(|| Error::last_os("ibv_create_comp_channel").on(self.name()))?;
-        let channel = CompletionChannel {
-            inner: Arc::new(ChannelInner {
-                raw,
-                _context: self.clone(),
-            }),
-        };
+        let channel =
+            CompletionChannel { inner: Arc::new(ChannelInner { raw, _context: self.clone() }) };
         let fd = channel.fd();
         // SAFETY: `fd` is the channel's open descriptor.
         let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
@@ -84,11 +80,7 @@ impl Context {
             Error::last_os("ibv_create_cq").on(format!("{} cqe {entries}", self.name()))
         })?;
         Ok(CompletionQueue {
-            inner: Arc::new(CqInner {
-                raw,
-                channel: channel.cloned(),
-                _context: self.clone(),
-            }),
+            inner: Arc::new(CqInner { raw, channel: channel.cloned(), _context: self.clone() }),
         })
     }
 }
@@ -181,11 +173,7 @@ impl CompletionQueue {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let mut pfd = libc::pollfd {
-                fd: channel.fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
+            let mut pfd = libc::pollfd { fd: channel.fd(), events: libc::POLLIN, revents: 0 };
             let ms = i32::try_from(left.as_millis().max(u128::from(!left.is_zero())))
                 .unwrap_or(i32::MAX);
             // SAFETY: one valid pollfd.
@@ -223,6 +211,11 @@ impl CompletionQueue {
 
     pub(crate) fn as_ptr(&self) -> *mut sys::ibv_cq {
         self.inner.raw.as_ptr()
+    }
+
+    /// The C handle, for calling rdma-sys directly. Valid while any clone lives.
+    pub fn as_raw(&self) -> *mut sys::ibv_cq {
+        self.as_ptr()
     }
 }
 
@@ -496,10 +489,7 @@ mod tests {
     #[test]
     fn completion_has_ibv_wc_layout() {
         assert_eq!(std::mem::size_of::<Completion>(), 48);
-        assert_eq!(
-            std::mem::size_of::<Completion>(),
-            std::mem::size_of::<sys::ibv_wc>()
-        );
+        assert_eq!(std::mem::size_of::<Completion>(), std::mem::size_of::<sys::ibv_wc>());
     }
 
     #[test]
@@ -524,10 +514,7 @@ mod tests {
         }
         assert_eq!(WcStatus::from_raw(99), WcStatus::Unknown(99));
         let text = WcStatus::RemAccessErr.to_string();
-        assert!(
-            text.starts_with("IBV_WC_REM_ACCESS_ERR (remote access error"),
-            "{text}"
-        );
+        assert!(text.starts_with("IBV_WC_REM_ACCESS_ERR (remote access error"), "{text}");
     }
 
     #[test]

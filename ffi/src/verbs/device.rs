@@ -31,10 +31,7 @@ impl DeviceList {
         // ibv_free_device_list.
         let list = unsafe { sys::ibv_get_device_list(&mut len) };
         match NonNull::new(list) {
-            Some(list) => Ok(DeviceList {
-                list,
-                len: usize::try_from(len).unwrap_or(0),
-            }),
+            Some(list) => Ok(DeviceList { list, len: usize::try_from(len).unwrap_or(0) }),
             None => Err(Error::last_os("ibv_get_device_list")),
         }
     }
@@ -56,10 +53,7 @@ impl DeviceList {
         }
         // SAFETY: i < len, and the array holds `len` valid entries while `self` lives.
         let raw = unsafe { *self.list.as_ptr().add(i) };
-        NonNull::new(raw).map(|raw| Device {
-            raw,
-            _list: PhantomData,
-        })
+        NonNull::new(raw).map(|raw| Device { raw, _list: PhantomData })
     }
 
     /// All devices, in the library's order.

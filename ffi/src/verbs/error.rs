@@ -25,29 +25,17 @@ impl Error {
 
     /// For calls that return the errno value itself (`ibv_query_device`, …).
     pub(crate) fn from_errno(verb: &'static str, errno: i32) -> Self {
-        Error {
-            verb,
-            target: None,
-            cause: Cause::Os(io::Error::from_raw_os_error(errno)),
-        }
+        Error { verb, target: None, cause: Cause::Os(io::Error::from_raw_os_error(errno)) }
     }
 
     /// A request refused before the library saw it (out-of-bounds SGE, wrong QP type).
     pub(crate) fn invalid(verb: &'static str, why: impl Into<String>) -> Self {
-        Error {
-            verb,
-            target: None,
-            cause: Cause::Invalid(why.into()),
-        }
+        Error { verb, target: None, cause: Cause::Invalid(why.into()) }
     }
 
     /// A wait that ran out of time.
     pub(crate) fn timeout(verb: &'static str, after: std::time::Duration) -> Self {
-        Error {
-            verb,
-            target: None,
-            cause: Cause::Timeout(after),
-        }
+        Error { verb, target: None, cause: Cause::Timeout(after) }
     }
 
     /// Names the object the verb was applied to (`rxe0`, `rxe0 port 1`).
@@ -125,10 +113,7 @@ mod tests {
         assert_eq!(e.verb(), "ibv_query_port");
         assert_eq!(e.errno(), libc::EINVAL);
         let text = e.to_string();
-        assert!(
-            text.starts_with("ibv_query_port(rxe0 port 9) failed: "),
-            "{text}"
-        );
+        assert!(text.starts_with("ibv_query_port(rxe0 port 9) failed: "), "{text}");
         assert!(text.contains("os error 22"), "{text}");
         assert!(!e.is_no_rdma_stack());
         assert!(Error::from_errno("ibv_get_device_list", libc::ENOSYS).is_no_rdma_stack());

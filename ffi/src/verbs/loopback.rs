@@ -104,22 +104,14 @@ impl Loopback {
         let mtu = Mtu::from_code(port.active_mtu).unwrap_or(Mtu::Mtu1024);
         let pd = context.alloc_pd()?;
         let side = |psn: u32| -> Result<Side, Error> {
-            let channel: Option<CompletionChannel> = if cfg.event_mode {
-                Some(context.create_comp_channel()?)
-            } else {
-                None
-            };
+            let channel: Option<CompletionChannel> =
+                if cfg.event_mode { Some(context.create_comp_channel()?) } else { None };
             let cq = context.create_cq(cfg.cq_entries, channel.as_ref())?;
             let qp = pd.create_qp(cfg.qp_type, &cq, &cq).caps(cfg.caps).build()?;
             qp.to_init(&InitAttr::new(cfg.port))?;
             let mr = pd.reg_mr(cfg.buf_len, Access::ALL)?;
             let endpoint = qp.endpoint(port.lid, gid, psn);
-            Ok(Side {
-                cq,
-                qp,
-                mr,
-                endpoint,
-            })
+            Ok(Side { cq, qp, mr, endpoint })
         };
         let a = side(0x1234)?;
         let b = side(0x5678)?;
@@ -127,30 +119,16 @@ impl Loopback {
         if cfg.qp_type == QpType::Ud {
             for s in [&a, &b] {
                 s.qp.to_rtr(None)?;
-                s.qp.to_rts(&RtsAttr {
-                    sq_psn: s.endpoint.psn,
-                    ..cfg.rts
-                })?;
+                s.qp.to_rts(&RtsAttr { sq_psn: s.endpoint.psn, ..cfg.rts })?;
             }
             ah = Some(pd.create_ah(&AddressVector::to_peer(&b.endpoint, cfg.port, gid_index))?);
         } else {
             for (me, peer) in [(&a, &b), (&b, &a)] {
                 let av = AddressVector::to_peer(&peer.endpoint, cfg.port, gid_index);
                 me.qp.to_rtr(Some(&RtrAttr::new(&peer.endpoint, av, mtu)))?;
-                me.qp.to_rts(&RtsAttr {
-                    sq_psn: me.endpoint.psn,
-                    ..cfg.rts
-                })?;
+                me.qp.to_rts(&RtsAttr { sq_psn: me.endpoint.psn, ..cfg.rts })?;
             }
         }
-        Ok(Loopback {
-            context,
-            pd,
-            gid_index,
-            mtu,
-            a,
-            b,
-            ah,
-        })
+        Ok(Loopback { context, pd, gid_index, mtu, a, b, ah })
     }
 }

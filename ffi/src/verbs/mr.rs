@@ -114,10 +114,7 @@ impl ProtectionDomain {
     /// locked-memory limit is too low: `ulimit -l`).
     pub fn reg_mr(&self, len: usize, access: Access) -> Result<MemoryRegion, Error> {
         if len == 0 {
-            return Err(Error::invalid(
-                "ibv_reg_mr",
-                "a memory region needs at least one byte",
-            ));
+            return Err(Error::invalid("ibv_reg_mr", "a memory region needs at least one byte"));
         }
         let buffer =
             PageBuffer::new(len).ok_or_else(|| Error::from_errno("ibv_reg_mr", libc::ENOMEM))?;
@@ -144,10 +141,7 @@ impl ProtectionDomain {
         access: Access,
     ) -> Result<MemoryRegion, Error> {
         if len == 0 {
-            return Err(Error::invalid(
-                "ibv_reg_mr",
-                "a memory region needs at least one byte",
-            ));
+            return Err(Error::invalid("ibv_reg_mr", "a memory region needs at least one byte"));
         }
         // SAFETY: forwarded contract.
         unsafe { self.register(addr, len, access, None) }
@@ -167,14 +161,7 @@ impl ProtectionDomain {
         let raw = unsafe { sys::ibv_reg_mr(self.as_ptr(), addr.as_ptr().cast(), len, flags) };
         let raw = NonNull::new(raw)
             .ok_or_else(|| Error::last_os("ibv_reg_mr").on(format!("{len} bytes")))?;
-        Ok(MemoryRegion {
-            raw,
-            addr,
-            len,
-            access,
-            _buffer: buffer,
-            pd: self.clone(),
-        })
+        Ok(MemoryRegion { raw, addr, len, access, _buffer: buffer, pd: self.clone() })
     }
 }
 
@@ -230,11 +217,7 @@ impl MemoryRegion {
 
     /// What to send a peer so it can target the whole region.
     pub fn remote(&self) -> RemoteBuffer {
-        RemoteBuffer {
-            addr: self.addr(),
-            len: self.len as u64,
-            rkey: self.rkey(),
-        }
+        RemoteBuffer { addr: self.addr(), len: self.len as u64, rkey: self.rkey() }
     }
 
     /// The range `offset .. offset + len`, as a local SGE.
@@ -243,11 +226,7 @@ impl MemoryRegion {
     /// Refused when the range is not inside the region or is 4 GiB or longer.
     pub fn slice(&self, offset: usize, len: usize) -> Result<LocalSlice<'_>, Error> {
         let len = RangeError::check("local range", offset as u64, len as u64, self.len as u64)?;
-        Ok(LocalSlice {
-            mr: self,
-            offset,
-            len,
-        })
+        Ok(LocalSlice { mr: self, offset, len })
     }
 }
 

@@ -43,12 +43,7 @@ impl Context {
         let raw = unsafe { sys::ibv_alloc_pd(self.as_ptr()) };
         let raw =
             NonNull::new(raw).ok_or_else(|| Error::last_os("ibv_alloc_pd").on(self.name()))?;
-        Ok(ProtectionDomain {
-            inner: Arc::new(PdInner {
-                raw,
-                context: self.clone(),
-            }),
-        })
+        Ok(ProtectionDomain { inner: Arc::new(PdInner { raw, context: self.clone() }) })
     }
 }
 

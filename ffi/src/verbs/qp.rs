@@ -210,12 +210,7 @@ pub struct InitAttr {
 impl InitAttr {
     /// Port `port`, P_Key index 0, every remote right, Q_Key 0x11111111 (perftest's).
     pub fn new(port: u8) -> Self {
-        InitAttr {
-            port,
-            pkey_index: 0,
-            access: super::Access::ALL,
-            qkey: DEFAULT_QKEY,
-        }
+        InitAttr { port, pkey_index: 0, access: super::Access::ALL, qkey: DEFAULT_QKEY }
     }
 }
 
@@ -273,13 +268,7 @@ impl RtsAttr {
     /// RTS with perftest's defaults: timeout 14, 7 retries, infinite RNR retry, 16
     /// outstanding reads.
     pub fn new(sq_psn: u32) -> Self {
-        RtsAttr {
-            sq_psn,
-            timeout: 14,
-            retry_cnt: 7,
-            rnr_retry: 7,
-            max_rd_atomic: 16,
-        }
+        RtsAttr { sq_psn, timeout: 14, retry_cnt: 7, rnr_retry: 7, max_rd_atomic: 16 }
     }
 }
 
@@ -488,13 +477,7 @@ pub struct SendRequest<'a> {
 impl<'a> SendRequest<'a> {
     /// An unsignaled request; chain `.signaled()`, `.inline()`, `.to(…)`.
     pub fn new(wr_id: u64, op: SendOp, local: &'a [LocalSlice<'a>]) -> Self {
-        SendRequest {
-            wr_id,
-            op,
-            local,
-            flags: SendFlags::default(),
-            ud: None,
-        }
+        SendRequest { wr_id, op, local, flags: SendFlags::default(), ud: None }
     }
 
     /// Ask for a completion.
@@ -529,6 +512,12 @@ impl QueuePair {
         unsafe { self.raw.as_ref() }.qp_num
     }
 
+    /// The C handle, for calling rdma-sys directly (microbenchmarks comparing this
+    /// layer with raw verbs). Using it is `unsafe`; it is valid while `self` lives.
+    pub fn as_raw(&self) -> *mut sys::ibv_qp {
+        self.raw.as_ptr()
+    }
+
     /// Transport service.
     pub fn qp_type(&self) -> QpType {
         self.qp_type
@@ -546,12 +535,7 @@ impl QueuePair {
 
     /// This QP's endpoint for a peer: `lid` and `gid` of the port it uses, our PSN.
     pub fn endpoint(&self, lid: u16, gid: Gid, psn: u32) -> QpEndpoint {
-        QpEndpoint {
-            lid,
-            gid,
-            qpn: self.qp_num(),
-            psn: psn & 0xff_ffff,
-        }
+        QpEndpoint { lid, gid, qpn: self.qp_num(), psn: psn & 0xff_ffff }
     }
 
     fn modify(
@@ -684,12 +668,7 @@ impl QueuePair {
         let mut init: sys::ibv_qp_init_attr = unsafe { MaybeUninit::zeroed().assume_init() };
         // SAFETY: live QP; both out-structs are valid.
         let rc = unsafe {
-            sys::ibv_query_qp(
-                self.raw.as_ptr(),
-                &mut attr,
-                mask::IBV_QP_STATE.0 as i32,
-                &mut init,
-            )
+            sys::ibv_query_qp(self.raw.as_ptr(), &mut attr, mask::IBV_QP_STATE.0 as i32, &mut init)
         };
         if rc != 0 {
             return Err(Error::from_errno("ibv_query_qp", rc).on(format!("QP {}", self.qp_num())));
@@ -753,10 +732,8 @@ impl QueuePair {
         wr.wr_id = r.wr_id;
         wr.num_sge = r.local.len() as i32;
         wr.send_flags = r.flags.raw();
-        let rdma = |remote: &RemoteSlice| sys::rdma_t {
-            remote_addr: remote.addr(),
-            rkey: remote.rkey(),
-        };
+        let rdma =
+            |remote: &RemoteSlice| sys::rdma_t { remote_addr: remote.addr(), rkey: remote.rkey() };
         match r.op {
             SendOp::Send => wr.opcode = IBV_WR_SEND,
             SendOp::SendImm(imm) => {
@@ -776,11 +753,7 @@ impl QueuePair {
                 wr.opcode = IBV_WR_RDMA_READ;
                 wr.wr.rdma = rdma(&remote);
             }
-            SendOp::CompareSwap {
-                remote,
-                compare,
-                swap,
-            } => {
+            SendOp::CompareSwap { remote, compare, swap } => {
                 check_atomic(r, &remote).map_err(refuse)?;
                 wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
                 wr.wr.atomic = sys::atomic_t {
@@ -890,11 +863,7 @@ impl QueuePair {
         if local.len() > self.caps.max_recv_sge as usize {
             return Err(Error::invalid(
                 "ibv_post_recv",
-                format!(
-                    "{} SGEs, the QP takes {}",
-                    local.len(),
-                    self.caps.max_recv_sge
-                ),
+                format!("{} SGEs, the QP takes {}", local.len(), self.caps.max_recv_sge),
             ));
         }
         let mut sges = [MaybeUninit::<sys::ibv_sge>::uninit(); MAX_SGE];
@@ -1013,12 +982,7 @@ mod tests {
 
     #[test]
     fn address_vector_routes_by_gid_only_when_asked() {
-        let peer = QpEndpoint {
-            lid: 7,
-            gid: Gid([9; 16]),
-            qpn: 5,
-            psn: 1,
-        };
+        let peer = QpEndpoint { lid: 7, gid: Gid([9; 16]), qpn: 5, psn: 1 };
         let by_lid = AddressVector::to_peer(&peer, 1, None).raw();
         assert_eq!((by_lid.dlid, by_lid.is_global, by_lid.port_num), (7, 0, 1));
         let by_gid = AddressVector::to_peer(&peer, 1, Some(3)).raw();
@@ -1030,12 +994,7 @@ mod tests {
 
     #[test]
     fn send_flags_map_to_verbs_bits() {
-        let f = SendFlags {
-            signaled: true,
-            inline: true,
-            solicited: false,
-            fence: false,
-        };
+        let f = SendFlags { signaled: true, inline: true, solicited: false, fence: false };
         assert_eq!(f.raw(), 2 | 8);
         assert_eq!(SendFlags::default().raw(), 0);
     }
