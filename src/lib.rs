@@ -3,6 +3,8 @@
 //! Architecture, top down:
 //! - [`cli`]: clap flags, parsed once and turned into plain configs;
 //! - [`inventory`]: the backend-neutral device model behind `rdmabench devices`;
+//! - [`transport`]: the backend-neutral [`transport::Transport`] / [`transport::Connection`]
+//!   interface the tests are written against, and its verbs implementation;
 //! - [`report`]: human and JSON printers over finished models.
 //!
 //! All `unsafe` code lives in the `rdmabench-ffi` crate (imported as `ffi`); this crate
@@ -13,6 +15,7 @@
 pub mod cli;
 pub mod inventory;
 pub mod report;
+pub mod transport;
 
 use std::io::{self, Write};
 

@@ -11,141 +11,155 @@
 //! from an interleaved A/B afterwards: many short rounds alternating safe and raw, the
 //! median of the per-round ratios.
 
-use std::hint::black_box;
-use std::mem::MaybeUninit;
-use std::path::PathBuf;
-use std::ptr;
-use std::time::Instant;
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::hint::black_box;
+    use std::mem::MaybeUninit;
+    use std::path::PathBuf;
+    use std::ptr;
+    use std::time::Instant;
 
-use criterion::{BenchmarkId, Criterion};
-use rdmabench_ffi::verbs::loopback::{Loopback, LoopbackConfig};
-use rdmabench_ffi::verbs::{sys, Completion, QpCaps, RemoteSlice, SendOp, SendRequest};
+    use criterion::{BenchmarkId, Criterion};
+    use rdmabench_ffi::verbs::loopback::{Loopback, LoopbackConfig};
+    use rdmabench_ffi::verbs::{sys, Completion, QpCaps, RemoteSlice, SendOp, SendRequest};
 
-fn loopback() -> Loopback {
-    let cfg = LoopbackConfig {
-        caps: QpCaps { max_inline_data: 64, ..QpCaps::default() },
-        ..Default::default()
-    };
-    Loopback::new(&cfg).unwrap_or_else(|e| {
-        eprintln!("bench verbs: {e}; it needs an RDMA device: run ci/bench-verbs (the lab)");
-        std::process::exit(2)
-    })
-}
-
-/// One write + poll through the safe layer.
-fn safe_round_trip(lb: &Loopback, remote: RemoteSlice, inline: bool) -> impl FnMut() + '_ {
-    let local = [lb.a.mr.slice(0, 8).expect("8 bytes fit")];
-    let mut wc = [Completion::default()];
-    move || {
-        let mut wr = SendRequest::new(1, SendOp::Write(remote), &local).signaled();
-        wr.flags.inline = inline;
-        lb.a.qp.post_send(black_box(&wr)).expect("post");
-        while lb.a.cq.poll(&mut wc).expect("poll") == 0 {}
-        assert!(wc[0].is_success());
-    }
-}
-
-/// The same through rdma-sys directly: what a C benchmark does.
-fn raw_round_trip(lb: &Loopback, remote: RemoteSlice, inline: bool) -> impl FnMut() + '_ {
-    let qp = lb.a.qp.as_raw();
-    let cq = lb.a.cq.as_raw();
-    let mut sge = sys::ibv_sge { addr: lb.a.mr.addr(), length: 8, lkey: lb.a.mr.lkey() };
-    // SAFETY: ibv_wc is plain data; all-zero is valid.
-    let mut wc: sys::ibv_wc = unsafe { MaybeUninit::zeroed().assume_init() };
-    move || {
-        // SAFETY: ibv_send_wr is plain data; all-zero is valid.
-        let mut wr: sys::ibv_send_wr = unsafe { MaybeUninit::zeroed().assume_init() };
-        wr.wr_id = 1;
-        wr.sg_list = &mut sge;
-        wr.num_sge = 1;
-        wr.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
-        wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0
-            | if inline { sys::ibv_send_flags::IBV_SEND_INLINE.0 } else { 0 };
-        wr.wr.rdma = sys::rdma_t { remote_addr: remote.addr(), rkey: remote.rkey() };
-        let mut bad = ptr::null_mut();
-        // SAFETY: `qp` and `cq` are live (the loopback outlives the closure); `wr` points
-        // at `sge`, which names 8 registered bytes of a live MR.
-        unsafe {
-            assert_eq!(sys::ibv_post_send(qp, black_box(&mut wr), &mut bad), 0);
-            while sys::ibv_poll_cq(cq, 1, &mut wc) == 0 {}
-        }
-        assert_eq!(wc.status, sys::ibv_wc_status::IBV_WC_SUCCESS);
-    }
-}
-
-fn criterion_runs(c: &mut Criterion, lb: &Loopback, remote: RemoteSlice) {
-    let mut group = c.benchmark_group("write_8B_post_poll");
-    for inline in [false, true] {
-        let mode = if inline { "inline" } else { "sge" };
-        group.bench_function(BenchmarkId::new("safe", mode), |b| {
-            b.iter(safe_round_trip(lb, remote, inline))
-        });
-        group.bench_function(BenchmarkId::new("raw", mode), |b| {
-            b.iter(raw_round_trip(lb, remote, inline))
-        });
-    }
-    group.finish();
-}
-
-/// Interleaved A/B: median over rounds of (safe time / raw time).
-fn wrapper_cost(
-    lb: &Loopback,
-    remote: RemoteSlice,
-    inline: bool,
-    rounds: usize,
-    per_round: usize,
-) -> ([f64; 3], f64, f64) {
-    let mut safe = safe_round_trip(lb, remote, inline);
-    let mut raw = raw_round_trip(lb, remote, inline);
-    let time = |f: &mut dyn FnMut()| {
-        let start = Instant::now();
-        for _ in 0..per_round {
-            f();
-        }
-        start.elapsed().as_secs_f64()
-    };
-    let mut ratios = Vec::with_capacity(rounds);
-    let mut safe_total = 0.0;
-    let mut raw_total = 0.0;
-    for round in 0..rounds {
-        // Alternate which goes first, so drift within a round cancels out.
-        let (s, r) = if round % 2 == 0 {
-            let s = time(&mut safe);
-            (s, time(&mut raw))
-        } else {
-            let r = time(&mut raw);
-            (time(&mut safe), r)
+    fn loopback() -> Loopback {
+        let cfg = LoopbackConfig {
+            caps: QpCaps { max_inline_data: 64, ..QpCaps::default() },
+            ..Default::default()
         };
-        safe_total += s;
-        raw_total += r;
-        ratios.push(s / r);
+        Loopback::new(&cfg).unwrap_or_else(|e| {
+            eprintln!("bench verbs: {e}; it needs an RDMA device: run ci/bench-verbs (the lab)");
+            std::process::exit(2)
+        })
     }
-    ratios.sort_by(f64::total_cmp);
-    let n = (rounds * per_round) as f64;
-    let quartiles = [ratios[rounds / 4], ratios[rounds / 2], ratios[3 * rounds / 4]];
-    (quartiles, safe_total / n * 1e9, raw_total / n * 1e9)
+
+    /// One write + poll through the safe layer.
+    fn safe_round_trip(lb: &Loopback, remote: RemoteSlice, inline: bool) -> impl FnMut() + '_ {
+        let local = [lb.a.mr.slice(0, 8).expect("8 bytes fit")];
+        let mut wc = [Completion::default()];
+        move || {
+            let mut wr = SendRequest::new(1, SendOp::Write(remote), &local).signaled();
+            wr.flags.inline = inline;
+            lb.a.qp.post_send(black_box(&wr)).expect("post");
+            while lb.a.cq.poll(&mut wc).expect("poll") == 0 {}
+            assert!(wc[0].is_success());
+        }
+    }
+
+    /// The same through rdma-sys directly: what a C benchmark does.
+    fn raw_round_trip(lb: &Loopback, remote: RemoteSlice, inline: bool) -> impl FnMut() + '_ {
+        let qp = lb.a.qp.as_raw();
+        let cq = lb.a.cq.as_raw();
+        let mut sge = sys::ibv_sge { addr: lb.a.mr.addr(), length: 8, lkey: lb.a.mr.lkey() };
+        // SAFETY: ibv_wc is plain data; all-zero is valid.
+        let mut wc: sys::ibv_wc = unsafe { MaybeUninit::zeroed().assume_init() };
+        move || {
+            // SAFETY: ibv_send_wr is plain data; all-zero is valid.
+            let mut wr: sys::ibv_send_wr = unsafe { MaybeUninit::zeroed().assume_init() };
+            wr.wr_id = 1;
+            wr.sg_list = &mut sge;
+            wr.num_sge = 1;
+            wr.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+            wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0
+                | if inline { sys::ibv_send_flags::IBV_SEND_INLINE.0 } else { 0 };
+            wr.wr.rdma = sys::rdma_t { remote_addr: remote.addr(), rkey: remote.rkey() };
+            let mut bad = ptr::null_mut();
+            // SAFETY: `qp` and `cq` are live (the loopback outlives the closure); `wr` points
+            // at `sge`, which names 8 registered bytes of a live MR.
+            unsafe {
+                assert_eq!(sys::ibv_post_send(qp, black_box(&mut wr), &mut bad), 0);
+                while sys::ibv_poll_cq(cq, 1, &mut wc) == 0 {}
+            }
+            assert_eq!(wc.status, sys::ibv_wc_status::IBV_WC_SUCCESS);
+        }
+    }
+
+    fn criterion_runs(c: &mut Criterion, lb: &Loopback, remote: RemoteSlice) {
+        let mut group = c.benchmark_group("write_8B_post_poll");
+        for inline in [false, true] {
+            let mode = if inline { "inline" } else { "sge" };
+            group.bench_function(BenchmarkId::new("safe", mode), |b| {
+                b.iter(safe_round_trip(lb, remote, inline))
+            });
+            group.bench_function(BenchmarkId::new("raw", mode), |b| {
+                b.iter(raw_round_trip(lb, remote, inline))
+            });
+        }
+        group.finish();
+    }
+
+    /// Interleaved A/B: median over rounds of (safe time / raw time).
+    fn wrapper_cost(
+        lb: &Loopback,
+        remote: RemoteSlice,
+        inline: bool,
+        rounds: usize,
+        per_round: usize,
+    ) -> ([f64; 3], f64, f64) {
+        let mut safe = safe_round_trip(lb, remote, inline);
+        let mut raw = raw_round_trip(lb, remote, inline);
+        let time = |f: &mut dyn FnMut()| {
+            let start = Instant::now();
+            for _ in 0..per_round {
+                f();
+            }
+            start.elapsed().as_secs_f64()
+        };
+        let mut ratios = Vec::with_capacity(rounds);
+        let mut safe_total = 0.0;
+        let mut raw_total = 0.0;
+        for round in 0..rounds {
+            // Alternate which goes first, so drift within a round cancels out.
+            let (s, r) = if round % 2 == 0 {
+                let s = time(&mut safe);
+                (s, time(&mut raw))
+            } else {
+                let r = time(&mut raw);
+                (time(&mut safe), r)
+            };
+            safe_total += s;
+            raw_total += r;
+            ratios.push(s / r);
+        }
+        ratios.sort_by(f64::total_cmp);
+        let n = (rounds * per_round) as f64;
+        let quartiles = [ratios[rounds / 4], ratios[rounds / 2], ratios[3 * rounds / 4]];
+        (quartiles, safe_total / n * 1e9, raw_total / n * 1e9)
+    }
+
+    pub fn main() {
+        let lb = loopback();
+        let remote = lb.b.mr.remote().slice(0, 8).expect("8 bytes fit");
+        let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/criterion");
+        let mut c = Criterion::default().output_directory(&out).configure_from_args();
+        criterion_runs(&mut c, &lb, remote);
+        c.final_summary();
+        for inline in [false, true] {
+            const ROUNDS: usize = 101;
+            let ([q1, median, q3], safe_ns, raw_ns) =
+                wrapper_cost(&lb, remote, inline, ROUNDS, 200);
+            let pct = |r: f64| (r - 1.0) * 100.0;
+            println!(
+                "wrapper cost ({}): {:+.2} % median of {ROUNDS} interleaved rounds (quartiles {:+.2} % .. {:+.2} %); \
+                 mean round trip safe {:.0} ns, raw {:.0} ns",
+                if inline { "inline" } else { "sge" },
+                pct(median),
+                pct(q1),
+                pct(q3),
+                safe_ns,
+                raw_ns
+            );
+        }
+    }
 }
 
 fn main() {
-    let lb = loopback();
-    let remote = lb.b.mr.remote().slice(0, 8).expect("8 bytes fit");
-    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/criterion");
-    let mut c = Criterion::default().output_directory(&out).configure_from_args();
-    criterion_runs(&mut c, &lb, remote);
-    c.final_summary();
-    for inline in [false, true] {
-        const ROUNDS: usize = 101;
-        let ([q1, median, q3], safe_ns, raw_ns) = wrapper_cost(&lb, remote, inline, ROUNDS, 200);
-        let pct = |r: f64| (r - 1.0) * 100.0;
-        println!(
-            "wrapper cost ({}): {:+.2} % median of {ROUNDS} interleaved rounds (quartiles {:+.2} % .. {:+.2} %); \
-             mean round trip safe {:.0} ns, raw {:.0} ns",
-            if inline { "inline" } else { "sge" },
-            pct(median),
-            pct(q1),
-            pct(q3),
-            safe_ns,
-            raw_ns
-        );
+    #[cfg(target_os = "linux")]
+    linux::main();
+    #[cfg(not(target_os = "linux"))]
+    {
+        eprintln!("bench verbs: verbs exist on Linux only");
+        std::process::exit(2);
     }
 }

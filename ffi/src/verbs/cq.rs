@@ -252,10 +252,9 @@ pub enum WcStatus {
 }
 
 impl WcStatus {
-    /// Decodes the C value.
-    pub fn from_raw(code: u32) -> Self {
+    const ALL: [WcStatus; 24] = {
         use WcStatus::*;
-        const ALL: [WcStatus; 24] = [
+        [
             Success,
             LocLenErr,
             LocQpOpErr,
@@ -280,8 +279,20 @@ impl WcStatus {
             GeneralErr,
             TmErr,
             TmRndvIncomplete,
-        ];
-        ALL.get(code as usize).copied().unwrap_or(Unknown(code))
+        ]
+    };
+
+    /// Decodes the C value.
+    pub fn from_raw(code: u32) -> Self {
+        Self::ALL.get(code as usize).copied().unwrap_or(WcStatus::Unknown(code))
+    }
+
+    /// The C value (`enum ibv_wc_status`).
+    pub fn code(self) -> u32 {
+        match self {
+            WcStatus::Unknown(code) => code,
+            known => Self::ALL.iter().position(|&s| s == known).unwrap_or(0) as u32,
+        }
     }
 
     /// The C name, as `ibv_wc_status_str(3)` and perftest print it.
@@ -322,7 +333,7 @@ impl WcStatus {
         match self {
             Success => "the operation completed",
             LocLenErr => "local length error: a message longer than the posted receive buffer, or an SGE too long",
-            LocQpOpErr => "local QP operation error: the work request was inconsistent with the QP (inline too large, bad opcode)",
+            LocQpOpErr => "local QP operation error: a work request inconsistent with the QP (inline too large, bad opcode), or a message too long for the receive (rxe)",
             LocEecOpErr => "local EE context operation error",
             LocProtErr => "local protection error: an SGE does not lie in a memory region of this PD with the needed rights",
             WrFlushErr => "flushed: the QP entered the error state and this request was not executed",
@@ -510,9 +521,11 @@ mod tests {
         }
         for code in 0..24 {
             assert_ne!(WcStatus::from_raw(code), WcStatus::Unknown(code), "{code}");
+            assert_eq!(WcStatus::from_raw(code).code(), code);
             assert!(!WcStatus::from_raw(code).meaning().is_empty());
         }
         assert_eq!(WcStatus::from_raw(99), WcStatus::Unknown(99));
+        assert_eq!(WcStatus::Unknown(99).code(), 99);
         let text = WcStatus::RemAccessErr.to_string();
         assert!(text.starts_with("IBV_WC_REM_ACCESS_ERR (remote access error"), "{text}");
     }

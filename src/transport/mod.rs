@@ -1,0 +1,398 @@
+//! The one interface every test loop is written against, whatever moves the bytes:
+//! verbs today, NetworkDirect and TCP next.
+//!
+//! A [`Transport`] is an opened adapter. It [`prepare`](Transport::prepare)s a
+//! connection — queue pair, completion queue, registered buffer — and describes it in
+//! an [`Transport::Endpoint`], the record the two sides exchange out of band (over the
+//! control channel, or through rdma_cm / an ND connector). [`connect`](Transport::connect)
+//! finishes it with the peer's record. The resulting [`Connection`] posts
+//! [`WorkRequest`]s that name ranges of the local buffer and of the peer's, and polls
+//! [`Completion`]s into a caller-provided slice.
+//!
+//! What a backend cannot do is in its [`Capabilities`]; test loops check them once, up
+//! front ([`Capabilities::check`]), and never test mode flags while running.
+
+#[cfg(target_os = "linux")]
+pub mod verbs;
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{de::DeserializeOwned, Serialize};
+
+/// What a backend can do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Backend name as users see it: `verbs`, `NetworkDirect`, `TCP`.
+    pub backend: &'static str,
+    /// Send/receive.
+    pub send: bool,
+    /// One-sided RDMA write.
+    pub rdma_write: bool,
+    /// One-sided RDMA read.
+    pub rdma_read: bool,
+    /// Fetch-and-add and compare-and-swap.
+    pub atomics: bool,
+    /// 32-bit immediate data on sends and writes.
+    pub immediate: bool,
+    /// Largest inline payload, bytes (0: none).
+    pub max_inline: u32,
+    /// Largest message, bytes.
+    pub max_message: u64,
+    /// Bytes a receive buffer needs beyond the payload (UD: the 40-byte GRH).
+    pub recv_overhead: u32,
+    /// Completion events (`-e`) rather than busy polling only.
+    pub events: bool,
+}
+
+/// One operation a test posts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Send, consuming a receive at the peer.
+    Send,
+    /// Send with immediate data.
+    SendImm(u32),
+    /// RDMA write into the peer's buffer.
+    Write,
+    /// RDMA write with immediate data, consuming a receive at the peer.
+    WriteImm(u32),
+    /// RDMA read from the peer's buffer.
+    Read,
+    /// 64-bit fetch-and-add at the remote offset; the old value lands locally.
+    FetchAdd(u64),
+    /// 64-bit compare-and-swap at the remote offset; the old value lands locally.
+    CompareSwap {
+        /// Expected value.
+        compare: u64,
+        /// Replacement.
+        swap: u64,
+    },
+}
+
+impl Op {
+    /// The operation's name in messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Send => "send",
+            Op::SendImm(_) => "send with immediate",
+            Op::Write => "RDMA write",
+            Op::WriteImm(_) => "RDMA write with immediate",
+            Op::Read => "RDMA read",
+            Op::FetchAdd(_) => "fetch-and-add",
+            Op::CompareSwap { .. } => "compare-and-swap",
+        }
+    }
+}
+
+impl Capabilities {
+    /// Whether `op` (of `len` bytes, `inline` or not) is possible here; checked once
+    /// before a test starts.
+    ///
+    /// # Errors
+    /// [`TransportError::Unsupported`] naming the operation and the backend.
+    pub fn check(&self, op: &Op, len: u64, inline: bool) -> Result<(), TransportError> {
+        let (supported, what) = match op {
+            Op::Send => (self.send, op.name()),
+            Op::SendImm(_) => (self.send && self.immediate, "immediate data"),
+            Op::Write => (self.rdma_write, op.name()),
+            Op::WriteImm(_) => (self.rdma_write && self.immediate, "immediate data"),
+            Op::Read => (self.rdma_read, op.name()),
+            Op::FetchAdd(_) | Op::CompareSwap { .. } => (self.atomics, "atomics"),
+        };
+        if !supported {
+            return Err(TransportError::Unsupported(format!(
+                "{what} is not supported by {}",
+                self.backend
+            )));
+        }
+        if len > self.max_message {
+            return Err(TransportError::Unsupported(format!(
+                "{len}-byte messages exceed {}'s limit of {} bytes",
+                self.backend, self.max_message
+            )));
+        }
+        if inline && len > u64::from(self.max_inline) {
+            return Err(TransportError::Unsupported(format!(
+                "{len} bytes inline exceed the {} bytes {} allows",
+                self.max_inline, self.backend
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One work request: an operation over `len` bytes at `local_offset` of the local
+/// buffer and, for one-sided operations, `remote_offset` of the peer's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkRequest {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// What to do.
+    pub op: Op,
+    /// Start in the local buffer.
+    pub local_offset: usize,
+    /// Bytes (8 for atomics).
+    pub len: u32,
+    /// Start in the peer's buffer (one-sided operations).
+    pub remote_offset: u64,
+    /// Ask for a completion.
+    pub signaled: bool,
+    /// Send the payload inline.
+    pub inline: bool,
+}
+
+/// Kind of completed work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CompletionKind {
+    /// A send.
+    #[default]
+    Send,
+    /// An RDMA write.
+    Write,
+    /// An RDMA read.
+    Read,
+    /// An atomic.
+    Atomic,
+    /// A receive (of a send).
+    Recv,
+    /// A receive consumed by a write with immediate.
+    RecvWriteImm,
+    /// Anything else the backend reports.
+    Other,
+}
+
+/// How work ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Status {
+    /// It completed.
+    #[default]
+    Success,
+    /// It failed: the backend's own status name (`IBV_WC_REM_ACCESS_ERR`,
+    /// `ND_ACCESS_VIOLATION`) and what it means.
+    Failed {
+        /// Backend status code.
+        code: u32,
+        /// Its name.
+        name: &'static str,
+        /// What it means.
+        meaning: &'static str,
+    },
+}
+
+/// A completion, backend-neutral.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Completion {
+    /// The work request's id.
+    pub wr_id: u64,
+    /// Outcome.
+    pub status: Status,
+    /// What completed (meaningful on success only: failed completions carry no
+    /// opcode).
+    pub kind: CompletionKind,
+    /// Bytes received, or read.
+    pub byte_len: u32,
+    /// Immediate data, if any.
+    pub imm: Option<u32>,
+}
+
+impl Completion {
+    /// Whether it succeeded.
+    pub fn is_success(&self) -> bool {
+        self.status == Status::Success
+    }
+}
+
+/// Sizes and modes of one connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectionConfig {
+    /// Registered buffer, bytes.
+    pub buf_len: usize,
+    /// Connection service (perftest's `-c`).
+    pub service: Service,
+    /// Send queue depth (`-t`).
+    pub tx_depth: u32,
+    /// Receive queue depth (`-r`).
+    pub rx_depth: u32,
+    /// Inline size wanted (`-I`).
+    pub max_inline: u32,
+    /// Completion events instead of busy polling (`-e`).
+    pub events: bool,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        ConnectionConfig {
+            buf_len: 65536,
+            service: Service::Rc,
+            tx_depth: 128,
+            rx_depth: 512,
+            max_inline: 0,
+            events: false,
+        }
+    }
+}
+
+/// Transport service (perftest's `-c RC|UC|UD`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub enum Service {
+    /// Reliable connected.
+    Rc,
+    /// Unreliable connected.
+    Uc,
+    /// Unreliable datagram.
+    Ud,
+}
+
+/// An opened adapter that makes connections.
+pub trait Transport {
+    /// A connection after [`prepare`](Self::prepare), before the peer is known.
+    type Prepared;
+    /// A connected connection.
+    type Connection: Connection;
+    /// What one side tells the other to connect (queue pair address, buffer and key).
+    type Endpoint: Serialize + DeserializeOwned + Clone + fmt::Debug;
+
+    /// What this adapter can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Allocates a connection's resources; returns them with the record for the peer.
+    ///
+    /// # Errors
+    /// Resource allocation failing (limits, memory lock limit).
+    fn prepare(
+        &self,
+        cfg: &ConnectionConfig,
+    ) -> Result<(Self::Prepared, Self::Endpoint), TransportError>;
+
+    /// Connects a prepared connection to the peer described by `peer`.
+    ///
+    /// # Errors
+    /// The peer's record not fitting (other service, unreachable address) or the
+    /// transition failing.
+    fn connect(
+        &self,
+        prepared: Self::Prepared,
+        peer: &Self::Endpoint,
+    ) -> Result<Self::Connection, TransportError>;
+}
+
+/// A connected endpoint: what test loops drive.
+pub trait Connection {
+    /// What it can do.
+    fn capabilities(&self) -> &Capabilities;
+
+    /// The local registered buffer.
+    fn local(&self) -> &[u8];
+
+    /// The local registered buffer, for filling before posting.
+    fn local_mut(&mut self) -> &mut [u8];
+
+    /// Posts one work request.
+    ///
+    /// # Errors
+    /// Ranges outside either buffer, an operation the backend cannot do, a full queue.
+    fn post(&mut self, wr: &WorkRequest) -> Result<(), TransportError>;
+
+    /// Posts a receive of up to `len` payload bytes at `offset` of the local buffer
+    /// (plus [`Capabilities::recv_overhead`] in front, on UD).
+    ///
+    /// # Errors
+    /// A range outside the buffer, a full receive queue.
+    fn post_recv(&mut self, wr_id: u64, offset: usize, len: u32) -> Result<(), TransportError>;
+
+    /// Moves finished work into `out`; returns how many. Allocates nothing.
+    ///
+    /// # Errors
+    /// The completion queue failing (overrun).
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, TransportError>;
+
+    /// Arms completion events and waits up to `timeout` for one; `false` on timeout.
+    /// Poll afterwards.
+    ///
+    /// # Errors
+    /// Events not enabled for this connection, or the wait failing.
+    fn wait(&mut self, timeout: Duration) -> Result<bool, TransportError>;
+
+    /// `Ok` while the connection can carry work; an error naming the state otherwise
+    /// (a queue pair that an error completion moved to ERROR).
+    ///
+    /// # Errors
+    /// The state, or the query failing.
+    fn check_state(&self) -> Result<(), TransportError>;
+}
+
+/// Why a transport call failed.
+#[derive(Debug)]
+pub enum TransportError {
+    /// The backend cannot do this.
+    Unsupported(String),
+    /// A local or remote range does not fit its buffer.
+    Range(ffi::types::RangeError),
+    /// The verbs layer failed.
+    #[cfg(target_os = "linux")]
+    Verbs(ffi::verbs::Error),
+    /// The connection is broken (its state says why).
+    Broken(String),
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportError::Unsupported(why) | TransportError::Broken(why) => f.write_str(why),
+            TransportError::Range(e) => write!(f, "{e}"),
+            #[cfg(target_os = "linux")]
+            TransportError::Verbs(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for TransportError {}
+
+impl From<ffi::types::RangeError> for TransportError {
+    fn from(e: ffi::types::RangeError) -> Self {
+        TransportError::Range(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nd_like() -> Capabilities {
+        Capabilities {
+            backend: "NetworkDirect",
+            send: true,
+            rdma_write: true,
+            rdma_read: true,
+            atomics: false,
+            immediate: false,
+            max_inline: 64,
+            max_message: 1 << 30,
+            recv_overhead: 0,
+            events: true,
+        }
+    }
+
+    #[test]
+    fn unsupported_operations_name_what_and_where() {
+        let caps = nd_like();
+        assert!(caps.check(&Op::Write, 65536, false).is_ok());
+        assert!(caps.check(&Op::Read, 8, false).is_ok());
+        let err = caps.check(&Op::FetchAdd(1), 8, false).unwrap_err();
+        assert_eq!(err.to_string(), "atomics is not supported by NetworkDirect");
+        let err = caps.check(&Op::WriteImm(3), 8, false).unwrap_err();
+        assert_eq!(err.to_string(), "immediate data is not supported by NetworkDirect");
+        let err = caps.check(&Op::Send, 2 << 30, false).unwrap_err();
+        assert!(err.to_string().contains("exceed NetworkDirect's limit"), "{err}");
+        let err = caps.check(&Op::Send, 65, true).unwrap_err();
+        assert_eq!(err.to_string(), "65 bytes inline exceed the 64 bytes NetworkDirect allows");
+        assert!(caps.check(&Op::Send, 64, true).is_ok());
+    }
+
+    #[test]
+    fn ranges_convert_into_transport_errors() {
+        let buf = ffi::types::RemoteBuffer { addr: 0, len: 16, rkey: 1 };
+        let err: TransportError = buf.slice(10, 10).unwrap_err().into();
+        assert_eq!(err.to_string(), "remote range: 10+10 is outside the 16-byte buffer");
+    }
+}

@@ -1,0 +1,374 @@
+//! [`Transport`] over Linux verbs (`ffi::verbs`): RC, UC and UD queue pairs, one CQ
+//! per connection, one registered buffer.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use ffi::verbs::{
+    Access, AddressHandle, AddressVector, CompletionQueue, Context, DeviceList,
+    Error as VerbsError, InitAttr, MemoryRegion, Mtu, ProtectionDomain, QpCaps, QpEndpoint,
+    QpState, QpType, QueuePair, RemoteBuffer, RtrAttr, RtsAttr, SendOp, SendRequest, UdDest,
+    WcOpcode, WcStatus, DEFAULT_QKEY, GRH_LEN,
+};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Capabilities, Completion, CompletionKind, Connection, ConnectionConfig, Op, Service, Status,
+    Transport, TransportError, WorkRequest,
+};
+
+impl From<VerbsError> for TransportError {
+    fn from(e: VerbsError) -> Self {
+        TransportError::Verbs(e)
+    }
+}
+
+/// Where to open the adapter.
+#[derive(Clone, Debug, Default)]
+pub struct VerbsOptions {
+    /// Device (`-d`); `None` takes the first.
+    pub device: Option<String>,
+    /// Port (`-i`), 1-based.
+    pub port: u8,
+    /// GID index (`-x`); `None` picks as [`Context::pick_gid_index`] does.
+    pub gid_index: Option<u8>,
+    /// The local IPv4 address used to reach the peer: the GID holding it is preferred.
+    pub local_ipv4: Option<Ipv4Addr>,
+    /// Path MTU (`-m`); `None` uses the port's active MTU.
+    pub mtu: Option<Mtu>,
+}
+
+/// An opened verbs device and port.
+pub struct VerbsTransport {
+    context: Context,
+    pd: ProtectionDomain,
+    port: u8,
+    gid_index: Option<u8>,
+    local: QpEndpoint,
+    mtu: Mtu,
+    caps: Capabilities,
+    max_qp_rd_atom: u8,
+}
+
+/// The exchange record of a verbs connection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerbsEndpoint {
+    /// Queue pair address.
+    pub qp: QpEndpoint,
+    /// The buffer the peer may target.
+    pub buffer: RemoteBuffer,
+    /// Service, so a mismatch is refused instead of hanging.
+    pub service: Service,
+}
+
+/// A connection's resources before the peer is known.
+pub struct VerbsPrepared {
+    cq: CompletionQueue,
+    qp: QueuePair,
+    mr: MemoryRegion,
+    local: VerbsEndpoint,
+    events: bool,
+}
+
+impl VerbsTransport {
+    /// Opens the device and port.
+    ///
+    /// # Errors
+    /// No such device (the message lists the ones there are), or a query failing.
+    pub fn open(opts: &VerbsOptions) -> Result<Self, TransportError> {
+        let list = DeviceList::new()?;
+        let device = match &opts.device {
+            Some(name) => list.find(name).ok_or_else(|| {
+                let have: Vec<String> = list.iter().map(|d| d.name()).collect();
+                TransportError::Unsupported(format!(
+                    "no RDMA device named '{name}' (found: {})",
+                    have.join(", ")
+                ))
+            })?,
+            None => list
+                .get(0)
+                .ok_or_else(|| TransportError::Unsupported("no RDMA device found".into()))?,
+        };
+        let context = device.open()?;
+        let dev = context.query_device()?;
+        let port_attr = context.query_port(opts.port)?;
+        let gid_index = match opts.gid_index {
+            Some(i) => Some(i),
+            None => context.pick_gid_index(opts.port, opts.local_ipv4)?,
+        };
+        let gid = match gid_index {
+            Some(i) => context.query_gid(opts.port, u32::from(i))?,
+            None => Default::default(),
+        };
+        let mtu = opts.mtu.or(Mtu::from_code(port_attr.active_mtu)).unwrap_or(Mtu::Mtu1024);
+        let caps = Capabilities {
+            backend: "verbs",
+            send: true,
+            rdma_write: true,
+            rdma_read: true,
+            atomics: dev.atomic_cap != 0,
+            immediate: true,
+            max_inline: 0, // known per QP once created; see Connection::capabilities
+            max_message: u64::from(port_attr.max_msg_sz),
+            recv_overhead: 0,
+            events: true,
+        };
+        let pd = context.alloc_pd()?;
+        Ok(VerbsTransport {
+            local: QpEndpoint { lid: port_attr.lid, gid, qpn: 0, psn: 0 },
+            context,
+            pd,
+            port: opts.port,
+            gid_index,
+            mtu,
+            caps,
+            max_qp_rd_atom: u8::try_from(dev.max_qp_rd_atom.clamp(1, 16)).unwrap_or(16),
+        })
+    }
+
+    /// The GID index in use (`None`: routed by LID).
+    pub fn gid_index(&self) -> Option<u8> {
+        self.gid_index
+    }
+
+    /// Path MTU in use.
+    pub fn mtu(&self) -> Mtu {
+        self.mtu
+    }
+
+    /// The device context.
+    pub fn context(&self) -> &Context {
+        &self.context
+    }
+}
+
+fn qp_type(service: Service) -> QpType {
+    match service {
+        Service::Rc => QpType::Rc,
+        Service::Uc => QpType::Uc,
+        Service::Ud => QpType::Ud,
+    }
+}
+
+/// A PSN that differs between connections and runs, as perftest draws one.
+fn fresh_psn() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    (nanos ^ std::process::id().rotate_left(12)) & 0xff_ffff
+}
+
+impl Transport for VerbsTransport {
+    type Prepared = VerbsPrepared;
+    type Connection = VerbsConnection;
+    type Endpoint = VerbsEndpoint;
+
+    fn capabilities(&self) -> Capabilities {
+        self.caps.clone()
+    }
+
+    fn prepare(
+        &self,
+        cfg: &ConnectionConfig,
+    ) -> Result<(VerbsPrepared, VerbsEndpoint), TransportError> {
+        let channel = if cfg.events { Some(self.context.create_comp_channel()?) } else { None };
+        let cq = self.context.create_cq(cfg.tx_depth + cfg.rx_depth, channel.as_ref())?;
+        let caps = QpCaps {
+            max_send_wr: cfg.tx_depth,
+            max_recv_wr: cfg.rx_depth,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: cfg.max_inline,
+        };
+        let qp = self.pd.create_qp(qp_type(cfg.service), &cq, &cq).caps(caps).build()?;
+        qp.to_init(&InitAttr::new(self.port))?;
+        let extra = if cfg.service == Service::Ud { GRH_LEN } else { 0 };
+        let mr = self.pd.reg_mr(cfg.buf_len + extra, Access::ALL)?;
+        let local = VerbsEndpoint {
+            qp: qp.endpoint(self.local.lid, self.local.gid, fresh_psn()),
+            buffer: mr.remote(),
+            service: cfg.service,
+        };
+        Ok((VerbsPrepared { cq, qp, mr, local: local.clone(), events: cfg.events }, local))
+    }
+
+    fn connect(
+        &self,
+        p: VerbsPrepared,
+        peer: &VerbsEndpoint,
+    ) -> Result<VerbsConnection, TransportError> {
+        if peer.service != p.local.service {
+            return Err(TransportError::Unsupported(format!(
+                "connection type mismatch: this side uses {:?}, the peer {:?}",
+                p.local.service, peer.service
+            )));
+        }
+        let av = AddressVector::to_peer(&peer.qp, self.port, self.gid_index);
+        let mut ah = None;
+        if p.local.service == Service::Ud {
+            p.qp.to_rtr(None)?;
+            ah = Some(self.pd.create_ah(&av)?);
+        } else {
+            let rtr = RtrAttr {
+                max_dest_rd_atomic: self.max_qp_rd_atom,
+                ..RtrAttr::new(&peer.qp, av, self.mtu)
+            };
+            p.qp.to_rtr(Some(&rtr))?;
+        }
+        let rts = RtsAttr { max_rd_atomic: self.max_qp_rd_atom, ..RtsAttr::new(p.local.qp.psn) };
+        p.qp.to_rts(&rts)?;
+        let mut caps = self.caps.clone();
+        caps.max_inline = p.qp.caps().max_inline_data;
+        match p.local.service {
+            Service::Rc => {}
+            Service::Uc => {
+                caps.rdma_read = false;
+                caps.atomics = false;
+            }
+            Service::Ud => {
+                caps.rdma_read = false;
+                caps.rdma_write = false;
+                caps.atomics = false;
+                caps.max_message = u64::from(self.mtu.bytes());
+                caps.recv_overhead = GRH_LEN as u32;
+            }
+        }
+        caps.events = p.events;
+        Ok(VerbsConnection {
+            scratch: (0..64).map(|_| ffi::verbs::Completion::default()).collect(),
+            remote: peer.buffer,
+            remote_qpn: peer.qp.qpn,
+            ah,
+            caps,
+            cq: p.cq,
+            qp: p.qp,
+            mr: p.mr,
+        })
+    }
+}
+
+/// A connected verbs queue pair with its buffer and the peer's.
+pub struct VerbsConnection {
+    // The QP must go before the CQ and buffer it uses; it holds clones of them anyway.
+    qp: QueuePair,
+    ah: Option<AddressHandle>,
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+    remote: RemoteBuffer,
+    remote_qpn: u32,
+    caps: Capabilities,
+    scratch: Vec<ffi::verbs::Completion>,
+}
+
+impl VerbsConnection {
+    /// The queue pair (for tests and diagnostics).
+    pub fn qp(&self) -> &QueuePair {
+        &self.qp
+    }
+
+    /// The peer's buffer.
+    pub fn remote(&self) -> RemoteBuffer {
+        self.remote
+    }
+}
+
+fn kind(op: WcOpcode) -> CompletionKind {
+    match op {
+        WcOpcode::Send => CompletionKind::Send,
+        WcOpcode::RdmaWrite => CompletionKind::Write,
+        WcOpcode::RdmaRead => CompletionKind::Read,
+        WcOpcode::CompSwap | WcOpcode::FetchAdd => CompletionKind::Atomic,
+        WcOpcode::Recv => CompletionKind::Recv,
+        WcOpcode::RecvRdmaWithImm => CompletionKind::RecvWriteImm,
+        _ => CompletionKind::Other,
+    }
+}
+
+fn status(s: WcStatus) -> Status {
+    match s {
+        WcStatus::Success => Status::Success,
+        other => {
+            Status::Failed { code: other.code(), name: other.name(), meaning: other.meaning() }
+        }
+    }
+}
+
+impl Connection for VerbsConnection {
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    fn local(&self) -> &[u8] {
+        &self.mr.as_slice()[self.caps.recv_overhead as usize..]
+    }
+
+    fn local_mut(&mut self) -> &mut [u8] {
+        let skip = self.caps.recv_overhead as usize;
+        &mut self.mr.as_mut_slice()[skip..]
+    }
+
+    #[inline]
+    fn post(&mut self, wr: &WorkRequest) -> Result<(), TransportError> {
+        let skip = self.caps.recv_overhead as usize;
+        let local = [self.mr.slice(skip + wr.local_offset, wr.len as usize)?];
+        let remote = || self.remote.slice(wr.remote_offset, u64::from(wr.len));
+        let op = match wr.op {
+            Op::Send => SendOp::Send,
+            Op::SendImm(imm) => SendOp::SendImm(imm),
+            Op::Write => SendOp::Write(remote()?),
+            Op::WriteImm(imm) => SendOp::WriteImm(remote()?, imm),
+            Op::Read => SendOp::Read(remote()?),
+            Op::FetchAdd(add) => SendOp::FetchAdd { remote: remote()?, add },
+            Op::CompareSwap { compare, swap } => {
+                SendOp::CompareSwap { remote: remote()?, compare, swap }
+            }
+        };
+        let mut req = SendRequest::new(wr.wr_id, op, &local);
+        req.flags.signaled = wr.signaled;
+        req.flags.inline = wr.inline;
+        if let Some(ah) = &self.ah {
+            req.ud = Some(UdDest { ah, remote_qpn: self.remote_qpn, remote_qkey: DEFAULT_QKEY });
+        }
+        self.qp.post_send(&req)?;
+        Ok(())
+    }
+
+    fn post_recv(&mut self, wr_id: u64, offset: usize, len: u32) -> Result<(), TransportError> {
+        // On UD the GRH lands in the `recv_overhead` bytes in front of the payload.
+        let overhead = self.caps.recv_overhead as usize;
+        let slice = self.mr.slice(offset, overhead + len as usize)?;
+        self.qp.post_recv(wr_id, &[slice])?;
+        Ok(())
+    }
+
+    #[inline]
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, TransportError> {
+        let want = out.len().min(self.scratch.len());
+        let n = self.cq.poll(&mut self.scratch[..want])?;
+        for (dst, c) in out.iter_mut().zip(&self.scratch[..n]) {
+            *dst = Completion {
+                wr_id: c.wr_id(),
+                status: status(c.status()),
+                kind: kind(c.opcode()),
+                byte_len: c.byte_len(),
+                imm: c.imm_data(),
+            };
+        }
+        Ok(n)
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Result<bool, TransportError> {
+        self.cq.req_notify(false)?;
+        Ok(self.cq.wait(timeout)?)
+    }
+
+    fn check_state(&self) -> Result<(), TransportError> {
+        match self.qp.state()? {
+            QpState::ReadyToSend => Ok(()),
+            other => Err(TransportError::Broken(format!(
+                "QP {} is in state {other:?}",
+                self.qp.qp_num()
+            ))),
+        }
+    }
+}
