@@ -3,20 +3,72 @@
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::perf::config::{Measure, PerfArgs, TestKind, Verb};
+
 /// RDMA and TCP bandwidth/latency benchmarks with perftest's habits.
 #[derive(Debug, Parser)]
 #[command(name = "rdmabench", version, about, long_about = None)]
+struct RawCli {
+    #[command(subcommand)]
+    command: RawCommand,
+}
+
+/// A parsed command line.
+#[derive(Debug)]
 pub struct Cli {
     /// What to do.
-    #[command(subcommand)]
     pub command: Command,
 }
 
-/// Subcommands.
+/// Subcommands, as clap sees them.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+enum RawCommand {
     /// List RDMA devices: adapter, firmware, ports, link rate, GID table, PCIe, NUMA.
     Devices(DevicesArgs),
+    /// RDMA write bandwidth (ib_write_bw). Without HOST: server.
+    WriteBw(PerfArgs),
+    /// RDMA read bandwidth (ib_read_bw).
+    ReadBw(PerfArgs),
+    /// Send bandwidth (ib_send_bw).
+    SendBw(PerfArgs),
+    /// Atomic bandwidth (ib_atomic_bw).
+    AtomicBw(PerfArgs),
+    /// RDMA write latency, half a ping-pong round trip (ib_write_lat).
+    WriteLat(PerfArgs),
+    /// RDMA read latency, a full round trip (ib_read_lat).
+    ReadLat(PerfArgs),
+    /// Send latency, half a ping-pong round trip (ib_send_lat).
+    SendLat(PerfArgs),
+    /// Atomic latency, a full round trip (ib_atomic_lat).
+    AtomicLat(PerfArgs),
+}
+
+/// What to run.
+#[derive(Debug)]
+pub enum Command {
+    /// `rdmabench devices`.
+    Devices(DevicesArgs),
+    /// One of the eight perftest-style tests.
+    Perf(TestKind, Box<PerfArgs>),
+}
+
+impl From<RawCommand> for Command {
+    fn from(raw: RawCommand) -> Self {
+        use Measure::{Bw, Lat};
+        use Verb::{Atomic, Read, Send, Write};
+        let perf = |verb, measure, args| Command::Perf(TestKind { verb, measure }, Box::new(args));
+        match raw {
+            RawCommand::Devices(a) => Command::Devices(a),
+            RawCommand::WriteBw(a) => perf(Write, Bw, a),
+            RawCommand::ReadBw(a) => perf(Read, Bw, a),
+            RawCommand::SendBw(a) => perf(Send, Bw, a),
+            RawCommand::AtomicBw(a) => perf(Atomic, Bw, a),
+            RawCommand::WriteLat(a) => perf(Write, Lat, a),
+            RawCommand::ReadLat(a) => perf(Read, Lat, a),
+            RawCommand::SendLat(a) => perf(Send, Lat, a),
+            RawCommand::AtomicLat(a) => perf(Atomic, Lat, a),
+        }
+    }
 }
 
 /// `rdmabench devices`.
@@ -40,8 +92,8 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    match Cli::try_parse_from(args) {
-        Ok(cli) => Ok(Some(cli)),
+    match RawCli::try_parse_from(args) {
+        Ok(cli) => Ok(Some(Cli { command: cli.command.into() })),
         Err(e) if !e.use_stderr() => {
             // --help / --version: clap's own text on stdout.
             let _ = e.print();
@@ -65,12 +117,52 @@ mod tests {
     #[test]
     fn devices_flags_parse() {
         let cli = parse(["rdmabench", "devices", "-d", "mlx4_0", "-v", "--json"]).unwrap().unwrap();
-        let Command::Devices(args) = cli.command;
+        let Command::Devices(args) = cli.command else { panic!("devices") };
         assert_eq!(args.device.as_deref(), Some("mlx4_0"));
         assert!(args.verbose && args.json);
         let cli = parse(["rdmabench", "devices", "--ib-dev=rxe0"]).unwrap().unwrap();
-        let Command::Devices(args) = cli.command;
+        let Command::Devices(args) = cli.command else { panic!("devices") };
         assert_eq!(args.device.as_deref(), Some("rxe0"));
+    }
+
+    #[test]
+    fn perftest_flags_parse_with_their_names() {
+        let cli = parse([
+            "rdmabench",
+            "read-bw",
+            "-d",
+            "mlx4_0",
+            "-x",
+            "3",
+            "-s",
+            "64K",
+            "-n",
+            "2000",
+            "-q",
+            "4",
+            "-c",
+            "RC",
+            "--report_gbits",
+            "-R",
+            "server1",
+        ])
+        .unwrap()
+        .unwrap();
+        let Command::Perf(test, a) = cli.command else { panic!("perf") };
+        assert_eq!(test, TestKind { verb: Verb::Read, measure: Measure::Bw });
+        assert_eq!(
+            (a.size, a.iters, a.qps, a.gid_index),
+            (Some(65536), Some(2000), Some(4), Some(3))
+        );
+        assert!(a.report_gbits && a.rdma_cm);
+        assert_eq!(a.host.as_deref(), Some("server1"));
+        let cli = parse(["rdmabench", "atomic-lat", "-A", "CMP_AND_SWAP", "--report-gbits"])
+            .unwrap()
+            .unwrap();
+        let Command::Perf(test, a) = cli.command else { panic!("perf") };
+        assert_eq!(test.id(), "atomic_lat");
+        assert!(a.host.is_none() && a.report_gbits);
+        assert!(parse(["rdmabench", "write-bw", "-s", "12Q"]).unwrap_err().contains("not a size"));
     }
 
     #[test]

@@ -14,7 +14,10 @@
 
 pub mod cli;
 pub mod inventory;
+pub mod measure;
+pub mod perf;
 pub mod report;
+pub mod session;
 pub mod transport;
 
 use std::io::{self, Write};
@@ -32,6 +35,10 @@ pub const EXIT_ERROR: u8 = 2;
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, String> {
     match cli.command {
         Command::Devices(args) => devices(&args, out),
+        Command::Perf(test, args) => {
+            let cfg = perf::config::TestConfig::from_args(test, &args)?;
+            perf::run::run(&cfg, out)
+        }
     }
 }
 

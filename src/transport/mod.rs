@@ -287,6 +287,10 @@ pub trait Connection {
     /// The local registered buffer, for filling before posting.
     fn local_mut(&mut self) -> &mut [u8];
 
+    /// Reads one byte of the local buffer as the peer left it (no caching): what a
+    /// write ping-pong spins on.
+    fn load_u8(&self, offset: usize) -> u8;
+
     /// Posts one work request.
     ///
     /// # Errors
@@ -306,8 +310,15 @@ pub trait Connection {
     /// The completion queue failing (overrun).
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, TransportError>;
 
-    /// Arms completion events and waits up to `timeout` for one; `false` on timeout.
-    /// Poll afterwards.
+    /// Arms completion events: the next completion will wake [`wait`](Self::wait).
+    /// Poll once more after arming, then wait: a completion that arrived before the
+    /// arm does not fire an event.
+    ///
+    /// # Errors
+    /// Events not enabled for this connection.
+    fn arm(&mut self) -> Result<(), TransportError>;
+
+    /// Waits up to `timeout` for the armed event; `false` on timeout. Poll afterwards.
     ///
     /// # Errors
     /// Events not enabled for this connection, or the wait failing.

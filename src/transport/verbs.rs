@@ -5,10 +5,10 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use ffi::verbs::{
-    Access, AddressHandle, AddressVector, CompletionQueue, Context, DeviceList,
-    Error as VerbsError, InitAttr, MemoryRegion, Mtu, ProtectionDomain, QpCaps, QpEndpoint,
-    QpState, QpType, QueuePair, RemoteBuffer, RtrAttr, RtsAttr, SendOp, SendRequest, UdDest,
-    WcOpcode, WcStatus, DEFAULT_QKEY, GRH_LEN,
+    Access, AddressHandle, AddressVector, CmConnection, CompletionQueue, ConnectRequest, Context,
+    DeviceList, Error as VerbsError, InitAttr, MemoryRegion, Mtu, ProtectionDomain, QpCaps,
+    QpEndpoint, QpState, QpType, QueuePair, RemoteBuffer, ResolvedRoute, RtrAttr, RtsAttr, SendOp,
+    SendRequest, UdDest, WcOpcode, WcStatus, DEFAULT_QKEY, GRH_LEN,
 };
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +36,8 @@ pub struct VerbsOptions {
     pub local_ipv4: Option<Ipv4Addr>,
     /// Path MTU (`-m`); `None` uses the port's active MTU.
     pub mtu: Option<Mtu>,
+    /// Outstanding RDMA reads/atomics (`-o`); `None`: the device's maximum, at most 16.
+    pub max_rd_atomic: Option<u32>,
 }
 
 /// An opened verbs device and port.
@@ -122,7 +124,11 @@ impl VerbsTransport {
             gid_index,
             mtu,
             caps,
-            max_qp_rd_atom: u8::try_from(dev.max_qp_rd_atom.clamp(1, 16)).unwrap_or(16),
+            max_qp_rd_atom: {
+                let device_max = u32::try_from(dev.max_qp_rd_atom.clamp(1, 255)).unwrap_or(1);
+                let wanted = opts.max_rd_atomic.unwrap_or(16).clamp(1, device_max);
+                u8::try_from(wanted).unwrap_or(16)
+            },
         })
     }
 
@@ -139,6 +145,114 @@ impl VerbsTransport {
     /// The device context.
     pub fn context(&self) -> &Context {
         &self.context
+    }
+
+    /// Outstanding RDMA reads/atomics each QP allows.
+    pub fn max_rd_atomic(&self) -> u8 {
+        self.max_qp_rd_atom
+    }
+
+    /// Connects like [`Transport::connect`] with an agreed path MTU (both sides use
+    /// the smaller of their two).
+    ///
+    /// # Errors
+    /// As [`Transport::connect`].
+    pub fn connect_with_mtu(
+        &self,
+        p: VerbsPrepared,
+        peer: &VerbsEndpoint,
+        mtu: Mtu,
+    ) -> Result<VerbsConnection, TransportError> {
+        if peer.service != p.local.service {
+            return Err(TransportError::Unsupported(format!(
+                "connection type mismatch: this side uses {:?}, the peer {:?}",
+                p.local.service, peer.service
+            )));
+        }
+        let av = AddressVector::to_peer(&peer.qp, self.port, self.gid_index);
+        let mut ah = None;
+        if p.local.service == Service::Ud {
+            p.qp.to_rtr(None)?;
+            ah = Some(self.pd.create_ah(&av)?);
+        } else {
+            let rtr = RtrAttr {
+                max_dest_rd_atomic: self.max_qp_rd_atom,
+                ..RtrAttr::new(&peer.qp, av, mtu)
+            };
+            p.qp.to_rtr(Some(&rtr))?;
+        }
+        let rts = RtsAttr { max_rd_atomic: self.max_qp_rd_atom, ..RtsAttr::new(p.local.qp.psn) };
+        p.qp.to_rts(&rts)?;
+        Ok(self.finish(p, peer.buffer, peer.qp.qpn, ah, None, mtu))
+    }
+
+    /// Client side of `-R`: connects the prepared QP through rdma_cm.
+    ///
+    /// # Errors
+    /// A rejected or unreachable peer, a timeout, a failed transition.
+    pub fn connect_cm_client(
+        &self,
+        p: VerbsPrepared,
+        route: ResolvedRoute,
+        remote: RemoteBuffer,
+        timeout: Duration,
+    ) -> Result<VerbsConnection, TransportError> {
+        let cm = route.connect(&p.qp, &[], timeout)?;
+        Ok(self.finish(p, remote, 0, None, Some(cm), self.mtu))
+    }
+
+    /// Server side of `-R`: accepts a connection request with the prepared QP.
+    ///
+    /// # Errors
+    /// A failed transition or accept, or no ESTABLISHED within `timeout`.
+    pub fn accept_cm(
+        &self,
+        p: VerbsPrepared,
+        request: ConnectRequest,
+        remote: RemoteBuffer,
+        timeout: Duration,
+    ) -> Result<VerbsConnection, TransportError> {
+        let cm = request.accept(&p.qp, &[], timeout)?;
+        Ok(self.finish(p, remote, 0, None, Some(cm), self.mtu))
+    }
+
+    fn finish(
+        &self,
+        p: VerbsPrepared,
+        remote: RemoteBuffer,
+        remote_qpn: u32,
+        ah: Option<AddressHandle>,
+        cm: Option<CmConnection>,
+        mtu: Mtu,
+    ) -> VerbsConnection {
+        let mut caps = self.caps.clone();
+        caps.max_inline = p.qp.caps().max_inline_data;
+        match p.local.service {
+            Service::Rc => {}
+            Service::Uc => {
+                caps.rdma_read = false;
+                caps.atomics = false;
+            }
+            Service::Ud => {
+                caps.rdma_read = false;
+                caps.rdma_write = false;
+                caps.atomics = false;
+                caps.max_message = u64::from(mtu.bytes());
+                caps.recv_overhead = GRH_LEN as u32;
+            }
+        }
+        caps.events = p.events;
+        VerbsConnection {
+            scratch: (0..64).map(|_| ffi::verbs::Completion::default()).collect(),
+            remote,
+            remote_qpn,
+            ah,
+            caps,
+            cq: p.cq,
+            qp: p.qp,
+            mr: p.mr,
+            _cm: cm,
+        }
     }
 }
 
@@ -197,53 +311,7 @@ impl Transport for VerbsTransport {
         p: VerbsPrepared,
         peer: &VerbsEndpoint,
     ) -> Result<VerbsConnection, TransportError> {
-        if peer.service != p.local.service {
-            return Err(TransportError::Unsupported(format!(
-                "connection type mismatch: this side uses {:?}, the peer {:?}",
-                p.local.service, peer.service
-            )));
-        }
-        let av = AddressVector::to_peer(&peer.qp, self.port, self.gid_index);
-        let mut ah = None;
-        if p.local.service == Service::Ud {
-            p.qp.to_rtr(None)?;
-            ah = Some(self.pd.create_ah(&av)?);
-        } else {
-            let rtr = RtrAttr {
-                max_dest_rd_atomic: self.max_qp_rd_atom,
-                ..RtrAttr::new(&peer.qp, av, self.mtu)
-            };
-            p.qp.to_rtr(Some(&rtr))?;
-        }
-        let rts = RtsAttr { max_rd_atomic: self.max_qp_rd_atom, ..RtsAttr::new(p.local.qp.psn) };
-        p.qp.to_rts(&rts)?;
-        let mut caps = self.caps.clone();
-        caps.max_inline = p.qp.caps().max_inline_data;
-        match p.local.service {
-            Service::Rc => {}
-            Service::Uc => {
-                caps.rdma_read = false;
-                caps.atomics = false;
-            }
-            Service::Ud => {
-                caps.rdma_read = false;
-                caps.rdma_write = false;
-                caps.atomics = false;
-                caps.max_message = u64::from(self.mtu.bytes());
-                caps.recv_overhead = GRH_LEN as u32;
-            }
-        }
-        caps.events = p.events;
-        Ok(VerbsConnection {
-            scratch: (0..64).map(|_| ffi::verbs::Completion::default()).collect(),
-            remote: peer.buffer,
-            remote_qpn: peer.qp.qpn,
-            ah,
-            caps,
-            cq: p.cq,
-            qp: p.qp,
-            mr: p.mr,
-        })
+        self.connect_with_mtu(p, peer, self.mtu)
     }
 }
 
@@ -258,6 +326,8 @@ pub struct VerbsConnection {
     remote_qpn: u32,
     caps: Capabilities,
     scratch: Vec<ffi::verbs::Completion>,
+    // rdma_cm connections (-R) disconnect when dropped, after the QP.
+    _cm: Option<CmConnection>,
 }
 
 impl VerbsConnection {
@@ -305,6 +375,11 @@ impl Connection for VerbsConnection {
     fn local_mut(&mut self) -> &mut [u8] {
         let skip = self.caps.recv_overhead as usize;
         &mut self.mr.as_mut_slice()[skip..]
+    }
+
+    #[inline]
+    fn load_u8(&self, offset: usize) -> u8 {
+        self.mr.load_u8(self.caps.recv_overhead as usize + offset)
     }
 
     #[inline]
@@ -357,8 +432,11 @@ impl Connection for VerbsConnection {
         Ok(n)
     }
 
+    fn arm(&mut self) -> Result<(), TransportError> {
+        Ok(self.cq.req_notify(false)?)
+    }
+
     fn wait(&mut self, timeout: Duration) -> Result<bool, TransportError> {
-        self.cq.req_notify(false)?;
         Ok(self.cq.wait(timeout)?)
     }
 

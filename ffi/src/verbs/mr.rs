@@ -215,6 +215,16 @@ impl MemoryRegion {
         unsafe { std::slice::from_raw_parts_mut(self.addr.as_ptr(), self.len) }
     }
 
+    /// Reads one byte as the HCA left it, without caching: what a ping-pong spins on
+    /// while the peer RDMA-writes the region. Panics past the end.
+    #[inline]
+    pub fn load_u8(&self, offset: usize) -> u8 {
+        assert!(offset < self.len, "offset {offset} past the {}-byte region", self.len);
+        // SAFETY: in bounds (checked above) of memory valid for the region's life; a
+        // volatile read makes every call observe writes made by the device.
+        unsafe { std::ptr::read_volatile(self.addr.as_ptr().add(offset)) }
+    }
+
     /// What to send a peer so it can target the whole region.
     pub fn remote(&self) -> RemoteBuffer {
         RemoteBuffer { addr: self.addr(), len: self.len as u64, rkey: self.rkey() }

@@ -1,0 +1,375 @@
+//! Measurement: pure arithmetic over timestamps and samples. Nothing here touches a
+//! device or prints; docs/metrics.md defines every number.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Bytes in a MiB: perftest's "MB/sec" was always this.
+pub const MIB: f64 = 1_048_576.0;
+
+/// What a bandwidth loop records on one QP: when each message was posted and, at
+/// each signaled completion, how many messages were done. Preallocated; recording
+/// never allocates.
+#[derive(Clone, Debug)]
+pub struct BwRecorder {
+    posts: Vec<u64>,
+    completions: Vec<(u64, u64)>,
+    keep_posts: bool,
+}
+
+impl BwRecorder {
+    /// Room for `messages` posts and `signals` completion stamps; post stamps are kept
+    /// only when `peak` is wanted.
+    pub fn new(messages: usize, signals: usize, peak: bool) -> Self {
+        BwRecorder {
+            posts: Vec::with_capacity(if peak { messages } else { 1 }),
+            completions: Vec::with_capacity(signals + 1),
+            keep_posts: peak,
+        }
+    }
+
+    /// A message was posted at `t_ns`.
+    #[inline]
+    pub fn posted(&mut self, t_ns: u64) {
+        if (self.keep_posts || self.posts.is_empty()) && self.posts.len() < self.posts.capacity() {
+            self.posts.push(t_ns);
+        }
+    }
+
+    /// At `t_ns`, `done` messages in total had completed.
+    #[inline]
+    pub fn completed(&mut self, t_ns: u64, done: u64) {
+        if self.completions.len() < self.completions.capacity() {
+            self.completions.push((t_ns, done));
+        } else if let Some(last) = self.completions.last_mut() {
+            *last = (t_ns, done);
+        }
+    }
+
+    /// First post, ns.
+    pub fn first_post(&self) -> Option<u64> {
+        self.posts.first().copied()
+    }
+
+    /// Last completion stamp and count.
+    pub fn last_completion(&self) -> Option<(u64, u64)> {
+        self.completions.last().copied()
+    }
+}
+
+/// Bandwidth results of one stream (a QP, or the aggregate).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BwStats {
+    /// Messages counted.
+    pub messages: u64,
+    /// Bytes counted.
+    pub bytes: u64,
+    /// Measured window, ns: first post to last completion (iterations), or the
+    /// sampled window (duration).
+    pub window_ns: u64,
+    /// Average, bytes/s.
+    pub avg_bytes_per_sec: f64,
+    /// Peak as perftest defines it, bytes/s (None when not computed).
+    pub peak_bytes_per_sec: Option<f64>,
+    /// Lowest bandwidth over any of the fixed intervals, bytes/s.
+    pub min_bytes_per_sec: Option<f64>,
+    /// The interval length used for `min_bytes_per_sec`, ns.
+    pub interval_ns: Option<u64>,
+    /// Messages per second.
+    pub msg_rate: f64,
+}
+
+/// The fixed interval for the minimum-bandwidth figure: a tenth of the window, at
+/// least 1 ms and at most 1 s.
+pub fn min_interval(window_ns: u64) -> u64 {
+    (window_ns / 10).clamp(1_000_000, 1_000_000_000)
+}
+
+/// Bandwidth of one stream in iteration mode.
+pub fn bw_stats(size: u64, rec: &BwRecorder) -> BwStats {
+    let (Some(start), Some((end, done))) = (rec.first_post(), rec.last_completion()) else {
+        return BwStats::default();
+    };
+    let window_ns = end.saturating_sub(start).max(1);
+    let bytes = done * size;
+    let secs = window_ns as f64 / 1e9;
+    let peak =
+        if rec.keep_posts { peak_bytes_per_sec(size, &rec.posts, &rec.completions) } else { None };
+    let interval = min_interval(window_ns);
+    BwStats {
+        messages: done,
+        bytes,
+        window_ns,
+        avg_bytes_per_sec: bytes as f64 / secs,
+        peak_bytes_per_sec: peak,
+        min_bytes_per_sec: min_over_intervals(size, start, &rec.completions, interval),
+        interval_ns: Some(interval),
+        msg_rate: done as f64 / secs,
+    }
+}
+
+/// perftest's peak: the best per-message time over every sub-window that starts at a
+/// post and ends at a signaled completion, `min over i ≤ j of
+/// (tcompleted[j] − tposted[i]) / (j − i + 1)`.
+pub fn peak_bytes_per_sec(size: u64, posts: &[u64], completions: &[(u64, u64)]) -> Option<f64> {
+    let mut best: Option<f64> = None;
+    for &(tc, done) in completions {
+        // Messages 0..done are complete at tc; message `done - 1` is the last.
+        let last = usize::try_from(done).ok()?.checked_sub(1)?;
+        for (i, &tp) in posts.iter().enumerate().take(last + 1) {
+            let per_msg = tc.saturating_sub(tp) as f64 / (last - i + 1) as f64;
+            if per_msg > 0.0 && best.is_none_or(|b| per_msg < b) {
+                best = Some(per_msg);
+            }
+        }
+    }
+    best.map(|ns| size as f64 / (ns / 1e9))
+}
+
+/// Lowest bandwidth over consecutive `interval`s from `start`, from completion stamps.
+/// Only whole intervals count; `None` if the window holds none.
+pub fn min_over_intervals(
+    size: u64,
+    start: u64,
+    completions: &[(u64, u64)],
+    interval: u64,
+) -> Option<f64> {
+    let end = completions.last()?.0;
+    let mut min: Option<f64> = None;
+    let mut t0 = start;
+    let mut done0 = 0u64;
+    let mut idx = 0;
+    while t0 + interval <= end {
+        let t1 = t0 + interval;
+        // Messages done by t1: the count of the last stamp at or before t1.
+        while idx < completions.len() && completions[idx].0 <= t1 {
+            idx += 1;
+        }
+        let done1 = if idx == 0 { 0 } else { completions[idx - 1].1 };
+        let rate = (done1 - done0) as f64 * size as f64 / (interval as f64 / 1e9);
+        min = Some(min.map_or(rate, |m: f64| m.min(rate)));
+        t0 = t1;
+        done0 = done1;
+    }
+    min
+}
+
+/// Sums streams measured over the same run (QPs, or the two directions of -b): bytes
+/// and messages add; the window is the union of the windows.
+pub fn aggregate(streams: &[(BwStats, u64)]) -> BwStats {
+    // (stats, window start ns) pairs
+    let start = streams.iter().map(|(_, s)| *s).min().unwrap_or(0);
+    let end = streams.iter().map(|(b, s)| s + b.window_ns).max().unwrap_or(0);
+    let window_ns = end.saturating_sub(start).max(1);
+    let bytes: u64 = streams.iter().map(|(b, _)| b.bytes).sum();
+    let messages: u64 = streams.iter().map(|(b, _)| b.messages).sum();
+    let secs = window_ns as f64 / 1e9;
+    let sum_opt = |f: fn(&BwStats) -> Option<f64>| -> Option<f64> {
+        streams.iter().map(|(b, _)| f(b)).sum::<Option<f64>>()
+    };
+    BwStats {
+        messages,
+        bytes,
+        window_ns,
+        avg_bytes_per_sec: bytes as f64 / secs,
+        peak_bytes_per_sec: sum_opt(|b| b.peak_bytes_per_sec),
+        min_bytes_per_sec: sum_opt(|b| b.min_bytes_per_sec),
+        interval_ns: streams.first().and_then(|(b, _)| b.interval_ns),
+        msg_rate: messages as f64 / secs,
+    }
+}
+
+/// Latency samples: every one in an HDR histogram (3 significant digits), plus exact
+/// count, min, max, mean and standard deviation.
+#[derive(Clone, Debug)]
+pub struct LatencyRecorder {
+    hist: Histogram<u64>,
+    count: u64,
+    sum: f64,
+    sum_sq: f64,
+    min: u64,
+    max: u64,
+}
+
+impl Default for LatencyRecorder {
+    fn default() -> Self {
+        LatencyRecorder {
+            // 1 ns .. 1 hour: a sample outside is clamped, never dropped.
+            hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .expect("valid histogram bounds"),
+            count: 0,
+            sum: 0.0,
+            sum_sq: 0.0,
+            min: u64::MAX,
+            max: 0,
+        }
+    }
+}
+
+/// Latency results, µs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatStats {
+    /// Samples.
+    pub samples: u64,
+    /// Smallest.
+    pub t_min_us: f64,
+    /// Largest (every sample counts, none dropped).
+    pub t_max_us: f64,
+    /// Median (perftest's t_typical).
+    pub t_typical_us: f64,
+    /// Mean.
+    pub t_avg_us: f64,
+    /// Standard deviation, exact.
+    pub t_stdev_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p99_9_us: f64,
+    /// 99.99th percentile.
+    pub p99_99_us: f64,
+    /// Histogram: `[value_ns, count]` of every non-empty bucket.
+    pub histogram: Vec<[u64; 2]>,
+}
+
+impl LatencyRecorder {
+    /// Records one sample in ns.
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        let ns = ns.max(1);
+        self.hist.saturating_record(ns);
+        self.count += 1;
+        let x = ns as f64;
+        self.sum += x;
+        self.sum_sq += x * x;
+        self.min = self.min.min(ns);
+        self.max = self.max.max(ns);
+    }
+
+    /// Number of samples.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The statistics.
+    pub fn stats(&self) -> LatStats {
+        if self.count == 0 {
+            return LatStats::default();
+        }
+        let n = self.count as f64;
+        let mean = self.sum / n;
+        let var = (self.sum_sq / n - mean * mean).max(0.0);
+        let us = |ns: f64| ns / 1000.0;
+        let q = |p: f64| us(self.hist.value_at_quantile(p) as f64).min(us(self.max as f64));
+        LatStats {
+            samples: self.count,
+            t_min_us: us(self.min as f64),
+            t_max_us: us(self.max as f64),
+            t_typical_us: q(0.5),
+            t_avg_us: us(mean),
+            t_stdev_us: us(var.sqrt()),
+            p99_us: q(0.99),
+            p99_9_us: q(0.999),
+            p99_99_us: q(0.9999),
+            histogram: self
+                .hist
+                .iter_recorded()
+                .map(|v| [v.value_iterated_to(), v.count_at_value()])
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn average_is_bytes_over_first_post_to_last_completion() {
+        let mut r = BwRecorder::new(4, 4, true);
+        for (i, t) in [0u64, 10, 20, 30].iter().enumerate() {
+            r.posted(*t);
+            r.completed(1000 + 1000 * i as u64, i as u64 + 1);
+        }
+        let s = bw_stats(1000, &r);
+        assert_eq!((s.messages, s.bytes, s.window_ns), (4, 4000, 4000));
+        assert!((s.avg_bytes_per_sec - 1e9).abs() < 1e-3, "{}", s.avg_bytes_per_sec);
+        assert!((s.msg_rate - 1e6).abs() < 1e-6);
+    }
+
+    #[test]
+    fn peak_is_the_best_sub_window() {
+        // Posts at 0, 10, 20, 30; completions of 1, 2, 3, 4 messages at 100, 110, 120, 130.
+        let posts = [0, 10, 20, 30];
+        let completions = [(100, 1), (110, 2), (120, 3), (130, 4)];
+        // Best: from post 0 to completion of 4 messages: 130 ns / 4 = 32.5 ns per message;
+        // from post 3 to the last completion: 100 ns for 1. Minimum per message: 32.5.
+        let peak = peak_bytes_per_sec(65, &posts, &completions).unwrap();
+        assert!((peak - 65.0 / 32.5e-9).abs() / peak < 1e-12, "{peak}");
+    }
+
+    #[test]
+    fn minimum_interval_finds_the_stall() {
+        // 1 message per ms for 5 ms, then nothing for 3 ms, then 2 more ms.
+        let mut c = vec![];
+        let mut done = 0;
+        for ms in 1..=5u64 {
+            done += 1;
+            c.push((ms * 1_000_000, done));
+        }
+        for ms in 9..=10u64 {
+            done += 1;
+            c.push((ms * 1_000_000, done));
+        }
+        let min = min_over_intervals(1_000_000, 0, &c, 1_000_000).unwrap();
+        assert_eq!(min, 0.0, "the stalled milliseconds show");
+        let min2 = min_over_intervals(1_000_000, 0, &c[..5], 1_000_000).unwrap();
+        assert!((min2 - 1e9).abs() < 1e-3, "steady 1 MB per ms: {min2}");
+        assert_eq!(min_interval(100), 1_000_000);
+        assert_eq!(min_interval(50_000_000_000), 1_000_000_000);
+        assert_eq!(min_interval(50_000_000), 5_000_000);
+    }
+
+    #[test]
+    fn aggregate_sums_streams_over_their_union() {
+        let a = BwStats { messages: 10, bytes: 1000, window_ns: 1000, ..Default::default() };
+        let b = BwStats { messages: 10, bytes: 1000, window_ns: 1000, ..Default::default() };
+        let s = aggregate(&[(a, 0), (b, 500)]);
+        assert_eq!((s.messages, s.bytes, s.window_ns), (20, 2000, 1500));
+    }
+
+    #[test]
+    fn latency_stats_are_exact_where_they_can_be() {
+        let mut r = LatencyRecorder::default();
+        for ns in [1000u64, 2000, 3000, 4000, 100_000] {
+            r.record(ns);
+        }
+        let s = r.stats();
+        assert_eq!(s.samples, 5);
+        assert_eq!(
+            (s.t_min_us, s.t_max_us),
+            (1.0, 100.0),
+            "every sample counts: max is the outlier"
+        );
+        assert!((s.t_avg_us - 22.0).abs() < 1e-9);
+        // population stdev of 1,2,3,4,100 µs
+        let mean = 22.0f64;
+        let var =
+            [1.0f64, 2.0, 3.0, 4.0, 100.0].iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 5.0;
+        assert!((s.t_stdev_us - var.sqrt()).abs() < 1e-6, "{} vs {}", s.t_stdev_us, var.sqrt());
+        assert!((s.t_typical_us - 3.0).abs() < 0.01, "{}", s.t_typical_us);
+        assert!(s.p99_us <= s.t_max_us && s.p99_9_us <= s.t_max_us);
+        assert_eq!(s.histogram.iter().map(|b| b[1]).sum::<u64>(), 5);
+    }
+
+    #[test]
+    fn percentiles_separate_from_max_with_enough_samples() {
+        let mut r = LatencyRecorder::default();
+        for i in 0..100_000u64 {
+            r.record(1000 + i % 1000);
+        }
+        r.record(1_000_000);
+        let s = r.stats();
+        assert!(s.p99_9_us < 3.0, "{}", s.p99_9_us);
+        assert_eq!(s.t_max_us, 1000.0, "unlike perftest, 99.9 % is not max");
+    }
+}

@@ -1,0 +1,673 @@
+//! The test loops, written once against [`Connection`] and generic over it. The
+//! operation is fixed before a loop starts; nothing in a loop re-reads configuration.
+//! Every loop gives up with [`LoopError::Stalled`] when nothing progresses for the
+//! configured timeout, so a vanished peer ends a run instead of hanging it.
+
+use std::time::{Duration, Instant};
+
+use crate::measure::{BwRecorder, LatencyRecorder};
+use crate::transport::{
+    Completion, CompletionKind, Connection, Op, Status, TransportError, WorkRequest,
+};
+
+/// Immediate value that tells a receiver the sender is finished (duration runs).
+pub const END_IMM: u32 = 0xFFFF_FFFF;
+
+/// Why a loop stopped early.
+#[derive(Debug)]
+pub enum LoopError {
+    /// Posting or polling failed.
+    Transport(TransportError),
+    /// Work completed with an error status.
+    Completion {
+        /// QP index.
+        qp: usize,
+        /// Status name.
+        name: &'static str,
+        /// What it means.
+        meaning: &'static str,
+    },
+    /// Nothing progressed for this long.
+    Stalled {
+        /// What the loop waited for.
+        waiting_for: &'static str,
+        /// How long.
+        after: Duration,
+    },
+}
+
+impl std::fmt::Display for LoopError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoopError::Transport(e) => write!(f, "{e}"),
+            LoopError::Completion { qp, name, meaning } => {
+                write!(f, "work on QP {qp} failed: {name} ({meaning})")
+            }
+            LoopError::Stalled { waiting_for, after } => {
+                write!(
+                    f,
+                    "no progress for {} s waiting for {waiting_for}: is the peer still there?",
+                    after.as_secs()
+                )
+            }
+        }
+    }
+}
+
+impl From<TransportError> for LoopError {
+    fn from(e: TransportError) -> Self {
+        LoopError::Transport(e)
+    }
+}
+
+fn check(qp: usize, c: &Completion) -> Result<(), LoopError> {
+    match c.status {
+        Status::Success => Ok(()),
+        Status::Failed { name, meaning, .. } => Err(LoopError::Completion { qp, name, meaning }),
+    }
+}
+
+/// A monotonic clock in ns since the loop's start.
+#[derive(Clone, Copy)]
+pub struct Clock(Instant);
+
+impl Clock {
+    /// Starts now.
+    pub fn start() -> Self {
+        Clock(Instant::now())
+    }
+    /// ns since start.
+    #[inline]
+    pub fn ns(&self) -> u64 {
+        self.0.elapsed().as_nanos() as u64
+    }
+}
+
+/// Watches for a loop that stops progressing.
+struct Stall {
+    last: Instant,
+    timeout: Duration,
+    spins: u32,
+}
+
+impl Stall {
+    fn new(timeout: Duration) -> Self {
+        Stall { last: Instant::now(), timeout, spins: 0 }
+    }
+    #[inline]
+    fn progressed(&mut self) {
+        self.spins = 0;
+        self.last = Instant::now();
+    }
+    /// Call when nothing happened; checks the clock every 4096 calls.
+    #[inline]
+    fn idle(&mut self, waiting_for: &'static str) -> Result<(), LoopError> {
+        self.spins += 1;
+        if self.spins % 4096 == 0 && self.last.elapsed() > self.timeout {
+            return Err(LoopError::Stalled { waiting_for, after: self.timeout });
+        }
+        Ok(())
+    }
+}
+
+/// Polls `conn`; when nothing is there, spins (checking for a stall) or, in event
+/// mode, arms, polls again and sleeps until the completion event.
+#[inline]
+fn poll_or_wait<C: Connection>(
+    conn: &mut C,
+    wcs: &mut [Completion],
+    events: bool,
+    stall: &mut Stall,
+    waiting_for: &'static str,
+) -> Result<usize, LoopError> {
+    let got = conn.poll(wcs)?;
+    if got > 0 {
+        stall.progressed();
+        return Ok(got);
+    }
+    if !events {
+        stall.idle(waiting_for)?;
+        return Ok(0);
+    }
+    conn.arm()?;
+    let got = conn.poll(wcs)?;
+    if got > 0 {
+        stall.progressed();
+        return Ok(got);
+    }
+    if !conn.wait(stall.timeout)? {
+        return Err(LoopError::Stalled { waiting_for, after: stall.timeout });
+    }
+    let got = conn.poll(wcs)?;
+    stall.progressed();
+    Ok(got)
+}
+
+/// How a bandwidth sender runs one size.
+#[derive(Clone, Copy, Debug)]
+pub struct BwPlan {
+    /// The operation.
+    pub op: Op,
+    /// Message size.
+    pub size: u32,
+    /// Messages per QP (`u64::MAX` in a duration run).
+    pub iters: u64,
+    /// Duration run: (total, margin).
+    pub duration: Option<(Duration, Duration)>,
+    /// Outstanding work per QP.
+    pub tx_depth: u32,
+    /// Signal one in this many.
+    pub cq_mod: u32,
+    /// Requests per post.
+    pub post_list: u32,
+    /// Inline the payload.
+    pub inline: bool,
+    /// Buffer slots messages rotate through.
+    pub slots: u32,
+    /// Record post stamps for the peak figure.
+    pub peak: bool,
+    /// Give up after this long without progress.
+    pub timeout: Duration,
+    /// Sleep on completion events instead of spinning.
+    pub events: bool,
+}
+
+/// What a sender measured on each QP.
+pub struct BwOutcome {
+    /// Iteration runs: the recorder of each QP.
+    pub recorders: Vec<BwRecorder>,
+    /// Duration runs: per QP, messages completed inside the window, and per-interval counts.
+    pub windowed: Vec<Windowed>,
+}
+
+/// Completions counted inside a duration run's window.
+#[derive(Clone, Debug, Default)]
+pub struct Windowed {
+    /// Messages completed inside the window.
+    pub messages: u64,
+    /// Cumulative messages at the end of each interval.
+    pub buckets: Vec<u64>,
+    /// Interval length, ns.
+    pub interval_ns: u64,
+    /// Window length, ns.
+    pub window_ns: u64,
+}
+
+/// Posts `plan.op` on every connection, keeping `tx_depth` in flight, until each has
+/// done `iters` messages (or the duration ends). `wr_id` of a signaled request is the
+/// number of messages posted on its QP so far, so a completion says how many are done.
+pub fn bw_send<C: Connection>(
+    conns: &mut [C],
+    plan: &BwPlan,
+    clock: Clock,
+) -> Result<BwOutcome, LoopError> {
+    let n = conns.len();
+    let signals = if plan.duration.is_some() {
+        1
+    } else {
+        (plan.iters / u64::from(plan.cq_mod)) as usize + 2
+    };
+    let mut recorders: Vec<BwRecorder> = (0..n)
+        .map(|_| {
+            BwRecorder::new(if plan.peak { plan.iters as usize } else { 1 }, signals, plan.peak)
+        })
+        .collect();
+    let window = plan.duration.map(|(total, margin)| {
+        let w = total.saturating_sub(margin * 2);
+        let interval = crate::measure::min_interval(w.as_nanos() as u64);
+        (
+            margin.as_nanos() as u64,
+            (total - margin).as_nanos() as u64,
+            total.as_nanos() as u64,
+            interval,
+        )
+    });
+    let mut windowed: Vec<Windowed> = match window {
+        Some((start, end, _, interval)) => (0..n)
+            .map(|_| Windowed {
+                messages: 0,
+                buckets: vec![0; ((end - start) / interval) as usize],
+                interval_ns: interval,
+                window_ns: end - start,
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let mut at_window_start = vec![None::<u64>; n];
+    let mut posted = vec![0u64; n];
+    let mut done = vec![0u64; n];
+    let mut wcs = [Completion::default(); 16];
+    let mut stall = Stall::new(plan.timeout);
+    let size = u64::from(plan.size);
+    let mut stop_posting = false;
+    loop {
+        let now = clock.ns();
+        if let Some((_, _, total, _)) = window {
+            stop_posting = now >= total;
+        }
+        let mut all_done = true;
+        for (q, conn) in conns.iter_mut().enumerate() {
+            // Post while there is room.
+            while !stop_posting
+                && posted[q] < plan.iters
+                && posted[q] - done[q] + u64::from(plan.post_list) <= u64::from(plan.tx_depth)
+            {
+                for _ in 0..plan.post_list {
+                    let i = posted[q];
+                    let slot = i % u64::from(plan.slots);
+                    let last = i + 1 == plan.iters;
+                    let signaled = (i + 1) % u64::from(plan.cq_mod) == 0 || last;
+                    let wr = WorkRequest {
+                        wr_id: i + 1,
+                        op: plan.op,
+                        local_offset: (slot * size) as usize,
+                        len: plan.size,
+                        remote_offset: if matches!(
+                            plan.op,
+                            Op::FetchAdd(_) | Op::CompareSwap { .. }
+                        ) {
+                            0
+                        } else {
+                            slot * size
+                        },
+                        signaled,
+                        inline: plan.inline,
+                    };
+                    recorders[q].posted(clock.ns());
+                    conn.post(&wr)?;
+                    posted[q] += 1;
+                    if !signaled && posted[q] - done[q] >= u64::from(plan.tx_depth) {
+                        break;
+                    }
+                }
+            }
+            // Reap; in event mode sleep only on a QP that has work in flight.
+            let got = if posted[q] > done[q] {
+                poll_or_wait(conn, &mut wcs, plan.events, &mut stall, "completions")?
+            } else {
+                conn.poll(&mut wcs)?
+            };
+            if got > 0 {
+                let t = clock.ns();
+                for c in &wcs[..got] {
+                    check(q, c)?;
+                    done[q] = done[q].max(c.wr_id);
+                }
+                recorders[q].completed(t, done[q]);
+                if let Some((ws, we, _, interval)) = window {
+                    if t < ws {
+                        at_window_start[q] = Some(done[q]);
+                    } else if t < we {
+                        let base = at_window_start[q].unwrap_or(0);
+                        let w = &mut windowed[q];
+                        w.messages = done[q] - base;
+                        let b = ((t - ws) / interval) as usize;
+                        if b < w.buckets.len() {
+                            for slot in &mut w.buckets[b..] {
+                                *slot = w.messages;
+                            }
+                        }
+                    }
+                }
+            }
+            let target =
+                if stop_posting || plan.duration.is_some() { posted[q] } else { plan.iters };
+            if done[q] < target || (plan.duration.is_some() && !stop_posting) {
+                all_done = false;
+            }
+        }
+        if all_done {
+            break;
+        }
+    }
+    Ok(BwOutcome { recorders, windowed })
+}
+
+/// Posts `count` receives of `size` bytes on each connection, rotating through
+/// `slots` buffer slots. Receives must be up before the sender starts.
+pub fn post_receives<C: Connection>(
+    conns: &mut [C],
+    size: u32,
+    count: u64,
+    slots: u32,
+) -> Result<(), LoopError> {
+    for conn in conns.iter_mut() {
+        for k in 0..count {
+            conn.post_recv(k, ((k % u64::from(slots)) * u64::from(size)) as usize, size)?;
+        }
+    }
+    Ok(())
+}
+
+/// The receiving side of send_bw, after [`post_receives`] put `posted` receives up on
+/// each QP: reposts and counts arrivals until `iters` per QP arrived, the sender's end
+/// marker came, or `stop` says so (checked every few ms).
+pub fn bw_recv<C: Connection>(
+    conns: &mut [C],
+    size: u32,
+    iters: u64,
+    posted: u64,
+    slots: u32,
+    timeout: Duration,
+    mut stop: impl FnMut() -> bool,
+) -> Result<Vec<u64>, LoopError> {
+    let n = conns.len();
+    let mut received = vec![0u64; n];
+    let mut reposted = vec![posted; n];
+    let mut ended = vec![false; n];
+    let mut wcs = [Completion::default(); 16];
+    let mut stall = Stall::new(timeout);
+    let mut spins = 0u32;
+    loop {
+        let mut all = true;
+        for (q, conn) in conns.iter_mut().enumerate() {
+            let got = conn.poll(&mut wcs)?;
+            if got > 0 {
+                stall.progressed();
+            }
+            for c in &wcs[..got] {
+                check(q, c)?;
+                if c.kind != CompletionKind::Recv {
+                    continue;
+                }
+                if c.imm == Some(END_IMM) {
+                    ended[q] = true;
+                    continue;
+                }
+                received[q] += 1;
+                if reposted[q] < iters {
+                    let k = reposted[q];
+                    conn.post_recv(k, ((k % u64::from(slots)) * u64::from(size)) as usize, size)?;
+                    reposted[q] += 1;
+                }
+            }
+            if received[q] < iters && !ended[q] {
+                all = false;
+            }
+        }
+        if all {
+            return Ok(received);
+        }
+        spins = spins.wrapping_add(1);
+        if spins % 65536 == 0 && stop() {
+            return Ok(received);
+        }
+        stall.idle("messages from the sender")?;
+    }
+}
+
+/// Tells each receiver the sender is finished: one send with [`END_IMM`].
+pub fn send_end_markers<C: Connection>(
+    conns: &mut [C],
+    timeout: Duration,
+) -> Result<(), LoopError> {
+    for (q, conn) in conns.iter_mut().enumerate() {
+        conn.post(&WorkRequest {
+            wr_id: u64::MAX,
+            op: Op::SendImm(END_IMM),
+            local_offset: 0,
+            len: 0,
+            remote_offset: 0,
+            signaled: true,
+            inline: false,
+        })?;
+        let mut wc = [Completion::default()];
+        let mut stall = Stall::new(timeout);
+        while conn.poll(&mut wc)? == 0 {
+            stall.idle("the end marker's completion")?;
+        }
+        check(q, &wc[0])?;
+    }
+    Ok(())
+}
+
+/// How a latency test runs one size.
+#[derive(Clone, Copy, Debug)]
+pub struct LatPlan {
+    /// Message size.
+    pub size: u32,
+    /// Samples (`u64::MAX` in a duration run).
+    pub iters: u64,
+    /// Duration run: (total, margin); only samples inside the window are kept.
+    pub duration: Option<(Duration, Duration)>,
+    /// Inline the payload.
+    pub inline: bool,
+    /// Divide each round trip by this (2: one-way).
+    pub rtt_factor: u32,
+    /// Give up after this long without progress.
+    pub timeout: Duration,
+    /// Sleep on completion events.
+    pub events: bool,
+}
+
+impl LatPlan {
+    fn keep(&self, clock: &Clock, t: u64) -> bool {
+        match self.duration {
+            None => true,
+            Some((total, margin)) => {
+                t >= margin.as_nanos() as u64
+                    && t < (total - margin).as_nanos() as u64
+                    && clock.ns() > 0
+            }
+        }
+    }
+    fn over(&self, i: u64, clock: &Clock) -> bool {
+        match self.duration {
+            None => i >= self.iters,
+            Some((total, _)) => clock.ns() >= total.as_nanos() as u64,
+        }
+    }
+}
+
+fn wait_one<C: Connection>(
+    conn: &mut C,
+    plan: &LatPlan,
+    waiting_for: &'static str,
+) -> Result<Completion, LoopError> {
+    let mut wc = [Completion::default()];
+    let mut stall = Stall::new(plan.timeout);
+    loop {
+        if poll_or_wait(conn, &mut wc, plan.events, &mut stall, waiting_for)? == 1 {
+            check(0, &wc[0])?;
+            return Ok(wc[0]);
+        }
+    }
+}
+
+/// read_lat / atomic_lat: post one, wait for its completion, repeat. Each sample is a
+/// full round trip.
+pub fn lat_round_trip<C: Connection>(
+    conn: &mut C,
+    op: Op,
+    plan: &LatPlan,
+) -> Result<LatencyRecorder, LoopError> {
+    let clock = Clock::start();
+    let mut rec = LatencyRecorder::default();
+    let mut i = 0u64;
+    while !plan.over(i, &clock) {
+        let wr = WorkRequest {
+            wr_id: i,
+            op,
+            local_offset: 0,
+            len: plan.size,
+            remote_offset: 0,
+            signaled: true,
+            inline: plan.inline,
+        };
+        let t0 = clock.ns();
+        conn.post(&wr)?;
+        wait_one(conn, plan, "the round trip's completion")?;
+        let t1 = clock.ns();
+        if plan.keep(&clock, t0) {
+            rec.record((t1 - t0) / u64::from(plan.rtt_factor));
+        }
+        i += 1;
+    }
+    Ok(rec)
+}
+
+/// write_lat: each side RDMA-writes a counter into the last byte of the other's message
+/// and spins on its own. The client (`initiator`) writes first; each of its samples is
+/// the time between two of its posts, halved. The responder records nothing.
+pub fn lat_write_pingpong<C: Connection>(
+    conn: &mut C,
+    initiator: bool,
+    plan: &LatPlan,
+    mut stop: impl FnMut() -> bool,
+) -> Result<LatencyRecorder, LoopError> {
+    let clock = Clock::start();
+    let mut rec = LatencyRecorder::default();
+    let last = plan.size as usize - 1;
+    let mut wcs = [Completion::default(); 8];
+    let mut outstanding = 0u32;
+    let mut prev_post: Option<u64> = None;
+    let mut i = 0u64;
+    let mut stall = Stall::new(plan.timeout);
+    loop {
+        // Counter values 1..=255, never 0: a zeroed buffer is "nothing yet".
+        let value = (i % 255 + 1) as u8;
+        if !initiator || i > 0 {
+            // Wait for the peer's write of `value` (responder) or its answer to ours.
+            let expect = if initiator { ((i - 1) % 255 + 1) as u8 } else { value };
+            let mut spins = 0u32;
+            while conn.load_u8(last) != expect {
+                let got = conn.poll(&mut wcs)?;
+                for c in &wcs[..got] {
+                    check(0, c)?;
+                }
+                outstanding -= got as u32;
+                spins = spins.wrapping_add(1);
+                if !initiator && spins % 65536 == 0 && stop() {
+                    return Ok(rec);
+                }
+                stall.idle("the peer's write")?;
+            }
+            stall.progressed();
+        }
+        if initiator && plan.over(i, &clock) {
+            return Ok(rec);
+        }
+        if !initiator && plan.duration.is_none() && i >= plan.iters {
+            return Ok(rec);
+        }
+        conn.local_mut()[last] = value;
+        let t = clock.ns();
+        if let Some(p) = prev_post {
+            if plan.keep(&clock, p) {
+                rec.record((t - p) / u64::from(plan.rtt_factor));
+            }
+        }
+        prev_post = Some(t);
+        // Signal every send so the queue never fills; reap opportunistically.
+        conn.post(&WorkRequest {
+            wr_id: i,
+            op: Op::Write,
+            local_offset: 0,
+            len: plan.size,
+            remote_offset: 0,
+            signaled: true,
+            inline: plan.inline,
+        })?;
+        outstanding += 1;
+        while outstanding > 8 {
+            let got = conn.poll(&mut wcs)?;
+            for c in &wcs[..got] {
+                check(0, c)?;
+            }
+            outstanding -= got as u32;
+        }
+        i += 1;
+        if !initiator && plan.iters != u64::MAX && i >= plan.iters {
+            return Ok(rec);
+        }
+    }
+}
+
+/// send_lat: ping-pong of sends. The initiator sends and waits for the answer; the
+/// responder answers each message. Receives, put up by [`post_receives`] before the
+/// run, are reposted as they are used.
+pub fn lat_send_pingpong<C: Connection>(
+    conn: &mut C,
+    initiator: bool,
+    plan: &LatPlan,
+    mut stop: impl FnMut() -> bool,
+) -> Result<LatencyRecorder, LoopError> {
+    let clock = Clock::start();
+    let mut rec = LatencyRecorder::default();
+    let send = |conn: &mut C, i: u64| {
+        conn.post(&WorkRequest {
+            wr_id: i,
+            op: Op::Send,
+            local_offset: 0,
+            len: plan.size,
+            remote_offset: 0,
+            signaled: true,
+            inline: plan.inline,
+        })
+    };
+    let mut wcs = [Completion::default(); 8];
+    let mut i = 0u64;
+    let mut stall = Stall::new(plan.timeout);
+    loop {
+        if initiator && plan.over(i, &clock) {
+            // Tell the responder we are done (duration runs).
+            if plan.duration.is_some() {
+                conn.post(&WorkRequest {
+                    wr_id: u64::MAX,
+                    op: Op::SendImm(END_IMM),
+                    local_offset: 0,
+                    len: 0,
+                    remote_offset: 0,
+                    signaled: true,
+                    inline: false,
+                })?;
+            }
+            return Ok(rec);
+        }
+        let t0 = clock.ns();
+        if initiator {
+            send(conn, i)?;
+        }
+        // Wait for the peer's message, reaping send completions on the way.
+        let mut spins = 0u32;
+        'wait: loop {
+            let got = poll_or_wait(conn, &mut wcs, plan.events, &mut stall, "the peer's message")?;
+            for c in &wcs[..got] {
+                check(0, c)?;
+                if c.kind == CompletionKind::Recv {
+                    conn.post_recv(c.wr_id, 0, plan.size)?;
+                    if c.imm == Some(END_IMM) {
+                        return Ok(rec);
+                    }
+                    break 'wait;
+                }
+            }
+            spins = spins.wrapping_add(1);
+            if !initiator && spins % 65536 == 0 && stop() {
+                return Ok(rec);
+            }
+        }
+        stall.progressed();
+        if initiator {
+            let t1 = clock.ns();
+            if plan.keep(&clock, t0) {
+                rec.record((t1 - t0) / u64::from(plan.rtt_factor));
+            }
+        } else {
+            send(conn, i)?;
+        }
+        i += 1;
+        if !initiator && plan.duration.is_none() && i >= plan.iters {
+            // Reap our last send before returning.
+            let mut stall = Stall::new(plan.timeout);
+            loop {
+                let got = conn.poll(&mut wcs)?;
+                if wcs[..got].iter().any(|c| c.kind == CompletionKind::Send) {
+                    break;
+                }
+                stall.idle("the last answer's completion")?;
+            }
+            return Ok(rec);
+        }
+    }
+}

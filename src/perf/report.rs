@@ -1,0 +1,433 @@
+//! The report of a perftest-style run: the model (also the JSON document), perftest's
+//! human layout, and the threshold verdict.
+
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+
+use super::config::{Measure, RunLength, TestConfig, TestKind};
+use crate::measure::{BwStats, LatStats, MIB};
+
+/// perftest's separator line (87 dashes).
+pub const RESULT_LINE: &str =
+    "---------------------------------------------------------------------------------------";
+
+/// What one side measured for one message size.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SizeResult {
+    /// Message size, bytes.
+    pub size: u64,
+    /// perftest's `#iterations`: messages per QP (in a duration run, those completed
+    /// inside the window).
+    pub iterations: u64,
+    /// Bandwidth, all QPs together (both directions summed with -b).
+    pub bw: Option<BwStats>,
+    /// Bandwidth per QP, when there are several.
+    pub per_qp: Vec<BwStats>,
+    /// With -b: `[this side → peer, peer → this side]` as the client sees them.
+    pub directions: Option<[BwStats; 2]>,
+    /// Latency.
+    pub lat: Option<LatStats>,
+    /// Pattern check (`--validate`).
+    pub validation: Option<Validation>,
+}
+
+/// The outcome of `--validate` for one size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Validation {
+    /// Bytes compared with the expected pattern.
+    pub checked_bytes: u64,
+    /// Bytes that differed.
+    pub corrupted_bytes: u64,
+    /// Offset of the first difference in the receiver's buffer.
+    pub first_corrupted_offset: Option<u64>,
+}
+
+/// The whole run: printed by both sides, and written with `--json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    /// JSON schema version.
+    pub schema_version: u32,
+    /// Always `perf`.
+    pub kind: &'static str,
+    /// `write_bw`, …
+    pub test: &'static str,
+    /// `client` or `server`.
+    pub role: &'static str,
+    /// `rdmabench 0.1.0`.
+    pub tool: String,
+    /// What actually ran.
+    pub params: EffectiveParams,
+    /// This side's QP address lines.
+    pub local: Vec<String>,
+    /// The peer's.
+    pub remote: Vec<String>,
+    /// One entry per size, in order.
+    pub results: Vec<SizeResult>,
+    /// Thresholds and validation.
+    pub verdict: Verdict,
+}
+
+/// The parameters in effect after every default and adjustment.
+#[derive(Clone, Debug, Serialize)]
+pub struct EffectiveParams {
+    /// Device.
+    pub device: String,
+    /// Port.
+    pub ib_port: u8,
+    /// `InfiniBand` or `Ethernet`.
+    pub link_layer: String,
+    /// GID index (null: LID routing).
+    pub gid_index: Option<u8>,
+    /// Path MTU, bytes.
+    pub mtu: u32,
+    /// `RC`, `UC`, `UD`.
+    pub connection: String,
+    /// Queue pairs.
+    pub qps: u32,
+    /// Sizes.
+    pub sizes: Vec<u64>,
+    /// Iterations or duration.
+    pub run: RunLength,
+    /// Send queue depth.
+    pub tx_depth: u32,
+    /// Receive queue depth.
+    pub rx_depth: u32,
+    /// CQ moderation.
+    pub cq_mod: u32,
+    /// Post list.
+    pub post_list: u32,
+    /// Inline size the QP accepted, bytes.
+    pub inline_size: u32,
+    /// Outstanding reads/atomics.
+    pub outs: u32,
+    /// Event mode.
+    pub events: bool,
+    /// Both directions.
+    pub bidirectional: bool,
+    /// rdma_cm.
+    pub rdma_cm: bool,
+    /// Atomic operation (atomic tests).
+    pub atomic_type: Option<String>,
+    /// `MiB/s` or `Gb/s`.
+    pub bw_unit: &'static str,
+    /// `one-way (half round trip)` or `round trip`.
+    pub latency_is: &'static str,
+    /// Pattern checking.
+    pub validate: bool,
+}
+
+/// Pass/fail against the thresholds and the pattern check.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Verdict {
+    /// Whether everything held.
+    pub pass: bool,
+    /// Why not, one line each.
+    pub failures: Vec<String>,
+}
+
+/// Bandwidth in the report's unit.
+pub fn bw_in_unit(bytes_per_sec: f64, gbits: bool) -> f64 {
+    if gbits {
+        bytes_per_sec * 8.0 / 1e9
+    } else {
+        bytes_per_sec / MIB
+    }
+}
+
+/// Checks `results` against the thresholds of `cfg`.
+pub fn verdict(cfg: &TestConfig, results: &[SizeResult]) -> Verdict {
+    let unit = if cfg.report_gbits { "Gb/sec" } else { "MiB/sec" };
+    let mut failures = Vec::new();
+    for r in results {
+        if let (Some(min), Some(bw)) = (cfg.min_bw, &r.bw) {
+            let avg = bw_in_unit(bw.avg_bytes_per_sec, cfg.report_gbits);
+            if avg < min {
+                failures.push(format!(
+                    "{} B: BW average {avg:.2} {unit} is below --min-bw {min}",
+                    r.size
+                ));
+            }
+        }
+        if let (Some(max), Some(lat)) = (cfg.max_lat, &r.lat) {
+            if lat.t_typical_us > max {
+                failures.push(format!(
+                    "{} B: t_typical {:.2} usec is above --max-lat {max}",
+                    r.size, lat.t_typical_us
+                ));
+            }
+        }
+        if let Some(v) = &r.validation {
+            if v.corrupted_bytes > 0 {
+                failures.push(format!(
+                    "{} B: {} of {} bytes corrupted (first at offset {})",
+                    r.size,
+                    v.corrupted_bytes,
+                    v.checked_bytes,
+                    v.first_corrupted_offset.unwrap_or(0)
+                ));
+            }
+        }
+    }
+    Verdict { pass: failures.is_empty(), failures }
+}
+
+/// perftest's header block.
+pub fn header(test: TestKind, p: &EffectiveParams, role: &str) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{RESULT_LINE}");
+    let _ = writeln!(o, "{:>width$}", test.title(), width = 20 + test.title().len());
+    let _ = writeln!(o, " Dual-port       : OFF\t\tDevice         : {}", p.device);
+    let _ = writeln!(o, " Number of qps   : {}\t\tTransport type : IB", p.qps);
+    let _ = writeln!(o, " Connection type : {}\t\tUsing SRQ      : OFF", p.connection);
+    if test.measure == Measure::Lat || role == "client" || p.bidirectional {
+        let _ = writeln!(o, " TX depth        : {}", p.tx_depth);
+    }
+    if test.verb == super::config::Verb::Send {
+        let _ = writeln!(o, " RX depth        : {}", p.rx_depth);
+    }
+    if test.measure == Measure::Bw {
+        let _ = writeln!(o, " CQ Moderation   : {}", p.cq_mod);
+        if p.post_list > 1 {
+            let _ = writeln!(o, " Post List       : {}", p.post_list);
+        }
+    }
+    let _ = writeln!(o, " Mtu             : {}[B]", p.mtu);
+    let _ = writeln!(
+        o,
+        " Link type       : {}",
+        if p.link_layer == "Ethernet" { "Ethernet" } else { "IB" }
+    );
+    if let Some(g) = p.gid_index {
+        let _ = writeln!(o, " GID index       : {g}");
+    }
+    match test.verb {
+        super::config::Verb::Read | super::config::Verb::Atomic => {
+            let _ = writeln!(o, " Outstand reads  : {}", p.outs);
+        }
+        _ => {
+            let _ = writeln!(o, " Max inline data : {}[B]", p.inline_size);
+        }
+    }
+    if let Some(a) = &p.atomic_type {
+        let _ = writeln!(o, " Atomic type     : {a}");
+    }
+    let _ = writeln!(o, " rdma_cm QPs\t : {}", if p.rdma_cm { "ON" } else { "OFF" });
+    let _ = writeln!(o, " Data ex. method : Ethernet");
+    let _ = writeln!(o, " Events          : {}", if p.events { "ON" } else { "OFF" });
+    if test.measure == Measure::Lat {
+        let _ = writeln!(o, " Latency         : {}", p.latency_is);
+    }
+    if let RunLength::Duration { secs, margin } = p.run {
+        let _ = writeln!(
+            o,
+            " Duration        : {secs} s, measured window {} s (margin {margin} s each side)",
+            secs - 2 * margin
+        );
+    }
+    let _ = writeln!(o, "{RESULT_LINE}");
+    o
+}
+
+/// The column header of the results table.
+pub fn table_header(test: TestKind, gbits: bool, duration: bool) -> String {
+    match test.measure {
+        Measure::Bw => {
+            let u = if gbits { "Gb/sec" } else { "MiB/sec" };
+            format!(" #bytes     #iterations    BW peak[{u}]    BW average[{u}]   MsgRate[Mpps]    BW min[{u}]\n")
+        }
+        Measure::Lat if duration => {
+            " #bytes        #iterations       t_avg[usec]    tps average    t_min[usec]    t_typical[usec]    \
+             99% percentile[usec]    t_max[usec]\n"
+                .to_string()
+        }
+        Measure::Lat => " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    \
+                          t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]   99.99% percentile[usec]\n"
+            .to_string(),
+    }
+}
+
+/// One row of the results table, perftest's columns first.
+pub fn table_row(r: &SizeResult, gbits: bool, duration: bool) -> String {
+    if let Some(bw) = &r.bw {
+        let u = |v: f64| bw_in_unit(v, gbits);
+        let avg = u(bw.avg_bytes_per_sec);
+        let prec = if gbits && avg < 0.1 { 6 } else { 2 };
+        return format!(
+            " {:<7}    {:<10}       {:<7.prec$}            {:<7.prec$}\t\t     {:<7.6}        {:<7.prec$}\n",
+            r.size,
+            r.iterations,
+            u(bw.peak_bytes_per_sec.unwrap_or(0.0)),
+            avg,
+            bw.msg_rate / 1e6,
+            u(bw.min_bytes_per_sec.unwrap_or(0.0)),
+        );
+    }
+    if let Some(l) = &r.lat {
+        if duration {
+            let tps = if l.t_avg_us > 0.0 { 1e6 / l.t_avg_us } else { 0.0 };
+            return format!(
+                " {:<7}       {:<10}        {:<7.2}        {:<10.2}     {:<7.2}        {:<7.2}            {:<7.2}                 {:<7.2}\n",
+                r.size, r.iterations, l.t_avg_us, tps, l.t_min_us, l.t_typical_us, l.p99_us, l.t_max_us
+            );
+        }
+        return format!(
+            " {:<7} {:<10}  {:<7.2}        {:<7.2}      {:<7.2}          {:<7.2}        {:<7.2}         {:<7.2}                {:<7.2}                  {:<7.2}\n",
+            r.size,
+            r.iterations,
+            l.t_min_us,
+            l.t_max_us,
+            l.t_typical_us,
+            l.t_avg_us,
+            l.t_stdev_us,
+            l.p99_us,
+            l.p99_9_us,
+            l.p99_99_us
+        );
+    }
+    format!(" {:<7}    {:<10}   (no result)\n", r.size, r.iterations)
+}
+
+/// Lines under the table: per-QP and per-direction figures, validation.
+pub fn details(r: &SizeResult, gbits: bool) -> String {
+    let mut o = String::new();
+    let unit = if gbits { "Gb/sec" } else { "MiB/sec" };
+    if r.per_qp.len() > 1 {
+        for (i, q) in r.per_qp.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "   qp {i:<3} {:>10} messages  BW average {:.2} {unit}  MsgRate {:.6} Mpps",
+                q.messages,
+                bw_in_unit(q.avg_bytes_per_sec, gbits),
+                q.msg_rate / 1e6
+            );
+        }
+    }
+    if let Some([out, back]) = &r.directions {
+        let _ = writeln!(
+            o,
+            "   client -> server BW average {:.2} {unit}; server -> client {:.2} {unit}; sum {:.2} {unit}",
+            bw_in_unit(out.avg_bytes_per_sec, gbits),
+            bw_in_unit(back.avg_bytes_per_sec, gbits),
+            r.bw.as_ref().map_or(0.0, |b| bw_in_unit(b.avg_bytes_per_sec, gbits))
+        );
+    }
+    if let Some(bw) = &r.bw {
+        if let Some(iv) = bw.interval_ns {
+            let _ = writeln!(
+                o,
+                "   window {:.3} ms; BW min over {:.3} ms intervals",
+                bw.window_ns as f64 / 1e6,
+                iv as f64 / 1e6
+            );
+        }
+    }
+    if let Some(v) = &r.validation {
+        let _ = writeln!(
+            o,
+            "   validation: {} bytes checked, {} corrupted",
+            v.checked_bytes, v.corrupted_bytes
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::config::{PerfArgs, Verb};
+
+    fn bw_result(avg: f64) -> SizeResult {
+        SizeResult {
+            size: 65536,
+            iterations: 5000,
+            bw: Some(BwStats {
+                messages: 5000,
+                bytes: 5000 * 65536,
+                window_ns: 1_000_000_000,
+                avg_bytes_per_sec: avg,
+                peak_bytes_per_sec: Some(avg * 1.01),
+                min_bytes_per_sec: Some(avg * 0.9),
+                interval_ns: Some(100_000_000),
+                msg_rate: 5000.0,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn bw_rows_keep_perftests_column_order() {
+        let head = table_header(TestKind { verb: Verb::Write, measure: Measure::Bw }, false, false);
+        assert!(head.starts_with(
+            " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]"
+        ));
+        let row = table_row(&bw_result(100.0 * MIB), false, false);
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols, ["65536", "5000", "101.00", "100.00", "0.005000", "90.00"]);
+        let row = table_row(&bw_result(1e9 / 8.0), true, false);
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols[3], "1.00", "Gb/s are 10^9 bits");
+    }
+
+    #[test]
+    fn latency_rows_follow_the_header() {
+        let head = table_header(TestKind { verb: Verb::Read, measure: Measure::Lat }, false, false);
+        let names: Vec<&str> = head.split("  ").map(str::trim).filter(|s| !s.is_empty()).collect();
+        assert_eq!(
+            names,
+            [
+                "#bytes #iterations",
+                "t_min[usec]",
+                "t_max[usec]",
+                "t_typical[usec]",
+                "t_avg[usec]",
+                "t_stdev[usec]",
+                "99% percentile[usec]",
+                "99.9% percentile[usec]",
+                "99.99% percentile[usec]"
+            ]
+        );
+        let r = SizeResult {
+            size: 2,
+            iterations: 1000,
+            lat: Some(LatStats {
+                samples: 1000,
+                t_min_us: 1.0,
+                t_max_us: 9.0,
+                t_typical_us: 2.0,
+                t_avg_us: 2.5,
+                t_stdev_us: 0.5,
+                p99_us: 5.0,
+                p99_9_us: 8.0,
+                p99_99_us: 9.0,
+                histogram: vec![],
+            }),
+            ..Default::default()
+        };
+        let cols: Vec<String> =
+            table_row(&r, false, false).split_whitespace().map(String::from).collect();
+        assert_eq!(
+            cols,
+            ["2", "1000", "1.00", "9.00", "2.00", "2.50", "0.50", "5.00", "8.00", "9.00"]
+        );
+    }
+
+    #[test]
+    fn thresholds_fail_with_a_reason() {
+        let test = TestKind { verb: Verb::Write, measure: Measure::Bw };
+        let args = PerfArgs { min_bw: Some(150.0), timeout: 30, ..Default::default() };
+        let cfg = TestConfig::from_args(test, &args).unwrap();
+        let v = verdict(&cfg, &[bw_result(100.0 * MIB)]);
+        assert!(!v.pass);
+        assert_eq!(v.failures, ["65536 B: BW average 100.00 MiB/sec is below --min-bw 150"]);
+        assert!(verdict(&cfg, &[bw_result(200.0 * MIB)]).pass);
+        let mut corrupt = bw_result(200.0 * MIB);
+        corrupt.validation = Some(Validation {
+            checked_bytes: 100,
+            corrupted_bytes: 3,
+            first_corrupted_offset: Some(7),
+        });
+        let v = verdict(&cfg, &[corrupt]);
+        assert_eq!(v.failures, ["65536 B: 3 of 100 bytes corrupted (first at offset 7)"]);
+    }
+}

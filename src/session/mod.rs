@@ -1,0 +1,3 @@
+//! The control channel between the two sides of a test.
+
+pub mod protocol;

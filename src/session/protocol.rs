@@ -1,0 +1,363 @@
+//! The control channel: versioned, typed, length-limited JSON messages over TCP, every
+//! read under a timeout. docs/protocol.md documents the wire format and the order.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::perf::config::SharedParams;
+use crate::perf::report::SizeResult;
+
+/// Four bytes that open every frame.
+pub const MAGIC: [u8; 4] = *b"RDMB";
+/// Protocol version; a peer speaking another is refused with both numbers named.
+pub const VERSION: u16 = 1;
+/// Largest payload accepted, bytes.
+pub const MAX_FRAME: u32 = 1 << 20;
+
+/// Every message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[allow(clippy::large_enum_variant)] // one message at a time; boxing buys nothing
+pub enum Message {
+    /// Client → server: who I am and the test I want.
+    Hello {
+        /// `rdmabench 0.1.0`.
+        tool: String,
+        /// The parameters both sides must share.
+        params: SharedParams,
+    },
+    /// Server → client: parameters agreed.
+    Accept {
+        /// `rdmabench 0.1.0`.
+        tool: String,
+    },
+    /// Each way: how to reach this side's queue pairs and buffers.
+    Endpoints {
+        /// Path MTU this side will use, bytes (both use the smaller).
+        mtu: u32,
+        /// One backend endpoint record per QP.
+        qps: Vec<serde_json::Value>,
+    },
+    /// Each way, before each size: a barrier.
+    Ready {
+        /// The size about to run.
+        size: u64,
+    },
+    /// Client → server while a test runs: still alive.
+    Heartbeat,
+    /// After each size, from each side that measured.
+    Result {
+        /// What it measured.
+        result: SizeResult,
+    },
+    /// Either way, instead of the expected message: why this side stops.
+    Error {
+        /// One line.
+        message: String,
+    },
+    /// Each way: the run is over.
+    Done,
+}
+
+impl Message {
+    /// Name for messages about the protocol itself.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Hello { .. } => "hello",
+            Message::Accept { .. } => "accept",
+            Message::Endpoints { .. } => "endpoints",
+            Message::Ready { .. } => "ready",
+            Message::Heartbeat => "heartbeat",
+            Message::Result { .. } => "result",
+            Message::Error { .. } => "error",
+            Message::Done => "done",
+        }
+    }
+}
+
+/// Why the control channel failed.
+#[derive(Debug)]
+pub enum ProtocolError {
+    /// Nothing arrived in time.
+    Timeout {
+        /// What we waited for.
+        waiting_for: &'static str,
+        /// How long.
+        after: Duration,
+    },
+    /// The peer closed the connection.
+    Closed {
+        /// What we waited for.
+        waiting_for: &'static str,
+    },
+    /// Not our protocol, another version, or a malformed message.
+    Invalid(String),
+    /// The peer sent an error message.
+    Peer(String),
+    /// A socket error.
+    Io(io::Error),
+}
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProtocolError::Timeout { waiting_for, after } => {
+                write!(
+                    f,
+                    "the peer sent nothing for {} s (waiting for {waiting_for})",
+                    after.as_secs()
+                )
+            }
+            ProtocolError::Closed { waiting_for } => {
+                write!(f, "the peer closed the control connection (waiting for {waiting_for})")
+            }
+            ProtocolError::Invalid(why) => write!(f, "control channel: {why}"),
+            ProtocolError::Peer(msg) => write!(f, "the peer stopped: {msg}"),
+            ProtocolError::Io(e) => write!(f, "control channel: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// One end of the control channel.
+pub struct Channel {
+    stream: TcpStream,
+    timeout: Duration,
+}
+
+impl Channel {
+    /// Wraps a connected stream; every read waits at most `timeout`.
+    ///
+    /// # Errors
+    /// Setting socket options failing.
+    pub fn new(stream: TcpStream, timeout: Duration) -> Result<Self, ProtocolError> {
+        stream.set_nodelay(true).map_err(ProtocolError::Io)?;
+        stream.set_read_timeout(Some(timeout)).map_err(ProtocolError::Io)?;
+        stream.set_write_timeout(Some(timeout)).map_err(ProtocolError::Io)?;
+        Ok(Channel { stream, timeout })
+    }
+
+    /// A second handle on the same socket (for the heartbeat thread).
+    ///
+    /// # Errors
+    /// `dup` failing.
+    pub fn try_clone(&self) -> Result<Channel, ProtocolError> {
+        Ok(Channel {
+            stream: self.stream.try_clone().map_err(ProtocolError::Io)?,
+            timeout: self.timeout,
+        })
+    }
+
+    /// Sends one message as one frame.
+    ///
+    /// # Errors
+    /// The socket failing.
+    pub fn send(&mut self, msg: &Message) -> Result<(), ProtocolError> {
+        let payload = serde_json::to_vec(msg).map_err(|e| ProtocolError::Invalid(e.to_string()))?;
+        let frame = encode(&payload)?;
+        self.stream.write_all(&frame).map_err(ProtocolError::Io)
+    }
+
+    /// Receives the next message other than a heartbeat. An `Error` message from the
+    /// peer becomes [`ProtocolError::Peer`].
+    ///
+    /// # Errors
+    /// Timeout, closed connection, foreign or malformed frames, the peer's error.
+    pub fn recv(&mut self, waiting_for: &'static str) -> Result<Message, ProtocolError> {
+        loop {
+            match self.recv_any(waiting_for)? {
+                Message::Heartbeat => continue,
+                Message::Error { message } => return Err(ProtocolError::Peer(message)),
+                other => return Ok(other),
+            }
+        }
+    }
+
+    fn recv_any(&mut self, waiting_for: &'static str) -> Result<Message, ProtocolError> {
+        let mut header = [0u8; HEADER_LEN];
+        self.read_exact(&mut header, waiting_for)?;
+        let len = decode_header(&header)?;
+        let mut payload = vec![0u8; len as usize];
+        self.read_exact(&mut payload, waiting_for)?;
+        serde_json::from_slice(&payload)
+            .map_err(|e| ProtocolError::Invalid(format!("malformed {waiting_for}: {e}")))
+    }
+
+    fn read_exact(
+        &mut self,
+        buf: &mut [u8],
+        waiting_for: &'static str,
+    ) -> Result<(), ProtocolError> {
+        self.stream.read_exact(buf).map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                ProtocolError::Timeout { waiting_for, after: self.timeout }
+            }
+            io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::BrokenPipe => ProtocolError::Closed { waiting_for },
+            _ => ProtocolError::Io(e),
+        })
+    }
+
+    /// Whether the peer has sent something (or closed): a peer that finished a duration
+    /// run says so this way. Never blocks.
+    pub fn has_pending(&self) -> bool {
+        if self.stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let mut b = [0u8; 1];
+        let r = self.stream.peek(&mut b);
+        let _ = self.stream.set_nonblocking(false);
+        r.is_ok()
+    }
+
+    /// Tells the peer why we stop; errors are ignored (it may be gone already).
+    pub fn send_error(&mut self, message: &str) {
+        let _ = self.send(&Message::Error { message: message.to_string() });
+    }
+}
+
+/// A frame: magic, version (u16 BE), reserved (u16), length (u32 BE), JSON payload.
+pub fn encode(payload: &[u8]) -> Result<Vec<u8>, ProtocolError> {
+    let len = u32::try_from(payload.len()).ok().filter(|&l| l <= MAX_FRAME).ok_or_else(|| {
+        ProtocolError::Invalid(format!("a {}-byte message is over the limit", payload.len()))
+    })?;
+    let mut frame = Vec::with_capacity(HEADER_LEN + payload.len());
+    frame.extend_from_slice(&MAGIC);
+    frame.extend_from_slice(&VERSION.to_be_bytes());
+    frame.extend_from_slice(&[0, 0]);
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(payload);
+    Ok(frame)
+}
+
+/// Frame header length: magic (4), version (2), reserved (2), payload length (4).
+pub const HEADER_LEN: usize = 12;
+
+/// Checks a frame header; returns the payload length.
+pub fn decode_header(h: &[u8; HEADER_LEN]) -> Result<u32, ProtocolError> {
+    if h[..4] != MAGIC {
+        return Err(ProtocolError::Invalid(
+            "the peer does not speak rdmabench's protocol (a perftest binary, or another service on this port?)"
+                .into(),
+        ));
+    }
+    let version = u16::from_be_bytes([h[4], h[5]]);
+    if version != VERSION {
+        return Err(ProtocolError::Invalid(format!(
+            "protocol version mismatch: this side speaks {VERSION}, the peer {version}"
+        )));
+    }
+    let len = u32::from_be_bytes([h[8], h[9], h[10], h[11]]);
+    if len > MAX_FRAME {
+        return Err(ProtocolError::Invalid(format!(
+            "a {len}-byte message is over the {MAX_FRAME}-byte limit"
+        )));
+    }
+    Ok(len)
+}
+
+/// Names every parameter that differs: `size: client [65536], server [4096]`.
+pub fn mismatches(client: &SharedParams, server: &SharedParams) -> Vec<String> {
+    let a = serde_json::to_value(client).unwrap_or_default();
+    let b = serde_json::to_value(server).unwrap_or_default();
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return vec!["parameters".into()];
+    };
+    a.iter()
+        .filter(|(k, v)| b.get(*k) != Some(v))
+        .map(|(k, v)| format!("{k}: client {v}, server {}", b.get(k).cloned().unwrap_or_default()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::config::{AtomicType, Measure, RunLength, TestKind, Verb};
+    use crate::transport::Service;
+    use std::net::{TcpListener, TcpStream};
+
+    fn params() -> SharedParams {
+        SharedParams {
+            test: TestKind { verb: Verb::Write, measure: Measure::Bw },
+            sizes: vec![65536],
+            run: RunLength::Iterations(5000),
+            service: Service::Rc,
+            qps: 1,
+            bidirectional: false,
+            rdma_cm: false,
+            atomic_type: AtomicType::FetchAndAdd,
+            validate: false,
+        }
+    }
+
+    fn pair(timeout: Duration) -> (Channel, Channel) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        (Channel::new(client, timeout).unwrap(), Channel::new(server, timeout).unwrap())
+    }
+
+    #[test]
+    fn messages_round_trip_and_heartbeats_are_skipped() {
+        let (mut a, mut b) = pair(Duration::from_secs(5));
+        let hello = Message::Hello { tool: "rdmabench test".into(), params: params() };
+        a.send(&Message::Heartbeat).unwrap();
+        a.send(&hello).unwrap();
+        a.send(&Message::Ready { size: 8 }).unwrap();
+        assert_eq!(b.recv("hello").unwrap(), hello);
+        assert_eq!(b.recv("ready").unwrap(), Message::Ready { size: 8 });
+        a.send(&Message::Error { message: "parameter mismatch: x".into() }).unwrap();
+        let err = b.recv("endpoints").unwrap_err();
+        assert_eq!(err.to_string(), "the peer stopped: parameter mismatch: x");
+    }
+
+    #[test]
+    fn silence_times_out_and_a_close_is_named() {
+        let (a, mut b) = pair(Duration::from_millis(200));
+        let start = std::time::Instant::now();
+        let err = b.recv("ready").unwrap_err();
+        assert!(matches!(err, ProtocolError::Timeout { waiting_for: "ready", .. }), "{err}");
+        assert!(start.elapsed() < Duration::from_secs(3));
+        drop(a);
+        let err = b.recv("result").unwrap_err();
+        assert_eq!(err.to_string(), "the peer closed the control connection (waiting for result)");
+    }
+
+    #[test]
+    fn foreign_versions_and_oversized_frames_are_refused() {
+        let mut h = [0u8; HEADER_LEN];
+        h[..4].copy_from_slice(b"6.06");
+        assert!(decode_header(&h).unwrap_err().to_string().contains("does not speak rdmabench"));
+        h[..4].copy_from_slice(&MAGIC);
+        h[4..6].copy_from_slice(&7u16.to_be_bytes());
+        assert_eq!(
+            decode_header(&h).unwrap_err().to_string(),
+            "control channel: protocol version mismatch: this side speaks 1, the peer 7"
+        );
+        h[4..6].copy_from_slice(&VERSION.to_be_bytes());
+        h[8..12].copy_from_slice(&(MAX_FRAME + 1).to_be_bytes());
+        assert!(decode_header(&h).unwrap_err().to_string().contains("over the"));
+        h[8..12].copy_from_slice(&5u32.to_be_bytes());
+        assert_eq!(decode_header(&h).unwrap(), 5);
+        // Garbage after a valid header is a malformed message, not a panic.
+        let (mut a, mut b) = pair(Duration::from_secs(5));
+        a.stream.write_all(&encode(b"{not json").unwrap()).unwrap();
+        assert!(b.recv("hello").unwrap_err().to_string().contains("malformed hello"));
+    }
+
+    #[test]
+    fn mismatches_name_each_differing_parameter() {
+        let a = params();
+        let mut b = params();
+        assert!(mismatches(&a, &b).is_empty());
+        b.sizes = vec![4096];
+        b.qps = 2;
+        let m = mismatches(&a, &b);
+        assert_eq!(m, ["qps: client 1, server 2", "sizes: client [65536], server [4096]"]);
+    }
+}
