@@ -102,7 +102,11 @@ pub fn bw_stats(size: u64, rec: &BwRecorder) -> BwStats {
         window_ns,
         avg_bytes_per_sec: bytes as f64 / secs,
         peak_bytes_per_sec: peak,
-        min_bytes_per_sec: min_over_intervals(size, start, &rec.completions, interval),
+        // Intervals start at the first completion: the pipeline fill before it is not
+        // an unstable link.
+        min_bytes_per_sec: rec.completions.first().and_then(|&(t0, d0)| {
+            min_over_intervals(size, t0, &rebase(&rec.completions, d0), interval)
+        }),
         interval_ns: Some(interval),
         msg_rate: done as f64 / secs,
     }
@@ -152,6 +156,11 @@ pub fn min_over_intervals(
         done0 = done1;
     }
     min
+}
+
+/// Completion stamps with the count at the first one subtracted.
+fn rebase(completions: &[(u64, u64)], base: u64) -> Vec<(u64, u64)> {
+    completions.iter().map(|&(t, d)| (t, d - base)).collect()
 }
 
 /// Sums streams measured over the same run (QPs, or the two directions of -b): bytes
@@ -371,5 +380,24 @@ mod tests {
         let s = r.stats();
         assert!(s.p99_9_us < 3.0, "{}", s.p99_9_us);
         assert_eq!(s.t_max_us, 1000.0, "unlike perftest, 99.9 % is not max");
+    }
+}
+
+#[cfg(test)]
+mod steady_tests {
+    use super::*;
+
+    #[test]
+    fn a_steady_stream_has_min_close_to_average() {
+        let mut r = BwRecorder::new(200, 202, true);
+        for i in 0..200u64 {
+            r.posted(i * 10);
+        }
+        for i in 0..200u64 {
+            r.completed(5_000_000 + i * 1_400_000, i + 1);
+        }
+        let s = bw_stats(65536, &r);
+        let min = s.min_bytes_per_sec.expect("whole intervals exist");
+        assert!(min > 0.8 * s.avg_bytes_per_sec, "min {min} avg {}", s.avg_bytes_per_sec);
     }
 }

@@ -236,6 +236,9 @@ pub fn bw_send<C: Connection>(
     let mut at_window_start = vec![None::<u64>; n];
     let mut posted = vec![0u64; n];
     let mut done = vec![0u64; n];
+    // The last signaled request: in a duration run the trailing unsignaled ones are
+    // never confirmed, and need not be (they fall after the window).
+    let mut signaled_upto = vec![0u64; n];
     let mut wcs = [Completion::default(); 16];
     let mut stall = Stall::new(plan.timeout);
     let size = u64::from(plan.size);
@@ -276,13 +279,16 @@ pub fn bw_send<C: Connection>(
                     recorders[q].posted(clock.ns());
                     conn.post(&wr)?;
                     posted[q] += 1;
+                    if signaled {
+                        signaled_upto[q] = posted[q];
+                    }
                     if !signaled && posted[q] - done[q] >= u64::from(plan.tx_depth) {
                         break;
                     }
                 }
             }
             // Reap; in event mode sleep only on a QP that has work in flight.
-            let got = if posted[q] > done[q] {
+            let got = if signaled_upto[q] > done[q] {
                 poll_or_wait(conn, &mut wcs, plan.events, &mut stall, "completions")?
             } else {
                 conn.poll(&mut wcs)?
@@ -310,8 +316,7 @@ pub fn bw_send<C: Connection>(
                     }
                 }
             }
-            let target =
-                if stop_posting || plan.duration.is_some() { posted[q] } else { plan.iters };
+            let target = if plan.duration.is_some() { signaled_upto[q] } else { plan.iters };
             if done[q] < target || (plan.duration.is_some() && !stop_posting) {
                 all_done = false;
             }
@@ -506,9 +511,11 @@ pub fn lat_round_trip<C: Connection>(
     Ok(rec)
 }
 
-/// write_lat: each side RDMA-writes a counter into the last byte of the other's message
-/// and spins on its own. The client (`initiator`) writes first; each of its samples is
-/// the time between two of its posts, halved. The responder records nothing.
+/// write_lat: each side RDMA-writes a message whose last byte is a counter into the
+/// peer's first slot, and spins on the last byte of its own first slot. It sends from
+/// its second slot, so its own counter never looks like the peer's answer. The client
+/// (`initiator`) writes first; each of its samples is the time between two of its
+/// posts, halved. The responder records nothing.
 pub fn lat_write_pingpong<C: Connection>(
     conn: &mut C,
     initiator: bool,
@@ -550,7 +557,7 @@ pub fn lat_write_pingpong<C: Connection>(
         if !initiator && plan.duration.is_none() && i >= plan.iters {
             return Ok(rec);
         }
-        conn.local_mut()[last] = value;
+        conn.local_mut()[plan.size as usize + last] = value;
         let t = clock.ns();
         if let Some(p) = prev_post {
             if plan.keep(&clock, p) {
@@ -562,7 +569,7 @@ pub fn lat_write_pingpong<C: Connection>(
         conn.post(&WorkRequest {
             wr_id: i,
             op: Op::Write,
-            local_offset: 0,
+            local_offset: plan.size as usize,
             len: plan.size,
             remote_offset: 0,
             signaled: true,

@@ -12,7 +12,7 @@ use super::loops::{self, BwPlan, Clock, LatPlan};
 use super::report::{self, EffectiveParams, RunReport, SizeResult, Validation};
 use crate::measure::{self, BwStats};
 use crate::session::protocol::{mismatches, Channel, Message};
-use crate::transport::{Connection, ConnectionConfig, Op, Service};
+use crate::transport::{Connection, ConnectionConfig, Op};
 
 /// Exit status for a run whose thresholds or validation failed.
 pub const EXIT_VERDICT: u8 = 1;
@@ -23,9 +23,10 @@ pub fn tool() -> String {
 }
 
 /// Buffer slots messages rotate through: enough that `--validate` sees many distinct
-/// messages, bounded to 1 MiB of buffer (or one message, if larger).
+/// messages, bounded to 1 MiB of buffer, and at least two (a ping-pong sends from one
+/// and receives into the other).
 pub fn slots_for(size: u64) -> u32 {
-    u32::try_from(((1u64 << 20) / size.max(1)).clamp(1, 64)).unwrap_or(1)
+    u32::try_from(((1u64 << 20) / size.max(1)).clamp(2, 64)).unwrap_or(2)
 }
 
 /// The byte `--validate` expects at `offset` of `slot` on QP `qp`.
@@ -106,23 +107,35 @@ pub fn run(cfg: &TestConfig, out: &mut dyn Write) -> Result<u8, String> {
     }
 }
 
-/// Connects the control channel to `host:port`, within `timeout`.
+/// Connects the control channel to `host:port`. A refused connection is retried
+/// until `timeout`, so a client may start before its server; then one clear error.
 fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String> {
     let addrs: Vec<_> = (host, port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve server '{host}': {e}"))?
         .collect();
-    let mut last = None;
-    for addr in &addrs {
-        match TcpStream::connect_timeout(addr, timeout) {
-            Ok(s) => return Ok(s),
-            Err(e) => last = Some(e),
+    let start = Instant::now();
+    loop {
+        let mut last = None;
+        for addr in &addrs {
+            match TcpStream::connect_timeout(addr, timeout) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        match last {
+            Some(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && start.elapsed() < timeout => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Some(e) => {
+                return Err(format!(
+                    "cannot reach the server at {host}:{port}: {e} (after {} s; is `rdmabench` running there, with -p {port}?)",
+                    start.elapsed().as_secs()
+                ))
+            }
+            None => return Err(format!("server '{host}' resolves to no address")),
         }
     }
-    Err(match last {
-        Some(e) => format!("cannot reach the server at {host}:{port}: {e} (is `rdmabench` running there, with -p {port}?)"),
-        None => format!("server '{host}' resolves to no address"),
-    })
 }
 
 /// Waits up to `timeout` for one client on `port`.
@@ -369,13 +382,32 @@ mod verbs_side {
             max_inline: cfg.inline_size,
             events: cfg.events,
         };
-        let mut routes = Vec::new();
-        let mut requests = Vec::new();
-        let mut device = cfg.device.clone();
-        if s.rdma_cm {
-            if s.service == Service::Ud {
-                return Err("-R: rdma_cm connections are RC or UC".into());
+        let open = |device: Option<String>| -> Result<VerbsTransport, String> {
+            let opts = VerbsOptions {
+                device,
+                port: cfg.ib_port,
+                gid_index: cfg.gid_index,
+                local_ipv4: None,
+                mtu: cfg.mtu.and_then(Mtu::from_bytes),
+                max_rd_atomic: cfg.outs,
+            };
+            let t = VerbsTransport::open(&opts).map_err(|e| e.to_string())?;
+            if s.test.verb == Verb::Atomic && !t.capabilities().atomics {
+                return Err(format!(
+                    "{} has no atomic support (atomic_cap NONE)",
+                    t.context().name()
+                ));
             }
+            Ok(t)
+        };
+        let mut mine = Vec::new();
+        let mut conns = Vec::new();
+        let mut prepared = Vec::new();
+        let t = if s.rdma_cm {
+            // rdma_cm picks the device from the address, and connects before the
+            // buffers are exchanged: each QP is resolved (client) or requested
+            // (server), prepared on that device, and connected in turn.
+            let mut t: Option<VerbsTransport> = None;
             for _ in 0..s.qps {
                 if let Some(host) = &cfg.host {
                     let addr = (host.as_str(), cfg.port)
@@ -385,35 +417,47 @@ mod verbs_side {
                         .ok_or_else(|| format!("-R: cannot resolve '{host}'"))?;
                     let route = ResolvedRoute::resolve(addr, cfg.timeout)
                         .map_err(|e| format!("-R: {e}"))?;
-                    cm_device(&mut device, route.device_name())?;
-                    routes.push(route);
+                    if t.is_none() {
+                        let mut device = cfg.device.clone();
+                        cm_device(&mut device, route.device_name())?;
+                        t = Some(open(device)?);
+                    }
+                    let tr = t.as_ref().expect("opened above");
+                    let (p, ep) = tr.prepare(&conn_cfg).map_err(|e| e.to_string())?;
+                    mine.push(ep);
+                    let placeholder = ffi::verbs::RemoteBuffer { addr: 0, len: 0, rkey: 0 };
+                    conns.push(
+                        tr.connect_cm_client(p, route, placeholder, cfg.timeout)
+                            .map_err(|e| e.to_string())?,
+                    );
                 } else {
                     let listener = cm_listener.as_ref().expect("the server listens with -R");
                     let req = listener.get_request(cfg.timeout).map_err(|e| format!("-R: {e}"))?;
-                    cm_device(&mut device, req.device_name())?;
-                    requests.push(req);
+                    if t.is_none() {
+                        let mut device = cfg.device.clone();
+                        cm_device(&mut device, req.device_name())?;
+                        t = Some(open(device)?);
+                    }
+                    let tr = t.as_ref().expect("opened above");
+                    let (p, ep) = tr.prepare(&conn_cfg).map_err(|e| e.to_string())?;
+                    mine.push(ep);
+                    let placeholder = ffi::verbs::RemoteBuffer { addr: 0, len: 0, rkey: 0 };
+                    conns.push(
+                        tr.accept_cm(p, req, placeholder, cfg.timeout)
+                            .map_err(|e| e.to_string())?,
+                    );
                 }
             }
-        }
-        let opts = VerbsOptions {
-            device,
-            port: cfg.ib_port,
-            gid_index: cfg.gid_index,
-            local_ipv4: None,
-            mtu: cfg.mtu.and_then(Mtu::from_bytes),
-            max_rd_atomic: cfg.outs,
+            t.ok_or("-R: no queue pair to connect")?
+        } else {
+            let t = open(cfg.device.clone())?;
+            for _ in 0..s.qps {
+                let (p, ep) = t.prepare(&conn_cfg).map_err(|e| e.to_string())?;
+                prepared.push(p);
+                mine.push(ep);
+            }
+            t
         };
-        let t = VerbsTransport::open(&opts).map_err(|e| e.to_string())?;
-        if s.test.verb == Verb::Atomic && !t.capabilities().atomics {
-            return Err(format!("{} has no atomic support (atomic_cap NONE)", t.context().name()));
-        }
-        let mut prepared = Vec::new();
-        let mut mine = Vec::new();
-        for _ in 0..s.qps {
-            let (p, ep) = t.prepare(&conn_cfg).map_err(|e| e.to_string())?;
-            prepared.push(p);
-            mine.push(ep);
-        }
         // Exchange endpoints: the client sends first, as perftest.
         let send_mine = |ch: &mut Channel| {
             ch.send(&Message::Endpoints {
@@ -432,8 +476,8 @@ mod verbs_side {
         let Message::Endpoints { mtu: peer_mtu, qps } = theirs else {
             return Err(format!("control channel: expected endpoints, got {}", theirs.name()));
         };
-        if qps.len() != prepared.len() {
-            return Err(format!("the peer has {} QPs, this side {}", qps.len(), prepared.len()));
+        if qps.len() != mine.len() {
+            return Err(format!("the peer has {} QPs, this side {}", qps.len(), mine.len()));
         }
         let peers: Vec<VerbsEndpoint> = qps
             .into_iter()
@@ -441,21 +485,15 @@ mod verbs_side {
             .collect::<Result<_, _>>()
             .map_err(|e| format!("control channel: malformed endpoint: {e}"))?;
         let mtu = t.mtu().bytes().min(peer_mtu);
-        let mut conns = Vec::new();
-        let mut routes = routes.into_iter();
-        let mut requests = requests.into_iter();
-        for (p, peer) in prepared.into_iter().zip(&peers) {
-            let c = if s.rdma_cm {
-                if let Some(route) = routes.next() {
-                    t.connect_cm_client(p, route, peer.buffer, cfg.timeout)
-                } else {
-                    let req = requests.next().expect("one request per QP");
-                    t.accept_cm(p, req, peer.buffer, cfg.timeout)
-                }
-            } else {
-                t.connect_with_mtu(p, peer, Mtu::from_bytes(mtu).unwrap_or(t.mtu()))
-            };
-            conns.push(c.map_err(|e| e.to_string())?);
+        if s.rdma_cm {
+            for (c, peer) in conns.iter_mut().zip(&peers) {
+                c.set_remote(peer.buffer);
+            }
+        } else {
+            for (p, peer) in prepared.into_iter().zip(&peers) {
+                let c = t.connect_with_mtu(p, peer, Mtu::from_bytes(mtu).unwrap_or(t.mtu()));
+                conns.push(c.map_err(|e| e.to_string())?);
+            }
         }
         let inline = conns.first().map_or(0, |c| c.capabilities().max_inline);
         let link = t.context().query_port(cfg.ib_port).map(|p| p.link_layer).unwrap_or(0);

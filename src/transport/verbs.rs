@@ -340,6 +340,12 @@ impl VerbsConnection {
     pub fn remote(&self) -> RemoteBuffer {
         self.remote
     }
+
+    /// Sets the peer's buffer, for connections made before the buffers were exchanged
+    /// (rdma_cm).
+    pub fn set_remote(&mut self, remote: RemoteBuffer) {
+        self.remote = remote;
+    }
 }
 
 fn kind(op: WcOpcode) -> CompletionKind {
