@@ -382,12 +382,15 @@ mod verbs_side {
             max_inline: cfg.inline_size,
             events: cfg.events,
         };
+        // Without -x, each side takes the RoCE v2 GID of the address it talks to the
+        // peer from: the same kind of GID on both sides.
+        let local_ipv4 = ch.local_ipv4();
         let open = |device: Option<String>| -> Result<VerbsTransport, String> {
             let opts = VerbsOptions {
                 device,
                 port: cfg.ib_port,
                 gid_index: cfg.gid_index,
-                local_ipv4: None,
+                local_ipv4,
                 mtu: cfg.mtu.and_then(Mtu::from_bytes),
                 max_rd_atomic: cfg.outs,
             };

@@ -203,6 +203,15 @@ impl Channel {
         })
     }
 
+    /// This side's IPv4 address on the control connection: on RoCE, the GID holding it
+    /// is the one to use, on both sides alike.
+    pub fn local_ipv4(&self) -> Option<std::net::Ipv4Addr> {
+        match self.stream.local_addr().ok()?.ip() {
+            std::net::IpAddr::V4(a) => Some(a),
+            std::net::IpAddr::V6(a) => a.to_ipv4_mapped(),
+        }
+    }
+
     /// Whether the peer has sent something (or closed): a peer that finished a duration
     /// run says so this way. Never blocks.
     pub fn has_pending(&self) -> bool {

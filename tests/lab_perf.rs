@@ -1,0 +1,409 @@
+//! The eight perftest-style tests, server and client as two processes, in the lab.
+//! Each asserts what was moved and measured, not only that it ran.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+static NEXT_PORT: AtomicU16 = AtomicU16::new(19100);
+
+fn bin() -> Command {
+    let dev = std::env::var("RDMABENCH_DEVICE").unwrap_or_else(|_| "rxe0".into());
+    assert!(
+        std::path::Path::new("/sys/class/infiniband").join(&dev).exists(),
+        "lab test: RDMA device {dev} not found; run inside ci/lab-vm"
+    );
+    Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rdmabench-lab-perf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn spawn(args: &[String]) -> Child {
+    bin()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rdmabench starts")
+}
+
+/// Waits for a child, killing it after `limit`: a hang fails the test, it never blocks it.
+fn finish(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "rdmabench hung for {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+struct Run {
+    server: Output,
+    client: Output,
+    json: Value,
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs `test` with the same flags on both sides (the client adds --json and HOST).
+fn pair(test: &str, flags: &[&str], host: &str) -> Run {
+    let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
+    let json = scratch(&format!("{test}-{port}.json"));
+    let mut common: Vec<String> =
+        vec![test.into(), "-p".into(), port, "--timeout".into(), "20".into()];
+    common.extend(flags.iter().map(|s| s.to_string()));
+    let server = spawn(&common);
+    let mut client_args = common.clone();
+    client_args.extend(["--json".to_string(), json.display().to_string(), host.to_string()]);
+    let client = finish(spawn(&client_args), Duration::from_secs(300));
+    let server = finish(server, Duration::from_secs(60));
+    let json = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    Run { server, client, json }
+}
+
+fn ok(test: &str, flags: &[&str]) -> Run {
+    let r = pair(test, flags, "127.0.0.1");
+    assert_eq!(r.client.status.code(), Some(0), "client of {test} {flags:?}: {}", err(&r.client));
+    assert_eq!(r.server.status.code(), Some(0), "server of {test} {flags:?}: {}", err(&r.server));
+    assert_eq!(r.json["schema_version"], 1);
+    assert_eq!(r.json["test"], test.replace('-', "_"));
+    r
+}
+
+/// Both sides print the same table.
+fn same_table(r: &Run) {
+    let rows = |o: &Output| -> Vec<String> {
+        text(o)
+            .lines()
+            .filter(|l| {
+                l.starts_with(' ') && l.trim_start().starts_with(|c: char| c.is_ascii_digit())
+            })
+            .map(String::from)
+            .collect()
+    };
+    let c = rows(&r.client);
+    assert!(!c.is_empty(), "no result rows:\n{}", text(&r.client));
+    assert_eq!(c, rows(&r.server), "client and server print the same results");
+}
+
+fn bw(r: &Value) -> &Value {
+    &r["bw"]
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_bandwidth_tests_move_exactly_what_they_report() {
+    for (test, size) in
+        [("write-bw", 65536u64), ("read-bw", 65536), ("send-bw", 65536), ("atomic-bw", 8)]
+    {
+        let r = ok(test, &["-n", "300"]);
+        same_table(&r);
+        let res = &r.json["results"][0];
+        assert_eq!(res["size"], size);
+        assert_eq!(res["iterations"], 300, "{test}");
+        let b = bw(res);
+        assert_eq!(b["messages"], 300);
+        assert_eq!(b["bytes"], 300 * size, "{test}: bytes = messages × size");
+        let avg = b["avg_bytes_per_sec"].as_f64().unwrap();
+        let window = b["window_ns"].as_f64().unwrap();
+        assert!(
+            (avg - (300 * size) as f64 / (window / 1e9)).abs() / avg < 1e-9,
+            "{test}: avg = bytes / window"
+        );
+        assert!(avg > 0.0 && b["msg_rate"].as_f64().unwrap() > 0.0);
+        let peak = b["peak_bytes_per_sec"].as_f64().unwrap();
+        assert!(peak >= avg * 0.999, "{test}: peak {peak} below average {avg}");
+        let head = text(&r.client);
+        assert!(head.contains("BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]"), "{head}");
+        assert!(
+            head.contains(" local address: LID") && head.contains(" remote address: LID"),
+            "{head}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_latency_tests_report_every_sample() {
+    for (test, round_trip) in
+        [("write-lat", false), ("read-lat", true), ("send-lat", false), ("atomic-lat", true)]
+    {
+        let r = ok(test, &["-n", "300"]);
+        same_table(&r);
+        let res = &r.json["results"][0];
+        let lat = &res["lat"];
+        // write/send ping-pongs yield n - 1 intervals; read/atomic one sample per op.
+        let want = if test == "write-lat" { 299 } else { 300 };
+        assert_eq!(lat["samples"], want, "{test}");
+        let hist: u64 =
+            lat["histogram"].as_array().unwrap().iter().map(|b| b[1].as_u64().unwrap()).sum();
+        assert_eq!(hist, want, "{test}: every sample is in the histogram");
+        let f = |k: &str| lat[k].as_f64().unwrap();
+        assert!(f("t_min_us") <= f("t_typical_us") && f("t_typical_us") <= f("p99_us"));
+        assert!(f("p99_us") <= f("p99_9_us") && f("p99_9_us") <= f("t_max_us"));
+        assert!(f("t_min_us") > 0.0 && f("t_stdev_us") >= 0.0);
+        let head = text(&r.client);
+        let expect = if round_trip {
+            "Latency         : round trip"
+        } else {
+            "Latency         : one-way (half round trip)"
+        };
+        assert!(head.contains(expect), "{test}:\n{head}");
+        assert!(
+            head.contains("t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]"),
+            "{head}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_uc_and_ud_where_the_verb_allows() {
+    let r = ok("write-bw", &["-c", "UC", "-n", "200", "-s", "4096"]);
+    assert_eq!(r.json["params"]["connection"], "UC");
+    assert_eq!(bw(&r.json["results"][0])["messages"], 200);
+    let r = ok("send-bw", &["-c", "UD", "-n", "200", "-s", "1024"]);
+    assert_eq!(r.json["params"]["connection"], "UD");
+    assert_eq!(r.json["results"][0]["iterations"], 200);
+    let r = ok("send-lat", &["-c", "UD", "-n", "200"]);
+    assert_eq!(r.json["results"][0]["lat"]["samples"], 200);
+    let r = ok("send-lat", &["-c", "UC", "-n", "200"]);
+    assert_eq!(r.json["results"][0]["lat"]["samples"], 200);
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_sweep_writes_every_size_into_one_json() {
+    let r = ok("write-bw", &["-a", "-n", "5"]);
+    let results = r.json["results"].as_array().unwrap();
+    let sizes: Vec<u64> = results.iter().map(|x| x["size"].as_u64().unwrap()).collect();
+    assert_eq!(sizes, (1..24).map(|i| 1u64 << i).collect::<Vec<_>>(), "2 B … 8 MiB, every one");
+    for x in results {
+        assert_eq!(x["bw"]["bytes"], x["size"].as_u64().unwrap() * 5);
+    }
+    assert_eq!(text(&r.client).lines().filter(|l| l.starts_with(" 8388608 ")).count(), 1);
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_four_qps_aggregate_and_per_qp() {
+    let r = ok("write-bw", &["-q", "4", "-n", "200", "-s", "4096"]);
+    let res = &r.json["results"][0];
+    let per = res["per_qp"].as_array().unwrap();
+    assert_eq!(per.len(), 4);
+    assert!(per.iter().all(|q| q["messages"] == 200 && q["bytes"] == 200 * 4096));
+    assert_eq!(res["bw"]["messages"], 800, "aggregate = sum of QPs");
+    let sum: f64 = per.iter().map(|q| q["bytes"].as_f64().unwrap()).sum();
+    assert_eq!(res["bw"]["bytes"].as_f64().unwrap(), sum);
+    assert_eq!(text(&r.client).matches("   qp ").count(), 4);
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_bidirectional_shows_and_sums_both_directions() {
+    for test in ["write-bw", "read-bw"] {
+        let r = ok(test, &["-b", "-n", "200", "-s", "16384"]);
+        let res = &r.json["results"][0];
+        let dirs = res["directions"].as_array().expect("both directions");
+        assert_eq!(dirs.len(), 2);
+        for d in dirs {
+            assert_eq!(d["bytes"], 200 * 16384);
+        }
+        assert_eq!(res["bw"]["bytes"], 2 * 200 * 16384, "{test}: the sum");
+        assert!(text(&r.client).contains("client -> server BW average"));
+    }
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_event_mode_runs() {
+    let r = ok("send-bw", &["-e", "-n", "200", "-s", "4096"]);
+    assert_eq!(r.json["params"]["events"], true);
+    assert_eq!(r.json["results"][0]["bw"]["messages"], 200);
+    let r = ok("read-lat", &["-e", "-n", "200"]);
+    assert_eq!(r.json["results"][0]["lat"]["samples"], 200);
+    assert!(text(&r.client).contains(" Events          : ON"));
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_rdma_cm_connects_the_test_qps() {
+    let addr = std::env::var("RDMABENCH_CM_ADDR")
+        .expect("lab test: RDMABENCH_CM_ADDR unset; run in ci/lab-vm");
+    for (test, flags) in
+        [("write-bw", vec!["-R", "-n", "200", "-q", "2"]), ("send-lat", vec!["-R", "-n", "200"])]
+    {
+        let r = pair(test, &flags, &addr);
+        assert_eq!(r.client.status.code(), Some(0), "{test} -R: {}", err(&r.client));
+        assert_eq!(r.server.status.code(), Some(0), "{test} -R server: {}", err(&r.server));
+        assert_eq!(r.json["params"]["rdma_cm"], true);
+        assert!(text(&r.client).contains(" rdma_cm QPs\t : ON"));
+        let res = &r.json["results"][0];
+        if test == "write-bw" {
+            assert_eq!(res["bw"]["messages"], 400);
+        } else {
+            assert_eq!(res["lat"]["samples"], 200);
+        }
+    }
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_validate_checks_the_receivers_bytes() {
+    for (test, flags) in [
+        ("write-bw", vec!["--validate", "-n", "100", "-s", "4096"]),
+        ("read-bw", vec!["--validate", "-n", "100", "-s", "4096"]),
+        ("send-bw", vec!["--validate", "-n", "100", "-s", "4096"]),
+        ("atomic-bw", vec!["--validate", "-n", "500"]),
+        ("write-bw", vec!["--validate", "-n", "100", "-b", "-s", "65536"]),
+    ] {
+        let r = ok(test, &flags);
+        let v = &r.json["results"][0]["validation"];
+        assert!(v["checked_bytes"].as_u64().unwrap() > 0, "{test} {flags:?}: {v}");
+        assert_eq!(v["corrupted_bytes"], 0, "{test} {flags:?}");
+        assert!(text(&r.client).contains("corrupted"));
+    }
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_duration_mode_measures_the_window() {
+    // -D 4: margin 1 s each side, a 2 s window.
+    let r = ok("write-bw", &["-D", "4", "-s", "4096"]);
+    let b = &r.json["results"][0]["bw"];
+    assert_eq!(b["window_ns"], 2_000_000_000u64);
+    let messages = b["messages"].as_u64().unwrap();
+    assert!(messages > 0);
+    assert_eq!(b["bytes"], messages * 4096);
+    assert!(text(&r.client).contains("measured window 2 s (margin 1 s each side)"));
+    let r = ok("read-lat", &["-D", "4"]);
+    let lat = &r.json["results"][0]["lat"];
+    assert!(
+        lat["samples"].as_u64().unwrap() > 10,
+        "latency keeps every sample in duration mode too"
+    );
+    assert!(lat["p99_us"].as_f64().unwrap() >= lat["t_typical_us"].as_f64().unwrap());
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_thresholds_give_a_verdict_and_exit_1() {
+    let r = pair("write-bw", &["-n", "100", "--min-bw", "1000000"], "127.0.0.1");
+    assert_eq!(r.client.status.code(), Some(1));
+    let line = err(&r.client);
+    assert!(
+        line.contains("FAIL: 65536 B: BW average") && line.contains("below --min-bw 1000000"),
+        "{line}"
+    );
+    assert_eq!(r.json["verdict"]["pass"], false);
+    let r = ok("read-lat", &["-n", "100", "--max-lat", "1000000"]);
+    assert_eq!(r.json["verdict"]["pass"], true);
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_parameter_mismatch_is_refused_on_both_sides() {
+    let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
+    let server = spawn(&["write-bw".into(), "-p".into(), port.clone(), "-s".into(), "4096".into()]);
+    let client = finish(
+        spawn(&["write-bw".into(), "-p".into(), port, "127.0.0.1".into()]),
+        Duration::from_secs(60),
+    );
+    let server = finish(server, Duration::from_secs(60));
+    assert_eq!(client.status.code(), Some(2));
+    assert_eq!(server.status.code(), Some(2));
+    let want = "parameter mismatch: sizes: client [65536], server [4096]";
+    assert!(err(&client).contains(want), "{}", err(&client));
+    assert!(err(&server).contains(want), "{}", err(&server));
+    assert_eq!(err(&client).lines().count(), 1);
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_wrong_port_and_absent_peers_end_within_the_timeout() {
+    let start = Instant::now();
+    let client = finish(
+        spawn(&[
+            "read-bw".into(),
+            "-p".into(),
+            "1".into(),
+            "--timeout".into(),
+            "3".into(),
+            "127.0.0.1".into(),
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(client.status.code(), Some(2));
+    assert!(err(&client).contains("cannot reach the server at 127.0.0.1:1"), "{}", err(&client));
+    let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
+    let server = finish(
+        spawn(&["read-bw".into(), "-p".into(), port.clone(), "--timeout".into(), "3".into()]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(server.status.code(), Some(2));
+    assert!(
+        err(&server).contains(&format!("no client connected to port {port} within 3 s")),
+        "{}",
+        err(&server)
+    );
+    assert!(start.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_a_peer_killed_mid_run_ends_the_other_side() {
+    for kill_server in [false, true] {
+        let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
+        let args: Vec<String> = ["write-bw", "-p", &port, "-n", "1000000", "--timeout", "5"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut server = spawn(&args);
+        let mut cargs = args.clone();
+        cargs.push("127.0.0.1".into());
+        let mut client = spawn(&cargs);
+        std::thread::sleep(Duration::from_secs(4));
+        let start = Instant::now();
+        let survivor = if kill_server {
+            server.kill().unwrap();
+            let _ = server.wait();
+            finish(client, Duration::from_secs(60))
+        } else {
+            client.kill().unwrap();
+            let _ = client.wait();
+            finish(server, Duration::from_secs(60))
+        };
+        assert_eq!(survivor.status.code(), Some(2), "{}", err(&survivor));
+        assert!(start.elapsed() < Duration::from_secs(30), "ended within the timeout");
+        let msg = err(&survivor);
+        assert_eq!(msg.lines().count(), 1, "{msg}");
+        if kill_server {
+            assert!(msg.contains("IBV_WC_") || msg.contains("control connection"), "{msg}");
+        } else {
+            assert!(msg.contains("closed the control connection"), "{msg}");
+        }
+    }
+}
