@@ -224,7 +224,7 @@ fn lab_four_qps_aggregate_and_per_qp() {
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_bidirectional_shows_and_sums_both_directions() {
-    for test in ["write-bw", "read-bw"] {
+    for test in ["write-bw", "read-bw", "send-bw"] {
         let r = ok(test, &["-b", "-n", "200", "-s", "16384"]);
         let res = &r.json["results"][0];
         let dirs = res["directions"].as_array().expect("both directions");

@@ -359,6 +359,11 @@ impl TestConfig {
                 "-D and -n exclude each other: run for a time or for a number of iterations".into(),
             );
         }
+        if a.duration.is_some() && a.bidirectional && test.verb == Verb::Send {
+            return Err(
+                "-b with send_bw needs -n: each side must know how many messages to expect".into(),
+            );
+        }
         if a.duration.is_some() && a.events {
             return Err("-D cannot be combined with -e".into());
         }

@@ -83,28 +83,34 @@ impl Clock {
     }
 }
 
-/// Watches for a loop that stops progressing.
+/// Watches for a loop that stops progressing. Reads the clock only every 4096 idle
+/// calls, never on progress: the hot path pays a counter and a flag.
 struct Stall {
     last: Instant,
     timeout: Duration,
     spins: u32,
+    progress: bool,
 }
 
 impl Stall {
     fn new(timeout: Duration) -> Self {
-        Stall { last: Instant::now(), timeout, spins: 0 }
+        Stall { last: Instant::now(), timeout, spins: 0, progress: false }
     }
     #[inline]
     fn progressed(&mut self) {
-        self.spins = 0;
-        self.last = Instant::now();
+        self.progress = true;
     }
-    /// Call when nothing happened; checks the clock every 4096 calls.
+    /// Call when nothing happened.
     #[inline]
     fn idle(&mut self, waiting_for: &'static str) -> Result<(), LoopError> {
-        self.spins += 1;
-        if self.spins % 4096 == 0 && self.last.elapsed() > self.timeout {
-            return Err(LoopError::Stalled { waiting_for, after: self.timeout });
+        self.spins = self.spins.wrapping_add(1);
+        if self.spins % 4096 == 0 {
+            if self.progress {
+                self.progress = false;
+                self.last = Instant::now();
+            } else if self.last.elapsed() > self.timeout {
+                return Err(LoopError::Stalled { waiting_for, after: self.timeout });
+            }
         }
         Ok(())
     }
@@ -196,10 +202,11 @@ pub struct Windowed {
 /// Posts `plan.op` on every connection, keeping `tx_depth` in flight, until each has
 /// done `iters` messages (or the duration ends). `wr_id` of a signaled request is the
 /// number of messages posted on its QP so far, so a completion says how many are done.
-pub fn bw_send<C: Connection>(
+pub fn bw_send<C: Connection, R: RecvSide>(
     conns: &mut [C],
     plan: &BwPlan,
     clock: Clock,
+    recv: &mut R,
 ) -> Result<BwOutcome, LoopError> {
     let n = conns.len();
     let signals = if plan.duration.is_some() {
@@ -244,9 +251,8 @@ pub fn bw_send<C: Connection>(
     let size = u64::from(plan.size);
     let mut stop_posting = false;
     loop {
-        let now = clock.ns();
         if let Some((_, _, total, _)) = window {
-            stop_posting = now >= total;
+            stop_posting = clock.ns() >= total;
         }
         let mut all_done = true;
         for (q, conn) in conns.iter_mut().enumerate() {
@@ -276,7 +282,10 @@ pub fn bw_send<C: Connection>(
                         signaled,
                         inline: plan.inline,
                     };
-                    recorders[q].posted(clock.ns());
+                    // Post stamps feed the peak; without it only the first is kept.
+                    if plan.peak || i == 0 {
+                        recorders[q].posted(clock.ns());
+                    }
                     conn.post(&wr)?;
                     posted[q] += 1;
                     if signaled {
@@ -294,9 +303,14 @@ pub fn bw_send<C: Connection>(
                 conn.poll(&mut wcs)?
             };
             if got > 0 {
+                stall.progressed();
                 let t = clock.ns();
                 for c in &wcs[..got] {
                     check(q, c)?;
+                    if matches!(c.kind, CompletionKind::Recv | CompletionKind::RecvWriteImm) {
+                        recv.on_recv(q, conn, c)?;
+                        continue;
+                    }
                     done[q] = done[q].max(c.wr_id);
                 }
                 recorders[q].completed(t, done[q]);
@@ -322,7 +336,10 @@ pub fn bw_send<C: Connection>(
             }
         }
         if all_done {
-            break;
+            if recv.done() {
+                break;
+            }
+            stall.idle("messages from the peer")?;
         }
     }
     Ok(BwOutcome { recorders, windowed })
@@ -342,6 +359,84 @@ pub fn post_receives<C: Connection>(
         }
     }
     Ok(())
+}
+
+/// What a sender does with receive completions on its queue pairs: nothing (one-way
+/// tests), or repost and count them (send_bw -b). Generic, so the one-way loop carries
+/// no receive logic at all.
+pub trait RecvSide {
+    /// Handles one receive completion on QP `q`.
+    ///
+    /// # Errors
+    /// Reposting failing.
+    fn on_recv<C: Connection>(
+        &mut self,
+        q: usize,
+        conn: &mut C,
+        c: &Completion,
+    ) -> Result<(), LoopError>;
+    /// Whether every expected message arrived.
+    fn done(&self) -> bool;
+}
+
+/// One-way tests: no receives.
+pub struct NoRecv;
+
+impl RecvSide for NoRecv {
+    #[inline]
+    fn on_recv<C: Connection>(
+        &mut self,
+        _: usize,
+        _: &mut C,
+        _: &Completion,
+    ) -> Result<(), LoopError> {
+        Ok(())
+    }
+    #[inline]
+    fn done(&self) -> bool {
+        true
+    }
+}
+
+/// send_bw -b: counts arrivals per QP and keeps receives posted until `iters` came.
+pub struct Reposting {
+    /// Messages received per QP.
+    pub received: Vec<u64>,
+    reposted: Vec<u64>,
+    iters: u64,
+    size: u32,
+    slots: u32,
+}
+
+impl Reposting {
+    /// For `qps` QPs on which [`post_receives`] put `posted` receives up.
+    pub fn new(qps: usize, iters: u64, posted: u64, size: u32, slots: u32) -> Self {
+        Reposting { received: vec![0; qps], reposted: vec![posted; qps], iters, size, slots }
+    }
+}
+
+impl RecvSide for Reposting {
+    fn on_recv<C: Connection>(
+        &mut self,
+        q: usize,
+        conn: &mut C,
+        _: &Completion,
+    ) -> Result<(), LoopError> {
+        self.received[q] += 1;
+        if self.reposted[q] < self.iters {
+            let k = self.reposted[q];
+            conn.post_recv(
+                k,
+                ((k % u64::from(self.slots)) * u64::from(self.size)) as usize,
+                self.size,
+            )?;
+            self.reposted[q] += 1;
+        }
+        Ok(())
+    }
+    fn done(&self) -> bool {
+        self.received.iter().all(|&r| r >= self.iters)
+    }
 }
 
 /// The receiving side of send_bw, after [`post_receives`] put `posted` receives up on
@@ -467,12 +562,12 @@ impl LatPlan {
 fn wait_one<C: Connection>(
     conn: &mut C,
     plan: &LatPlan,
+    stall: &mut Stall,
     waiting_for: &'static str,
 ) -> Result<Completion, LoopError> {
     let mut wc = [Completion::default()];
-    let mut stall = Stall::new(plan.timeout);
     loop {
-        if poll_or_wait(conn, &mut wc, plan.events, &mut stall, waiting_for)? == 1 {
+        if poll_or_wait(conn, &mut wc, plan.events, stall, waiting_for)? == 1 {
             check(0, &wc[0])?;
             return Ok(wc[0]);
         }
@@ -480,7 +575,8 @@ fn wait_one<C: Connection>(
 }
 
 /// read_lat / atomic_lat: post one, wait for its completion, repeat. Each sample is a
-/// full round trip.
+/// full round trip: as perftest, the time from one post to the next (one clock read
+/// per operation).
 pub fn lat_round_trip<C: Connection>(
     conn: &mut C,
     op: Op,
@@ -488,8 +584,20 @@ pub fn lat_round_trip<C: Connection>(
 ) -> Result<LatencyRecorder, LoopError> {
     let clock = Clock::start();
     let mut rec = LatencyRecorder::default();
+    let mut stall = Stall::new(plan.timeout);
+    let mut prev: Option<u64> = None;
     let mut i = 0u64;
-    while !plan.over(i, &clock) {
+    loop {
+        let t = clock.ns();
+        if let Some(p) = prev {
+            if plan.keep(&clock, p) {
+                rec.record(t.saturating_sub(p) / u64::from(plan.rtt_factor));
+            }
+        }
+        if plan.over(i, &clock) {
+            return Ok(rec);
+        }
+        prev = Some(t);
         let wr = WorkRequest {
             wr_id: i,
             op,
@@ -499,16 +607,10 @@ pub fn lat_round_trip<C: Connection>(
             signaled: true,
             inline: plan.inline,
         };
-        let t0 = clock.ns();
         conn.post(&wr)?;
-        wait_one(conn, plan, "the round trip's completion")?;
-        let t1 = clock.ns();
-        if plan.keep(&clock, t0) {
-            rec.record((t1 - t0) / u64::from(plan.rtt_factor));
-        }
+        wait_one(conn, plan, &mut stall, "the round trip's completion")?;
         i += 1;
     }
-    Ok(rec)
 }
 
 /// write_lat: each side RDMA-writes a message whose last byte is a counter into the
@@ -522,14 +624,33 @@ pub fn lat_write_pingpong<C: Connection>(
     plan: &LatPlan,
     mut stop: impl FnMut() -> bool,
 ) -> Result<LatencyRecorder, LoopError> {
+    // As perftest: the spin loop reads memory only; one write in SIGNAL_EVERY is
+    // signaled, and completions are reaped only when the send queue needs room.
+    const SIGNAL_EVERY: u64 = 8;
     let clock = Clock::start();
     let mut rec = LatencyRecorder::default();
     let last = plan.size as usize - 1;
     let mut wcs = [Completion::default(); 8];
-    let mut outstanding = 0u32;
+    let (mut signaled, mut reaped) = (0u64, 0u64);
     let mut prev_post: Option<u64> = None;
     let mut i = 0u64;
     let mut stall = Stall::new(plan.timeout);
+    // Reaps until at most `keep` signaled writes are unconfirmed.
+    let mut reap =
+        |conn: &mut C, signaled: u64, reaped: &mut u64, keep: u64| -> Result<(), LoopError> {
+            let mut stall = Stall::new(plan.timeout);
+            while signaled - *reaped > keep {
+                let got = conn.poll(&mut wcs)?;
+                for c in &wcs[..got] {
+                    check(0, c)?;
+                }
+                *reaped += got as u64;
+                if got == 0 {
+                    stall.idle("write completions")?;
+                }
+            }
+            Ok(())
+        };
     loop {
         // Counter values 1..=255, never 0: a zeroed buffer is "nothing yet".
         let value = (i % 255 + 1) as u8;
@@ -538,53 +659,51 @@ pub fn lat_write_pingpong<C: Connection>(
             let expect = if initiator { ((i - 1) % 255 + 1) as u8 } else { value };
             let mut spins = 0u32;
             while conn.load_u8(last) != expect {
-                let got = conn.poll(&mut wcs)?;
-                for c in &wcs[..got] {
-                    check(0, c)?;
-                }
-                outstanding -= got as u32;
                 spins = spins.wrapping_add(1);
                 if !initiator && spins % 65536 == 0 && stop() {
+                    reap(conn, signaled, &mut reaped, 0)?;
                     return Ok(rec);
                 }
                 stall.idle("the peer's write")?;
             }
             stall.progressed();
         }
-        if initiator && plan.over(i, &clock) {
-            return Ok(rec);
-        }
-        if !initiator && plan.duration.is_none() && i >= plan.iters {
+        let finished = if initiator {
+            plan.over(i, &clock)
+        } else {
+            plan.duration.is_none() && i >= plan.iters
+        };
+        if finished {
+            reap(conn, signaled, &mut reaped, 0)?;
             return Ok(rec);
         }
         conn.local_mut()[plan.size as usize + last] = value;
-        let t = clock.ns();
-        if let Some(p) = prev_post {
-            if plan.keep(&clock, p) {
-                rec.record((t - p) / u64::from(plan.rtt_factor));
+        if initiator {
+            // The only clock read of an iteration; the responder measures nothing.
+            let t = clock.ns();
+            if let Some(p) = prev_post {
+                if plan.keep(&clock, p) {
+                    rec.record(t.saturating_sub(p) / u64::from(plan.rtt_factor));
+                }
             }
+            prev_post = Some(t);
         }
-        prev_post = Some(t);
-        // Signal every send so the queue never fills; reap opportunistically.
+        // Room in the send queue: at most two signaling rounds unconfirmed.
+        reap(conn, signaled, &mut reaped, 1)?;
+        let signal = i % SIGNAL_EVERY == SIGNAL_EVERY - 1;
         conn.post(&WorkRequest {
             wr_id: i,
             op: Op::Write,
             local_offset: plan.size as usize,
             len: plan.size,
             remote_offset: 0,
-            signaled: true,
+            signaled: signal,
             inline: plan.inline,
         })?;
-        outstanding += 1;
-        while outstanding > 8 {
-            let got = conn.poll(&mut wcs)?;
-            for c in &wcs[..got] {
-                check(0, c)?;
-            }
-            outstanding -= got as u32;
-        }
+        signaled += u64::from(signal);
         i += 1;
         if !initiator && plan.iters != u64::MAX && i >= plan.iters {
+            reap(conn, signaled, &mut reaped, 0)?;
             return Ok(rec);
         }
     }
@@ -601,6 +720,8 @@ pub fn lat_send_pingpong<C: Connection>(
 ) -> Result<LatencyRecorder, LoopError> {
     let clock = Clock::start();
     let mut rec = LatencyRecorder::default();
+    // One send in eight is signaled (their completions come back on the same CQ as
+    // the receives and are skipped); the queue holds 16, so it never fills.
     let send = |conn: &mut C, i: u64| {
         conn.post(&WorkRequest {
             wr_id: i,
@@ -608,13 +729,14 @@ pub fn lat_send_pingpong<C: Connection>(
             local_offset: 0,
             len: plan.size,
             remote_offset: 0,
-            signaled: true,
+            signaled: i % 8 == 7 || i + 1 == plan.iters,
             inline: plan.inline,
         })
     };
     let mut wcs = [Completion::default(); 8];
     let mut i = 0u64;
     let mut stall = Stall::new(plan.timeout);
+    let mut prev_send: Option<u64> = None;
     loop {
         if initiator && plan.over(i, &clock) {
             // Tell the responder we are done (duration runs).
@@ -631,8 +753,15 @@ pub fn lat_send_pingpong<C: Connection>(
             }
             return Ok(rec);
         }
-        let t0 = clock.ns();
         if initiator {
+            // One clock read per message: the time between two sends is one round trip.
+            let t = clock.ns();
+            if let Some(p) = prev_send {
+                if plan.keep(&clock, p) {
+                    rec.record(t.saturating_sub(p) / u64::from(plan.rtt_factor));
+                }
+            }
+            prev_send = Some(t);
             send(conn, i)?;
         }
         // Wait for the peer's message, reaping send completions on the way.
@@ -656,9 +785,15 @@ pub fn lat_send_pingpong<C: Connection>(
         }
         stall.progressed();
         if initiator {
-            let t1 = clock.ns();
-            if plan.keep(&clock, t0) {
-                rec.record((t1 - t0) / u64::from(plan.rtt_factor));
+            // The answer to the last message closes the last sample.
+            if plan.over(i + 1, &clock) {
+                if let Some(p) = prev_send {
+                    let t = clock.ns();
+                    if plan.keep(&clock, p) {
+                        rec.record(t.saturating_sub(p) / u64::from(plan.rtt_factor));
+                    }
+                    prev_send = None;
+                }
             }
         } else {
             send(conn, i)?;

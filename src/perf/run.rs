@@ -3,8 +3,6 @@
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::config::{AtomicType, Measure, RunLength, TestConfig, Verb};
@@ -165,35 +163,32 @@ fn accept(port: u16, timeout: Duration) -> Result<TcpStream, String> {
 }
 
 /// While the client runs a size, a thread tells the server it is alive every second.
+/// It sleeps on a channel, so it wakes once a second and stops at once when dropped.
 struct Heartbeat {
-    stop: Arc<AtomicBool>,
+    stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Heartbeat {
     fn start(ch: &Channel) -> Result<Self, String> {
         let mut ch = ch.try_clone().map_err(|e| e.to_string())?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let (stop, wake) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
-            let mut last = Instant::now();
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(50));
-                if last.elapsed() >= Duration::from_secs(1) {
-                    if ch.send(&Message::Heartbeat).is_err() {
-                        return;
-                    }
-                    last = Instant::now();
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                wake.recv_timeout(Duration::from_secs(1))
+            {
+                if ch.send(&Message::Heartbeat).is_err() {
+                    return;
                 }
             }
         });
-        Ok(Heartbeat { stop, thread: Some(thread) })
+        Ok(Heartbeat { stop: Some(stop), thread: Some(thread) })
     }
 }
 
 impl Drop for Heartbeat {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -598,11 +593,16 @@ mod verbs_side {
         head.push('\n');
         out.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
         let _ = out.flush();
-        let progress = std::io::IsTerminal::is_terminal(&std::io::stderr()) && s.sizes.len() > 1;
+        let progress = std::io::IsTerminal::is_terminal(&std::io::stderr())
+            && (s.sizes.len() > 1 || matches!(s.run, RunLength::Duration { .. }));
         let mut results = Vec::new();
         for (k, &size) in s.sizes.iter().enumerate() {
             if progress {
-                eprint!("\rrdmabench: size {size} ({}/{})   ", k + 1, s.sizes.len());
+                let eta = match s.run {
+                    RunLength::Duration { secs, .. } => format!(", {secs} s"),
+                    RunLength::Iterations(_) => String::new(),
+                };
+                eprint!("\rrdmabench: size {size} ({}/{}{eta})   ", k + 1, s.sizes.len());
             }
             // Barrier: both sides ready for this size.
             ch.send(&Message::Ready { size }).map_err(|e| e.to_string())?;
@@ -681,7 +681,9 @@ mod verbs_side {
             }
         }
         // Receives go up before the barrier: on UC and UD a message that finds none is lost.
-        let receives_bw = s.test.measure == Measure::Bw && s.test.verb == Verb::Send && !client;
+        let receives_bw = s.test.measure == Measure::Bw
+            && s.test.verb == Verb::Send
+            && (!client || s.bidirectional);
         if receives_bw {
             loops::post_receives(conns, size32, u64::from(cfg.rx_depth).min(iters), slots)
                 .map_err(|e| e.to_string())?;
@@ -717,10 +719,18 @@ mod verbs_side {
                     events: cfg.events,
                 };
                 let receives = s.test.verb == Verb::Send && (!client || s.bidirectional);
-                if sends(cfg) && !(receives && s.bidirectional) {
+                if sends(cfg) {
                     let hb = if client && server_idle { Some(Heartbeat::start(ch)?) } else { None };
-                    let outcome =
-                        loops::bw_send(conns, &plan, Clock::start()).map_err(|e| e.to_string())?;
+                    let outcome = if receives {
+                        // send_bw -b: this side also receives, on the same queue pairs.
+                        let posted = u64::from(cfg.rx_depth).min(iters);
+                        let mut recv =
+                            loops::Reposting::new(conns.len(), iters, posted, size32, slots);
+                        loops::bw_send(conns, &plan, Clock::start(), &mut recv)
+                    } else {
+                        loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv)
+                    }
+                    .map_err(|e| e.to_string())?;
                     if s.test.verb == Verb::Send && duration.is_some() {
                         loops::send_end_markers(conns, cfg.timeout).map_err(|e| e.to_string())?;
                     }
@@ -732,12 +742,6 @@ mod verbs_side {
                         local.per_qp = per_qp;
                     }
                 } else if receives {
-                    if s.bidirectional {
-                        return Err(
-                            "-b with send_bw is not supported yet; use write_bw or read_bw -b"
-                                .into(),
-                        );
-                    }
                     let received = loops::bw_recv(
                         conns,
                         size32,

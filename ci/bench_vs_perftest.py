@@ -1,0 +1,101 @@
+"""Runs inside the lab (ci/bench-vs-perftest): perftest and rdmabench interleaved in one
+boot, same flags, several rounds; prints medians and the rdmabench/perftest ratios."""
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+ITERS = os.environ.get("BENCH_ITERS", "2000")
+DEV = os.environ.get("RDMABENCH_DEVICE", "rxe0")
+FLAGS = ["-d", DEV, "-x", "1", "-n", ITERS]
+RDMABENCH = os.environ.get("RDMABENCH", "target/release/rdmabench")
+ONLY = os.environ.get("BENCH_ONLY", "")  # e.g. "read_lat": run just that test
+
+
+# Server on CPU 0, client on CPU 1, the same for both tools: the emulated machine's
+# scheduling otherwise adds more noise than the differences being measured.
+PIN = ["taskset", "-c"]
+
+
+def pair(server_cmd, client_cmd):
+    server_cmd = PIN + ["0"] + server_cmd
+    client_cmd = PIN + ["1"] + client_cmd
+    server = subprocess.Popen(server_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(1.0)
+    client = subprocess.run(client_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    try:
+        server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    if client.returncode != 0:
+        sys.exit(f"bench: {' '.join(client_cmd)} failed:\n{client.stdout}")
+    return client.stdout
+
+
+NUMBER = re.compile(r"^[0-9]+(\.[0-9]+)?")
+
+
+def row(output, size):
+    # perftest sometimes appends a warning to the row itself ("0.000596ethernet_read_keys:
+    # ..."): take the leading number of each column.
+    for line in output.splitlines():
+        cols = line.split()
+        if cols and cols[0] == str(size) and len(cols) >= 5:
+            return [float(NUMBER.match(c).group(0)) for c in cols[2:] if NUMBER.match(c)]
+    sys.exit(f"bench: no {size}-byte row in:\n{output}")
+
+
+def perftest(verb, kind):
+    tool = f"ib_{verb}_{kind}"
+    return pair([tool] + FLAGS, [tool] + FLAGS + ["127.0.0.1"])
+
+
+def ours(verb, kind):
+    cmd = [RDMABENCH, f"{verb}-{kind}"] + FLAGS
+    return pair(cmd, cmd + ["127.0.0.1"])
+
+
+def main():
+    results = {}
+    for rnd in range(1, ROUNDS + 1):
+        for verb in ("write", "read", "send"):
+            for kind, size in (("bw", 65536), ("lat", 2)):
+                if ONLY and ONLY != f"{verb}_{kind}":
+                    continue
+                # Alternate which tool goes first, so drift cancels over the rounds.
+                order = [("perftest", perftest), ("rdmabench", ours)]
+                if rnd % 2 == 0:
+                    order.reverse()
+                for name, fn in order:
+                    cols = row(fn(verb, kind), size)
+                    # bw: BW average (MiB/s) is the 2nd value; lat: t_typical is the 3rd.
+                    value = cols[1] if kind == "bw" else cols[2]
+                    results.setdefault((verb, kind, name), []).append(value)
+                    print(f"round {rnd} {verb}_{kind} {name}: {value:.2f}", flush=True)
+    print()
+    print(f"{'test':<12} {'perftest':>12} {'rdmabench':>12} {'ratio':>8}  target")
+    ok = True
+    for verb in ("write", "read", "send"):
+        for kind in ("bw", "lat"):
+            if (verb, kind, "perftest") not in results:
+                continue
+            p = statistics.median(results[(verb, kind, "perftest")])
+            r = statistics.median(results[(verb, kind, "rdmabench")])
+            ratio = r / p
+            if kind == "bw":
+                target, met = ">= 0.95", ratio >= 0.95
+                unit = "MiB/s"
+            else:
+                target, met = "<= 1.05", ratio <= 1.05
+                unit = "usec"
+            ok &= met
+            print(f"{verb + '_' + kind:<12} {p:>9.2f} {unit:<5} {r:>6.2f} {unit:<5} {ratio:>6.3f}  {target} {'met' if met else 'MISSED'}")
+    print(f"\n{ROUNDS} rounds, medians, server pinned to CPU 0 and client to CPU 1; perftest {subprocess.run(['ib_write_bw', '--version'], capture_output=True, text=True).stdout.strip()}; "
+          f"flags {' '.join(FLAGS)}; 64 KiB bandwidth (BW average), 2 B latency (t_typical)")
+    print("all targets met" if ok else "some targets missed")
+
+
+main()
