@@ -76,23 +76,28 @@ def main():
                     results.setdefault((verb, kind, name), []).append(value)
                     print(f"round {rnd} {verb}_{kind} {name}: {value:.2f}", flush=True)
     print()
-    print(f"{'test':<12} {'perftest':>12} {'rdmabench':>12} {'ratio':>8}  target")
+    print(f"{'test':<12} {'perftest':>12} {'rdmabench':>12} {'ratio':>7}  {'best-of-rounds':>14}  target (on medians)")
     ok = True
     for verb in ("write", "read", "send"):
         for kind in ("bw", "lat"):
             if (verb, kind, "perftest") not in results:
                 continue
-            p = statistics.median(results[(verb, kind, "perftest")])
-            r = statistics.median(results[(verb, kind, "rdmabench")])
+            ps, rs = results[(verb, kind, "perftest")], results[(verb, kind, "rdmabench")]
+            p, r = statistics.median(ps), statistics.median(rs)
             ratio = r / p
             if kind == "bw":
-                target, met = ">= 0.95", ratio >= 0.95
-                unit = "MiB/s"
+                # best round: the highest bandwidth each tool reached
+                best = max(rs) / max(ps)
+                target, met, unit = ">= 0.95", ratio >= 0.95, "MiB/s"
             else:
-                target, met = "<= 1.05", ratio <= 1.05
-                unit = "usec"
+                # best round: the lowest typical latency each tool reached
+                best = min(rs) / min(ps)
+                target, met, unit = "<= 1.05", ratio <= 1.05, "usec"
             ok &= met
-            print(f"{verb + '_' + kind:<12} {p:>9.2f} {unit:<5} {r:>6.2f} {unit:<5} {ratio:>6.3f}  {target} {'met' if met else 'MISSED'}")
+            print(
+                f"{verb + '_' + kind:<12} {p:>6.2f} {unit:<5} {r:>6.2f} {unit:<5} {ratio:>7.3f}  {best:>14.3f}  "
+                f"{target} {'met' if met else 'MISSED'}"
+            )
     print(f"\n{ROUNDS} rounds, medians, server pinned to CPU 0 and client to CPU 1; perftest {subprocess.run(['ib_write_bw', '--version'], capture_output=True, text=True).stdout.strip()}; "
           f"flags {' '.join(FLAGS)}; 64 KiB bandwidth (BW average), 2 B latency (t_typical)")
     print("all targets met" if ok else "some targets missed")

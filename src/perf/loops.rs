@@ -13,6 +13,17 @@ use crate::transport::{
 /// Immediate value that tells a receiver the sender is finished (duration runs).
 pub const END_IMM: u32 = 0xFFFF_FFFF;
 
+/// The zero-byte send carrying [`END_IMM`].
+const END_MARKER: WorkRequest = WorkRequest {
+    wr_id: u64::MAX,
+    op: Op::SendImm(END_IMM),
+    local_offset: 0,
+    len: 0,
+    remote_offset: 0,
+    signaled: true,
+    inline: false,
+};
+
 /// Why a loop stopped early.
 #[derive(Debug)]
 pub enum LoopError {
@@ -502,15 +513,7 @@ pub fn send_end_markers<C: Connection>(
     timeout: Duration,
 ) -> Result<(), LoopError> {
     for (q, conn) in conns.iter_mut().enumerate() {
-        conn.post(&WorkRequest {
-            wr_id: u64::MAX,
-            op: Op::SendImm(END_IMM),
-            local_offset: 0,
-            len: 0,
-            remote_offset: 0,
-            signaled: true,
-            inline: false,
-        })?;
+        conn.post(&END_MARKER)?;
         let mut wc = [Completion::default()];
         let mut stall = Stall::new(timeout);
         while conn.poll(&mut wc)? == 0 {
@@ -741,15 +744,7 @@ pub fn lat_send_pingpong<C: Connection>(
         if initiator && plan.over(i, &clock) {
             // Tell the responder we are done (duration runs).
             if plan.duration.is_some() {
-                conn.post(&WorkRequest {
-                    wr_id: u64::MAX,
-                    op: Op::SendImm(END_IMM),
-                    local_offset: 0,
-                    len: 0,
-                    remote_offset: 0,
-                    signaled: true,
-                    inline: false,
-                })?;
+                conn.post(&END_MARKER)?;
             }
             return Ok(rec);
         }

@@ -345,6 +345,13 @@ mod verbs_side {
         remote: Vec<String>,
     }
 
+    /// One rdma_cm connection in the making: the client's resolved route, or a request
+    /// that reached the server.
+    enum CmStep {
+        Connect(ResolvedRoute),
+        Accept(ffi::verbs::ConnectRequest),
+    }
+
     /// With -R the device is the one rdma_cm routes through; a different -d is an error.
     fn cm_device(device: &mut Option<String>, routed: String) -> Result<(), String> {
         match device {
@@ -410,44 +417,44 @@ mod verbs_side {
             // (server), prepared on that device, and connected in turn.
             let mut t: Option<VerbsTransport> = None;
             for _ in 0..s.qps {
-                if let Some(host) = &cfg.host {
-                    let addr = (host.as_str(), cfg.port)
-                        .to_socket_addrs()
-                        .ok()
-                        .and_then(|mut a| a.next())
-                        .ok_or_else(|| format!("-R: cannot resolve '{host}'"))?;
-                    let route = ResolvedRoute::resolve(addr, cfg.timeout)
-                        .map_err(|e| format!("-R: {e}"))?;
-                    if t.is_none() {
-                        let mut device = cfg.device.clone();
-                        cm_device(&mut device, route.device_name())?;
-                        t = Some(open(device)?);
+                let step = match &cfg.host {
+                    Some(host) => {
+                        let addr = (host.as_str(), cfg.port)
+                            .to_socket_addrs()
+                            .ok()
+                            .and_then(|mut a| a.next())
+                            .ok_or_else(|| format!("-R: cannot resolve '{host}'"))?;
+                        CmStep::Connect(
+                            ResolvedRoute::resolve(addr, cfg.timeout)
+                                .map_err(|e| format!("-R: {e}"))?,
+                        )
                     }
-                    let tr = t.as_ref().expect("opened above");
-                    let (p, ep) = tr.prepare(&conn_cfg).map_err(|e| e.to_string())?;
-                    mine.push(ep);
-                    let placeholder = ffi::verbs::RemoteBuffer { addr: 0, len: 0, rkey: 0 };
-                    conns.push(
-                        tr.connect_cm_client(p, route, placeholder, cfg.timeout)
-                            .map_err(|e| e.to_string())?,
-                    );
-                } else {
-                    let listener = cm_listener.as_ref().expect("the server listens with -R");
-                    let req = listener.get_request(cfg.timeout).map_err(|e| format!("-R: {e}"))?;
-                    if t.is_none() {
-                        let mut device = cfg.device.clone();
-                        cm_device(&mut device, req.device_name())?;
-                        t = Some(open(device)?);
+                    None => {
+                        let listener = cm_listener.as_ref().expect("the server listens with -R");
+                        CmStep::Accept(
+                            listener.get_request(cfg.timeout).map_err(|e| format!("-R: {e}"))?,
+                        )
                     }
-                    let tr = t.as_ref().expect("opened above");
-                    let (p, ep) = tr.prepare(&conn_cfg).map_err(|e| e.to_string())?;
-                    mine.push(ep);
-                    let placeholder = ffi::verbs::RemoteBuffer { addr: 0, len: 0, rkey: 0 };
-                    conns.push(
-                        tr.accept_cm(p, req, placeholder, cfg.timeout)
-                            .map_err(|e| e.to_string())?,
-                    );
+                };
+                if t.is_none() {
+                    let mut device = cfg.device.clone();
+                    let routed = match &step {
+                        CmStep::Connect(route) => route.device_name(),
+                        CmStep::Accept(request) => request.device_name(),
+                    };
+                    cm_device(&mut device, routed)?;
+                    t = Some(open(device)?);
                 }
+                let tr = t.as_ref().expect("opened above");
+                let (p, ep) = tr.prepare(&conn_cfg).map_err(|e| e.to_string())?;
+                mine.push(ep);
+                // The peer's buffer comes with the endpoints, after the connection.
+                let unknown = ffi::verbs::RemoteBuffer { addr: 0, len: 0, rkey: 0 };
+                let conn = match step {
+                    CmStep::Connect(route) => tr.connect_cm_client(p, route, unknown, cfg.timeout),
+                    CmStep::Accept(request) => tr.accept_cm(p, request, unknown, cfg.timeout),
+                };
+                conns.push(conn.map_err(|e| e.to_string())?);
             }
             t.ok_or("-R: no queue pair to connect")?
         } else {
