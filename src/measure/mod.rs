@@ -158,6 +158,35 @@ pub fn min_over_intervals(
     min
 }
 
+/// Bandwidth of one stream in a duration run: `messages` completed inside a window of
+/// `window_ns`, and the cumulative count at the end of each `interval_ns` interval.
+pub fn windowed_stats(
+    size: u64,
+    messages: u64,
+    window_ns: u64,
+    interval_ns: u64,
+    cumulative: &[u64],
+) -> BwStats {
+    let secs = window_ns.max(1) as f64 / 1e9;
+    let mut prev = 0;
+    let mut min: Option<f64> = None;
+    for &done in cumulative {
+        let rate = (done - prev) as f64 * size as f64 / (interval_ns as f64 / 1e9);
+        min = Some(min.map_or(rate, |m: f64| m.min(rate)));
+        prev = done;
+    }
+    BwStats {
+        messages,
+        bytes: messages * size,
+        window_ns,
+        avg_bytes_per_sec: (messages * size) as f64 / secs,
+        peak_bytes_per_sec: None,
+        min_bytes_per_sec: min,
+        interval_ns: Some(interval_ns),
+        msg_rate: messages as f64 / secs,
+    }
+}
+
 /// Completion stamps with the count at the first one subtracted.
 fn rebase(completions: &[(u64, u64)], base: u64) -> Vec<(u64, u64)> {
     completions.iter().map(|&(t, d)| (t, d - base)).collect()
@@ -336,6 +365,16 @@ mod tests {
         assert_eq!(min_interval(100), 1_000_000);
         assert_eq!(min_interval(50_000_000_000), 1_000_000_000);
         assert_eq!(min_interval(50_000_000), 5_000_000);
+    }
+
+    #[test]
+    fn duration_windows_use_their_interval_counts() {
+        // 4 intervals of 100 ms: 10, 10, 0, 10 messages of 1000 bytes.
+        let s = windowed_stats(1000, 30, 400_000_000, 100_000_000, &[10, 20, 20, 30]);
+        assert_eq!((s.messages, s.bytes), (30, 30_000));
+        assert!((s.avg_bytes_per_sec - 75_000.0).abs() < 1e-6);
+        assert_eq!(s.min_bytes_per_sec, Some(0.0), "the silent interval shows");
+        assert_eq!(s.peak_bytes_per_sec, None);
     }
 
     #[test]

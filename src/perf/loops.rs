@@ -356,6 +356,13 @@ pub fn bw_send<C: Connection, R: RecvSide>(
     Ok(BwOutcome { recorders, windowed })
 }
 
+/// Posts the `k`-th receive of a run: `size` bytes into slot `k % slots`.
+#[inline]
+fn post_slot<C: Connection>(conn: &mut C, k: u64, size: u32, slots: u32) -> Result<(), LoopError> {
+    conn.post_recv(k, ((k % u64::from(slots)) * u64::from(size)) as usize, size)?;
+    Ok(())
+}
+
 /// Posts `count` receives of `size` bytes on each connection, rotating through
 /// `slots` buffer slots. Receives must be up before the sender starts.
 pub fn post_receives<C: Connection>(
@@ -366,7 +373,7 @@ pub fn post_receives<C: Connection>(
 ) -> Result<(), LoopError> {
     for conn in conns.iter_mut() {
         for k in 0..count {
-            conn.post_recv(k, ((k % u64::from(slots)) * u64::from(size)) as usize, size)?;
+            post_slot(conn, k, size, slots)?;
         }
     }
     Ok(())
@@ -435,12 +442,7 @@ impl RecvSide for Reposting {
     ) -> Result<(), LoopError> {
         self.received[q] += 1;
         if self.reposted[q] < self.iters {
-            let k = self.reposted[q];
-            conn.post_recv(
-                k,
-                ((k % u64::from(self.slots)) * u64::from(self.size)) as usize,
-                self.size,
-            )?;
+            post_slot(conn, self.reposted[q], self.size, self.slots)?;
             self.reposted[q] += 1;
         }
         Ok(())
@@ -463,8 +465,7 @@ pub fn bw_recv<C: Connection>(
     mut stop: impl FnMut() -> bool,
 ) -> Result<Vec<u64>, LoopError> {
     let n = conns.len();
-    let mut received = vec![0u64; n];
-    let mut reposted = vec![posted; n];
+    let mut recv = Reposting::new(n, iters, posted, size, slots);
     let mut ended = vec![false; n];
     let mut wcs = [Completion::default(); 16];
     let mut stall = Stall::new(timeout);
@@ -485,23 +486,18 @@ pub fn bw_recv<C: Connection>(
                     ended[q] = true;
                     continue;
                 }
-                received[q] += 1;
-                if reposted[q] < iters {
-                    let k = reposted[q];
-                    conn.post_recv(k, ((k % u64::from(slots)) * u64::from(size)) as usize, size)?;
-                    reposted[q] += 1;
-                }
+                recv.on_recv(q, conn, c)?;
             }
-            if received[q] < iters && !ended[q] {
+            if recv.received[q] < iters && !ended[q] {
                 all = false;
             }
         }
         if all {
-            return Ok(received);
+            return Ok(recv.received);
         }
         spins = spins.wrapping_add(1);
         if spins % 65536 == 0 && stop() {
-            return Ok(received);
+            return Ok(recv.received);
         }
         stall.idle("messages from the sender")?;
     }

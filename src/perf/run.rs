@@ -220,24 +220,13 @@ fn bw_result(
                 .windowed
                 .iter()
                 .map(|w| {
-                    let secs = w.window_ns as f64 / 1e9;
-                    let mut prev = 0;
-                    let mut min: Option<f64> = None;
-                    for &b in &w.buckets {
-                        let rate = (b - prev) as f64 * size as f64 / (w.interval_ns as f64 / 1e9);
-                        min = Some(min.map_or(rate, |m: f64| m.min(rate)));
-                        prev = b;
-                    }
-                    BwStats {
-                        messages: w.messages,
-                        bytes: w.messages * size,
-                        window_ns: w.window_ns,
-                        avg_bytes_per_sec: (w.messages * size) as f64 / secs,
-                        peak_bytes_per_sec: None,
-                        min_bytes_per_sec: min,
-                        interval_ns: Some(w.interval_ns),
-                        msg_rate: w.messages as f64 / secs,
-                    }
+                    measure::windowed_stats(
+                        size,
+                        w.messages,
+                        w.window_ns,
+                        w.interval_ns,
+                        &w.buckets,
+                    )
                 })
                 .collect();
             let total = measure::aggregate(&per.iter().map(|b| (*b, 0)).collect::<Vec<_>>());

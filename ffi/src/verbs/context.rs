@@ -299,7 +299,6 @@ impl Context {
     }
 
     /// The raw context pointer, for the other wrappers in this crate.
-    #[allow(dead_code)]
     pub(crate) fn as_ptr(&self) -> *mut sys::ibv_context {
         self.inner.raw.as_ptr()
     }
