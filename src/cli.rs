@@ -3,7 +3,7 @@
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::perf::config::{Measure, PerfArgs, TestKind, Verb};
+use crate::perf::config::{parse_size, Measure, PerfArgs, TcpArgs, TestKind, Verb};
 
 /// RDMA and TCP bandwidth/latency benchmarks with perftest's habits.
 #[derive(Debug, Parser)]
@@ -41,6 +41,14 @@ enum RawCommand {
     SendLat(PerfArgs),
     /// Atomic latency, a full round trip (ib_atomic_lat).
     AtomicLat(PerfArgs),
+    /// TCP bandwidth over -P parallel streams (iperf3). Without HOST: server.
+    TcpBw(TcpArgs),
+    /// TCP latency, half a ping-pong round trip (qperf tcp_lat).
+    TcpLat(TcpArgs),
+    /// One long-lived server for every test, RDMA or TCP, one client after another.
+    Serve(ServeArgs),
+    /// RDMA against TCP over a size sweep, against `rdmabench serve`: table, JSON, CSV, charts, HTML.
+    Compare(CompareArgs),
 }
 
 /// What to run.
@@ -50,6 +58,12 @@ pub enum Command {
     Devices(DevicesArgs),
     /// One of the eight perftest-style tests.
     Perf(TestKind, Box<PerfArgs>),
+    /// `tcp-bw` or `tcp-lat`.
+    Tcp(Measure, Box<TcpArgs>),
+    /// `rdmabench serve`.
+    Serve(ServeArgs),
+    /// `rdmabench compare`.
+    Compare(Box<CompareArgs>),
 }
 
 impl From<RawCommand> for Command {
@@ -67,6 +81,10 @@ impl From<RawCommand> for Command {
             RawCommand::ReadLat(a) => perf(Read, Lat, a),
             RawCommand::SendLat(a) => perf(Send, Lat, a),
             RawCommand::AtomicLat(a) => perf(Atomic, Lat, a),
+            RawCommand::TcpBw(a) => Command::Tcp(Bw, Box::new(a)),
+            RawCommand::TcpLat(a) => Command::Tcp(Lat, Box::new(a)),
+            RawCommand::Serve(a) => Command::Serve(a),
+            RawCommand::Compare(a) => Command::Compare(Box::new(a)),
         }
     }
 }
@@ -83,6 +101,70 @@ pub struct DevicesArgs {
     /// JSON on stdout instead of text (schema in docs/json.md).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `rdmabench serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Listen on this address only (default: every address).
+    #[arg(long = "bind", value_name = "ADDR")]
+    pub bind: Option<std::net::IpAddr>,
+    /// Control-channel TCP port.
+    #[arg(short = 'p', long = "port")]
+    pub port: Option<u16>,
+    /// RDMA device for the RDMA tests (default: the first).
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// Device port.
+    #[arg(short = 'i', long = "ib-port")]
+    pub ib_port: Option<u8>,
+    /// GID index (default: the RoCE v2 GID of the address the client reached).
+    #[arg(short = 'x', long = "gid-index")]
+    pub gid_index: Option<u8>,
+    /// Seconds to wait for a client at each step of a test.
+    #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
+    /// Exit after this many tests (default: serve for ever).
+    #[arg(long = "count", value_name = "N")]
+    pub count: Option<u64>,
+}
+
+/// `rdmabench compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The host running `rdmabench serve`.
+    #[arg(value_name = "HOST")]
+    pub host: String,
+    /// Where results.json, results.csv, the charts and report.html go.
+    #[arg(long = "out", value_name = "DIR", default_value = "rdmabench-compare")]
+    pub out: std::path::PathBuf,
+    /// Message sizes (K/M suffixes), comma-separated (default: 2 B … 8 MiB, ×4 steps).
+    #[arg(long = "sizes", value_name = "LIST", value_delimiter = ',', value_parser = parse_size)]
+    pub sizes: Option<Vec<u64>>,
+    /// Every power of two from 2 B to 8 MiB.
+    #[arg(long = "all-sizes", conflicts_with = "sizes")]
+    pub all_sizes: bool,
+    /// Streams of the parallel TCP test.
+    #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 4)]
+    pub streams: u32,
+    /// Bytes each bandwidth point moves (iterations = this / size, 5 … 5000).
+    #[arg(long = "bytes", value_parser = parse_size, default_value = "64M")]
+    pub bytes: u64,
+    /// Bytes each latency point moves (iterations = this / size, 5 … 1000).
+    #[arg(long = "lat-bytes", value_parser = parse_size, default_value = "16M")]
+    pub lat_bytes: u64,
+    /// Control-channel TCP port of the server.
+    #[arg(short = 'p', long = "port")]
+    pub port: Option<u16>,
+    /// RDMA device on this side (default: the first).
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// GID index on this side.
+    #[arg(short = 'x', long = "gid-index")]
+    pub gid_index: Option<u8>,
+    /// Seconds to wait for the server at each step.
+    #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
 }
 
 /// Parses `args`. Help and version are printed here and reported as `Ok(None)`; a

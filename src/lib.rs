@@ -13,10 +13,12 @@
 #![deny(missing_docs)]
 
 pub mod cli;
+pub mod compare;
 pub mod inventory;
 pub mod measure;
 pub mod perf;
 pub mod report;
+pub mod serve;
 pub mod session;
 pub mod transport;
 
@@ -39,6 +41,12 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, String> {
             let cfg = perf::config::TestConfig::from_args(test, &args)?;
             perf::run::run(&cfg, out)
         }
+        Command::Tcp(measure, args) => {
+            let cfg = perf::config::TestConfig::from_tcp_args(measure, &args)?;
+            perf::run::run(&cfg, out)
+        }
+        Command::Serve(args) => serve::serve(&args, out),
+        Command::Compare(args) => compare::compare(&args, out),
     }
 }
 

@@ -36,6 +36,7 @@
 //! ownership, so the release order of the C library is kept by construction.
 #![deny(missing_docs, unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
+pub mod os;
 pub mod types;
 #[cfg(target_os = "linux")]
 pub mod verbs;

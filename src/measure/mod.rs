@@ -1,6 +1,8 @@
 //! Measurement: pure arithmetic over timestamps and samples. Nothing here touches a
 //! device or prints; docs/metrics.md defines every number.
 
+pub mod cpu;
+
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 

@@ -30,6 +30,15 @@ pub enum Verb {
     Send,
     /// Atomics (fetch-and-add or compare-and-swap).
     Atomic,
+    /// Writes to TCP sockets (the baseline RDMA is compared with).
+    Tcp,
+}
+
+impl Verb {
+    /// Whether the receiving side posts receives (send/recv and TCP streams).
+    pub fn receives(self) -> bool {
+        matches!(self, Verb::Send | Verb::Tcp)
+    }
 }
 
 /// Bandwidth or latency.
@@ -63,6 +72,8 @@ impl TestKind {
             (Verb::Read, Measure::Lat) => "read_lat",
             (Verb::Send, Measure::Lat) => "send_lat",
             (Verb::Atomic, Measure::Lat) => "atomic_lat",
+            (Verb::Tcp, Measure::Bw) => "tcp_bw",
+            (Verb::Tcp, Measure::Lat) => "tcp_lat",
         }
     }
 
@@ -73,6 +84,7 @@ impl TestKind {
             Verb::Read => "RDMA_Read",
             Verb::Send => "Send",
             Verb::Atomic => "Atomic",
+            Verb::Tcp => "TCP",
         };
         let measure = match self.measure {
             Measure::Bw => "BW",
@@ -85,7 +97,7 @@ impl TestKind {
     /// one for read and atomics.
     pub fn rtt_factor(&self) -> u32 {
         match self.verb {
-            Verb::Write | Verb::Send => 2,
+            Verb::Write | Verb::Send | Verb::Tcp => 2,
             Verb::Read | Verb::Atomic => 1,
         }
     }
@@ -224,6 +236,114 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size '{text}' is out of range"))
 }
 
+/// `-D`, `-f` and `-n` into a [`RunLength`].
+fn run_length(
+    duration: Option<u64>,
+    margin: Option<u64>,
+    iters: Option<u64>,
+    default_iters: u64,
+) -> Result<RunLength, String> {
+    if duration.is_some() && iters.is_some() {
+        return Err(
+            "-D and -n exclude each other: run for a time or for a number of iterations".into()
+        );
+    }
+    if margin.is_some() && duration.is_none() {
+        return Err("-f: a margin needs -D".into());
+    }
+    match (duration, iters) {
+        (Some(0), _) => Err("-D 0: the duration must be at least 1 second".into()),
+        (Some(secs), _) => {
+            let margin = margin.unwrap_or(secs / 4);
+            if secs <= 2 * margin {
+                return Err(format!(
+                    "-D {secs} -f {margin}: the duration must exceed twice the margin (nothing left to measure)"
+                ));
+            }
+            Ok(RunLength::Duration { secs, margin })
+        }
+        (None, Some(n)) if n < 5 => Err(format!("-n {n}: at least 5 iterations")),
+        (None, Some(n)) => Ok(RunLength::Iterations(n)),
+        (None, None) => Ok(RunLength::Iterations(default_iters)),
+    }
+}
+
+/// `0,2-3` → `[0, 2, 3]`.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
+    let bad = || format!("--cpus '{text}': a CPU list like 0,2-3");
+    let mut cpus = Vec::new();
+    for part in text.split(',') {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => {
+                (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?)
+            }
+            None => {
+                let v: usize = part.trim().parse().map_err(|_| bad())?;
+                (v, v)
+            }
+        };
+        if a > b || b >= 4096 {
+            return Err(bad());
+        }
+        cpus.extend(a..=b);
+    }
+    Ok(cpus)
+}
+
+/// The flags of `tcp-bw` and `tcp-lat`: perftest's where they mean the same, iperf3's
+/// for the rest (`-P`, `-w`, `-N`).
+#[derive(Clone, Debug, Default, Args)]
+pub struct TcpArgs {
+    /// Server to connect to; without it, this side is the server.
+    #[arg(value_name = "HOST")]
+    pub host: Option<String>,
+    /// Message (write) size in bytes; K/M/G suffixes (default 65536 for tcp-bw, 2 for tcp-lat).
+    #[arg(short = 's', long = "size", value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Sweep sizes 2 B … 8 MiB.
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+    /// Messages per stream (default 5000 for tcp-bw, 1000 for tcp-lat).
+    #[arg(short = 'n', long = "iters")]
+    pub iters: Option<u64>,
+    /// Run for this many seconds instead of -n.
+    #[arg(short = 'D', long = "duration", value_name = "SECS")]
+    pub duration: Option<u64>,
+    /// Warm-up and cool-down left out of a -D run, seconds each (default D/4).
+    #[arg(short = 'f', long = "margin", value_name = "SECS")]
+    pub margin: Option<u64>,
+    /// Parallel streams, a thread each (iperf3 -P).
+    #[arg(short = 'P', long = "parallel", value_name = "N")]
+    pub streams: Option<u32>,
+    /// Socket buffer, SO_SNDBUF and SO_RCVBUF, bytes with K/M suffixes (iperf3 -w).
+    #[arg(short = 'w', long = "window", value_parser = parse_size)]
+    pub window: Option<u64>,
+    /// TCP_NODELAY on the data sockets (iperf3 -N; tcp-lat always sets it).
+    #[arg(short = 'N', long = "no-delay")]
+    pub nodelay: bool,
+    /// Pin stream k's thread to the k-th CPU of this list, e.g. 0,2-3.
+    #[arg(long = "cpus", value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Control-channel TCP port (the data streams use a port the server picks).
+    #[arg(short = 'p', long = "port")]
+    pub port: Option<u16>,
+    /// Report Gb/s instead of MiB/s.
+    #[arg(long = "report_gbits", alias = "report-gbits")]
+    pub report_gbits: bool,
+    /// Write the whole run as JSON.
+    #[arg(long = "json", value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Exit 1 if the average bandwidth of any size falls below this (report units).
+    #[arg(long = "min-bw", value_name = "BW")]
+    pub min_bw: Option<f64>,
+    /// Exit 1 if the typical (median) latency of any size exceeds this many µs.
+    #[arg(long = "max-lat", value_name = "USEC")]
+    pub max_lat: Option<f64>,
+    /// Seconds to wait for the peer at each step before giving up.
+    #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
+}
+
 /// How long each size runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -270,6 +390,20 @@ pub struct SharedParams {
     pub atomic_type: AtomicType,
     /// Pattern checking.
     pub validate: bool,
+    /// TCP tests: streams and socket options (absent for RDMA tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpParams>,
+}
+
+/// What a TCP test's two sides agree on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpParams {
+    /// Parallel streams, a thread each.
+    pub streams: u32,
+    /// Socket buffer (SO_SNDBUF and SO_RCVBUF) asked for, bytes; None: the kernel's autotuning.
+    pub window: Option<u32>,
+    /// TCP_NODELAY on the data sockets.
+    pub nodelay: bool,
 }
 
 /// A validated test configuration.
@@ -313,6 +447,10 @@ pub struct TestConfig {
     pub port: u16,
     /// Per-step timeout.
     pub timeout: Duration,
+    /// CPUs the measuring threads are pinned to, one per connection in turn (TCP -P).
+    pub pin: Vec<usize>,
+    /// Address the server listens on (None: every address).
+    pub bind: Option<std::net::IpAddr>,
 }
 
 impl TestConfig {
@@ -321,6 +459,9 @@ impl TestConfig {
     /// # Errors
     /// One line naming the flag and what is wrong with it.
     pub fn from_args(test: TestKind, a: &PerfArgs) -> Result<Self, String> {
+        if test.verb == Verb::Tcp {
+            return Err(format!("{} takes the TCP flags (TcpArgs), not perftest's", test.id()));
+        }
         let bw = test.measure == Measure::Bw;
         let service = match (a.connection, test.verb) {
             (None | Some(ConnectionArg::Rc), _) => Service::Rc,
@@ -330,7 +471,7 @@ impl TestConfig {
                 let allowed = match verb {
                     Verb::Write => "RC or UC",
                     Verb::Send => "RC, UC or UD",
-                    Verb::Read | Verb::Atomic => "RC",
+                    Verb::Read | Verb::Atomic | Verb::Tcp => "RC",
                 };
                 let name = format!("{c:?}").to_uppercase();
                 return Err(format!("-c {name}: {} runs over {allowed} only", test.id()));
@@ -352,11 +493,6 @@ impl TestConfig {
         if a.duration.is_some() && a.all {
             return Err(
                 "-D cannot be combined with -a (a sweep runs each size for -n iterations)".into()
-            );
-        }
-        if a.duration.is_some() && a.iters.is_some() {
-            return Err(
-                "-D and -n exclude each other: run for a time or for a number of iterations".into(),
             );
         }
         if a.duration.is_some() && a.bidirectional && test.verb == Verb::Send {
@@ -409,30 +545,12 @@ impl TestConfig {
                 }
             }
         }
-        let run = match (a.duration, a.iters) {
-            (Some(0), _) => return Err("-D 0: the duration must be at least 1 second".into()),
-            (Some(secs), _) => {
-                let margin = a.margin.unwrap_or(secs / 4);
-                if secs <= 2 * margin {
-                    return Err(format!(
-                        "-D {secs} -f {margin}: the duration must exceed twice the margin (nothing left to measure)"
-                    ));
-                }
-                RunLength::Duration { secs, margin }
-            }
-            (None, Some(n)) if n < 5 => return Err(format!("-n {n}: at least 5 iterations")),
-            (None, Some(n)) => RunLength::Iterations(n),
-            (None, None) => RunLength::Iterations(
-                if test == (TestKind { verb: Verb::Write, measure: Measure::Bw }) {
-                    5000
-                } else {
-                    1000
-                },
-            ),
+        let default_iters = if test == (TestKind { verb: Verb::Write, measure: Measure::Bw }) {
+            5000
+        } else {
+            1000
         };
-        if a.margin.is_some() && a.duration.is_none() {
-            return Err("-f: a margin needs -D".into());
-        }
+        let run = run_length(a.duration, a.margin, a.iters, default_iters)?;
         let iters = match run {
             RunLength::Iterations(n) => n,
             RunLength::Duration { .. } => u64::MAX,
@@ -445,7 +563,7 @@ impl TestConfig {
             None => clamp(if bw { 128 } else { 1 }),
         };
         let rx_depth = match (a.rx_depth, test.verb) {
-            (Some(r), Verb::Read | Verb::Atomic | Verb::Write) if r > 1 => {
+            (Some(r), Verb::Read | Verb::Atomic | Verb::Write | Verb::Tcp) if r > 1 => {
                 return Err(format!("-r {r}: {} posts no receives", test.id()))
             }
             (Some(0), _) => return Err("-r 0: the receive queue needs at least one entry".into()),
@@ -460,7 +578,7 @@ impl TestConfig {
             return Err(format!("-q {qps}: between 1 and 1024 QPs"));
         }
         let inline_size = match (a.inline_size, test.verb) {
-            (Some(i), Verb::Read | Verb::Atomic) if i > 0 => {
+            (Some(i), Verb::Read | Verb::Atomic | Verb::Tcp) if i > 0 => {
                 return Err(format!("-I {i}: {} has no payload to inline", test.id()))
             }
             (Some(i), _) if i > 1024 => return Err(format!("-I {i}: at most 1024 bytes")),
@@ -532,6 +650,7 @@ impl TestConfig {
                 rdma_cm: a.rdma_cm,
                 atomic_type: a.atomic_type.unwrap_or(AtomicType::FetchAndAdd),
                 validate: a.validate,
+                tcp: None,
             },
             host: a.host.clone(),
             device: a.device.clone(),
@@ -551,6 +670,161 @@ impl TestConfig {
             max_lat: a.max_lat,
             port: a.port.unwrap_or(DEFAULT_PORT),
             timeout: Duration::from_secs(a.timeout),
+            pin: Vec::new(),
+            bind: None,
+        })
+    }
+
+    /// Whether each connection runs in a thread of its own (TCP streams, as iperf3
+    /// -P); RDMA queue pairs share one thread, as perftest's.
+    pub fn thread_per_connection(&self) -> bool {
+        self.shared.test.verb == Verb::Tcp
+    }
+
+    /// The RDMA test `test` as the server side of `serve` runs it for a client that
+    /// asked for `shared`: perftest's rules applied to the client's parameters.
+    ///
+    /// # Errors
+    /// The client asked for something these rules refuse.
+    pub fn for_served(shared: &SharedParams, port: u16, timeout: Duration) -> Result<Self, String> {
+        let mut cfg = if shared.test.verb == Verb::Tcp {
+            let t = shared.tcp.unwrap_or(TcpParams { streams: 1, window: None, nodelay: false });
+            let a = TcpArgs {
+                streams: Some(t.streams),
+                window: t.window.map(u64::from),
+                nodelay: t.nodelay,
+                timeout: timeout.as_secs().max(1),
+                ..Default::default()
+            };
+            TestConfig::from_tcp_args(shared.test.measure, &a)?
+        } else {
+            let a = PerfArgs {
+                qps: Some(shared.qps),
+                bidirectional: shared.bidirectional,
+                rdma_cm: shared.rdma_cm,
+                atomic_type: (shared.test.verb == Verb::Atomic).then_some(shared.atomic_type),
+                validate: shared.validate,
+                connection: Some(match shared.service {
+                    Service::Rc => ConnectionArg::Rc,
+                    Service::Uc => ConnectionArg::Uc,
+                    Service::Ud => ConnectionArg::Ud,
+                }),
+                size: shared
+                    .sizes
+                    .iter()
+                    .max()
+                    .copied()
+                    .filter(|_| shared.test.verb != Verb::Atomic),
+                iters: match shared.run {
+                    RunLength::Iterations(n) => Some(n),
+                    RunLength::Duration { .. } => None,
+                },
+                duration: match shared.run {
+                    RunLength::Duration { secs, .. } => Some(secs),
+                    RunLength::Iterations(_) => None,
+                },
+                margin: match shared.run {
+                    RunLength::Duration { margin, .. } => Some(margin),
+                    RunLength::Iterations(_) => None,
+                },
+                timeout: timeout.as_secs().max(1),
+                ..Default::default()
+            };
+            TestConfig::from_args(shared.test, &a)?
+        };
+        // The client's exact list (an -a sweep, or the sizes compare asks for).
+        cfg.shared = shared.clone();
+        cfg.port = port;
+        Ok(cfg)
+    }
+
+    /// Applies the TCP tests' defaults and rules to `a`.
+    ///
+    /// # Errors
+    /// One line naming the flag and what is wrong with it.
+    pub fn from_tcp_args(measure: Measure, a: &TcpArgs) -> Result<Self, String> {
+        let test = TestKind { verb: Verb::Tcp, measure };
+        let bw = measure == Measure::Bw;
+        let streams = a.streams.unwrap_or(1);
+        if !bw && streams != 1 {
+            return Err("-P: tcp_lat is one ping-pong stream".into());
+        }
+        if streams == 0 || streams > 128 {
+            return Err(format!("-P {streams}: between 1 and 128 streams"));
+        }
+        if a.duration.is_some() && a.all {
+            return Err(
+                "-D cannot be combined with -a (a sweep runs each size for -n iterations)".into()
+            );
+        }
+        let sizes: Vec<u64> = if a.all {
+            (1..24).map(|i| 1u64 << i).collect()
+        } else {
+            vec![a.size.unwrap_or(if bw { 65536 } else { 2 })]
+        };
+        if sizes.iter().any(|&s| s > u64::from(u32::MAX / 2)) {
+            return Err(format!("-s {}: the largest message is {} bytes", sizes[0], u32::MAX / 2));
+        }
+        let run = run_length(a.duration, a.margin, a.iters, if bw { 5000 } else { 1000 })?;
+        let window = match a.window {
+            None => None,
+            Some(w) if !(4096..=1 << 30).contains(&w) => {
+                return Err(format!("-w {w}: a socket buffer between 4 KiB and 1 GiB"))
+            }
+            Some(w) => Some(w as u32),
+        };
+        if a.min_bw.is_some() && !bw {
+            return Err("--min-bw: only bandwidth tests have a bandwidth".into());
+        }
+        if a.max_lat.is_some() && bw {
+            return Err("--max-lat: only latency tests have a latency".into());
+        }
+        if a.timeout == 0 {
+            return Err("--timeout 0: at least 1 second".into());
+        }
+        let pin = match &a.cpus {
+            None => Vec::new(),
+            Some(list) => parse_cpu_list(list)?,
+        };
+        let iters = match run {
+            RunLength::Iterations(n) => n,
+            RunLength::Duration { .. } => u64::MAX,
+        };
+        Ok(TestConfig {
+            shared: SharedParams {
+                test,
+                sizes,
+                run,
+                service: Service::Rc,
+                qps: streams,
+                bidirectional: false,
+                rdma_cm: false,
+                atomic_type: AtomicType::FetchAndAdd,
+                validate: false,
+                tcp: Some(TcpParams { streams, window, nodelay: a.nodelay || !bw }),
+            },
+            host: a.host.clone(),
+            device: None,
+            ib_port: 1,
+            gid_index: None,
+            mtu: None,
+            // Writes complete when the kernel has the data: the depth only sets how
+            // many go out between two looks at the completions.
+            tx_depth: 128u64.min(iters) as u32,
+            rx_depth: 16u64.min(iters) as u32,
+            inline_size: 0,
+            cq_mod: 64u64.min(iters).max(1) as u32,
+            post_list: 1,
+            outs: None,
+            events: false,
+            report_gbits: a.report_gbits,
+            json: a.json.clone(),
+            min_bw: a.min_bw,
+            max_lat: a.max_lat,
+            port: a.port.unwrap_or(DEFAULT_PORT),
+            timeout: Duration::from_secs(a.timeout),
+            pin,
+            bind: None,
         })
     }
 

@@ -537,6 +537,9 @@ pub struct LatPlan {
     pub timeout: Duration,
     /// Sleep on completion events.
     pub events: bool,
+    /// Receives posted before the loop (send latency): the loop reposts only while
+    /// more messages are due, so none is left behind for the next size of a sweep.
+    pub recv_posted: u64,
 }
 
 impl LatPlan {
@@ -736,6 +739,7 @@ pub fn lat_send_pingpong<C: Connection>(
     let mut i = 0u64;
     let mut stall = Stall::new(plan.timeout);
     let mut prev_send: Option<u64> = None;
+    let mut recv_posted = plan.recv_posted;
     loop {
         if initiator && plan.over(i, &clock) {
             // Tell the responder we are done (duration runs).
@@ -762,7 +766,10 @@ pub fn lat_send_pingpong<C: Connection>(
             for c in &wcs[..got] {
                 check(0, c)?;
                 if c.kind == CompletionKind::Recv {
-                    conn.post_recv(c.wr_id, 0, plan.size)?;
+                    if recv_posted < plan.iters {
+                        conn.post_recv(c.wr_id, 0, plan.size)?;
+                        recv_posted += 1;
+                    }
                     if c.imm == Some(END_IMM) {
                         return Ok(rec);
                     }

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use super::config::{Measure, RunLength, TestConfig, TestKind};
+use crate::measure::cpu::{CpuCost, CpuSides};
 use crate::measure::{BwStats, LatStats, MIB};
 
 /// perftest's separator line (87 dashes).
@@ -30,6 +31,12 @@ pub struct SizeResult {
     pub lat: Option<LatStats>,
     /// Pattern check (`--validate`).
     pub validation: Option<Validation>,
+    /// Bytes the receiving side counted (send and TCP tests): what really arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_bytes: Option<u64>,
+    /// CPU cost of the measured window on each side.
+    #[serde(default)]
+    pub cpu: CpuSides,
 }
 
 /// The outcome of `--validate` for one size.
@@ -115,6 +122,22 @@ pub struct EffectiveParams {
     pub latency_is: &'static str,
     /// Pattern checking.
     pub validate: bool,
+    /// TCP tests: streams, the socket buffer granted (null: autotuning), TCP_NODELAY.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpEffective>,
+}
+
+/// A TCP test's socket set-up as it ran.
+#[derive(Clone, Debug, Serialize)]
+pub struct TcpEffective {
+    /// Parallel streams.
+    pub streams: u32,
+    /// SO_RCVBUF the kernel granted for -w, bytes (null: autotuning).
+    pub socket_buffer: Option<u32>,
+    /// TCP_NODELAY.
+    pub nodelay: bool,
+    /// CPUs the stream threads were pinned to (empty: not pinned).
+    pub pinned_cpus: Option<Vec<usize>>,
 }
 
 /// Pass/fail against the thresholds and the pattern check.
@@ -174,6 +197,9 @@ pub fn verdict(cfg: &TestConfig, results: &[SizeResult]) -> Verdict {
 
 /// perftest's header block.
 pub fn header(test: TestKind, p: &EffectiveParams, role: &str) -> String {
+    if let Some(t) = &p.tcp {
+        return tcp_header(test, p, t);
+    }
     let mut o = String::new();
     let _ = writeln!(o, "{RESULT_LINE}");
     let _ = writeln!(o, "{:>width$}", test.title(), width = 20 + test.title().len());
@@ -215,6 +241,36 @@ pub fn header(test: TestKind, p: &EffectiveParams, role: &str) -> String {
     let _ = writeln!(o, " rdma_cm QPs\t : {}", if p.rdma_cm { "ON" } else { "OFF" });
     let _ = writeln!(o, " Data ex. method : Ethernet");
     let _ = writeln!(o, " Events          : {}", if p.events { "ON" } else { "OFF" });
+    if test.measure == Measure::Lat {
+        let _ = writeln!(o, " Latency         : {}", p.latency_is);
+    }
+    if let RunLength::Duration { secs, margin } = p.run {
+        let _ = writeln!(
+            o,
+            " Duration        : {secs} s, measured window {} s (margin {margin} s each side)",
+            secs - 2 * margin
+        );
+    }
+    let _ = writeln!(o, "{RESULT_LINE}");
+    o
+}
+
+/// The same block for a TCP test, with the socket set-up in place of the QP's.
+fn tcp_header(test: TestKind, p: &EffectiveParams, t: &TcpEffective) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{RESULT_LINE}");
+    let _ = writeln!(o, "{:>width$}", test.title(), width = 20 + test.title().len());
+    let _ = writeln!(o, " Number of streams: {}\t\tTransport type : TCP", t.streams);
+    let _ = writeln!(
+        o,
+        " Socket buffer   : {}",
+        t.socket_buffer.map_or("autotuned".to_string(), |b| format!("{b}[B] granted"))
+    );
+    let _ = writeln!(o, " TCP_NODELAY     : {}", if t.nodelay { "ON" } else { "OFF" });
+    if let Some(cpus) = &t.pinned_cpus {
+        let list: Vec<String> = cpus.iter().map(ToString::to_string).collect();
+        let _ = writeln!(o, " Pinned to CPUs  : {}", list.join(","));
+    }
     if test.measure == Measure::Lat {
         let _ = writeln!(o, " Latency         : {}", p.latency_is);
     }
@@ -329,6 +385,43 @@ pub fn details(r: &SizeResult, gbits: bool) -> String {
             v.checked_bytes, v.corrupted_bytes
         );
     }
+    if let Some(b) = r.received_bytes {
+        let _ = writeln!(o, "   received: {b} bytes");
+    }
+    for (side, c) in [("client", &r.cpu.client), ("server", &r.cpu.server)] {
+        if let Some(c) = c {
+            o.push_str(&cpu_line(side, c));
+        }
+    }
+    o
+}
+
+/// One side's CPU cost in one line: machine busy % (split), process %, switches,
+/// interrupts, cost per byte.
+pub fn cpu_line(side: &str, c: &CpuCost) -> String {
+    let mut o = format!(
+        "   cpu {side}: busy {:.1}% of {} (usr {:.1} sys {:.1} irq {:.1} soft {:.1}), process {:.1}%, ctx {}/{} vol/invol, intr {}",
+        c.busy_percent,
+        u64::from(c.cores) * 100,
+        c.user_percent,
+        c.system_percent,
+        c.irq_percent,
+        c.softirq_percent,
+        c.process_percent,
+        c.voluntary_switches,
+        c.involuntary_switches,
+        c.interrupts
+    );
+    if let Some(g) = c.cpu_s_per_gb {
+        let _ = write!(o, ", {g:.3} CPU-s/GB");
+    }
+    if let Some(cb) = c.cycles_per_byte {
+        let _ = write!(o, ", {cb:.2} cycles/B");
+    }
+    if let (None, Some(us)) = (c.cpu_s_per_gb, c.cpu_us_per_message) {
+        let _ = write!(o, ", {us:.2} CPU-usec/msg");
+    }
+    o.push('\n');
     o
 }
 

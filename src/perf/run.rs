@@ -1,19 +1,22 @@
-//! One perftest-style run, either side: control channel, connection set-up, each size
-//! in turn, results exchanged, the report printed by both sides.
+//! One test, either side: control channel, connection set-up (verbs or TCP), each
+//! size in turn, results and CPU figures exchanged, the report printed by both sides.
+//! The session and the per-size steps are generic over [`Connection`]; only the
+//! set-up knows the backend.
 
-// Only the verbs backend drives these helpers for now; NetworkDirect will on Windows.
+// Only the verbs backend drives some helpers for now; NetworkDirect will on Windows.
 #![cfg_attr(not(target_os = "linux"), allow(unused_imports, dead_code))]
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use super::config::{AtomicType, Measure, RunLength, TestConfig, Verb};
-use super::loops::{self, BwPlan, Clock, LatPlan};
-use super::report::{self, EffectiveParams, RunReport, SizeResult, Validation};
+use super::config::{AtomicType, Measure, RunLength, SharedParams, TestConfig, Verb};
+use super::loops::{self, BwOutcome, BwPlan, Clock, LatPlan, LoopError};
+use super::report::{self, EffectiveParams, RunReport, SizeResult, TcpEffective, Validation};
+use crate::measure::cpu::{self, CpuSnapshot};
 use crate::measure::{self, BwStats};
 use crate::session::protocol::{mismatches, Channel, Message};
-use crate::transport::{Connection, ConnectionConfig, Op};
+use crate::transport::{Connection, ConnectionConfig, Op, TransportError};
 
 /// Exit status for a run whose thresholds or validation failed.
 pub const EXIT_VERDICT: u8 = 1;
@@ -84,6 +87,7 @@ pub fn op_for(cfg: &TestConfig) -> Op {
             AtomicType::FetchAndAdd => Op::FetchAdd(1),
             AtomicType::CmpAndSwap => Op::CompareSwap { compare: 0, swap: 0 },
         },
+        Verb::Tcp => Op::Send,
     }
 }
 
@@ -97,14 +101,163 @@ fn sends(cfg: &TestConfig) -> bool {
 /// # Errors
 /// One line: what failed, on which side, and why.
 pub fn run(cfg: &TestConfig, out: &mut dyn Write) -> Result<u8, String> {
+    let report = execute(cfg, out)?;
+    finish(cfg, report, out)
+}
+
+/// Runs one test on this side, printing the header as it starts, and returns the
+/// report without printing the table (`compare` collects reports this way).
+///
+/// # Errors
+/// One line: what failed, on which side, and why. The peer is told too.
+pub fn execute(cfg: &TestConfig, out: &mut dyn Write) -> Result<RunReport, String> {
+    match &cfg.host {
+        Some(host) => {
+            let mut ch = open_client(cfg, host)?;
+            let result = backend_session(cfg, &mut ch, out);
+            if let Err(msg) = &result {
+                ch.send_error(msg);
+            }
+            result
+        }
+        None => {
+            let listener = ControlListener::bind(cfg.bind, cfg.port)?;
+            let (mut ch, params) = listener.accept_hello(Some(cfg.timeout), cfg.timeout)?;
+            let diff = mismatches(&params, &cfg.shared);
+            if !diff.is_empty() {
+                let msg = format!("parameter mismatch: {}", diff.join("; "));
+                ch.send_error(&msg);
+                return Err(msg);
+            }
+            serve_session(cfg, ch, out)
+        }
+    }
+}
+
+/// The server's side of one test once the client's hello is in: a one-shot server
+/// and `rdmabench serve` both end here.
+///
+/// # Errors
+/// As [`execute`]; the client is told why.
+pub fn serve_session(
+    cfg: &TestConfig,
+    mut ch: Channel,
+    out: &mut dyn Write,
+) -> Result<RunReport, String> {
+    let result = backend_session(cfg, &mut ch, out);
+    if let Err(msg) = &result {
+        ch.send_error(msg);
+    }
+    result
+}
+
+fn backend_session(
+    cfg: &TestConfig,
+    ch: &mut Channel,
+    out: &mut dyn Write,
+) -> Result<RunReport, String> {
+    if cfg.shared.test.verb == Verb::Tcp {
+        let setup = tcp_side::setup(cfg, ch)?;
+        return session(cfg, ch, setup, out);
+    }
     #[cfg(target_os = "linux")]
     {
-        verbs_side::run(cfg, out)
+        verbs_side::run(cfg, ch, out)
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = (cfg, out);
+        let _ = out;
         Err("no RDMA backend for this platform yet: NetworkDirect support is planned".into())
+    }
+}
+
+/// The client's half of the handshake: connect, hello, the server's accept.
+fn open_client(cfg: &TestConfig, host: &str) -> Result<Channel, String> {
+    let stream = connect(host, cfg.port, cfg.timeout)?;
+    let mut ch = Channel::new(stream, cfg.timeout).map_err(|e| e.to_string())?;
+    ch.send(&Message::Hello { tool: tool(), params: cfg.shared.clone() })
+        .map_err(|e| e.to_string())?;
+    match ch.recv("the server's answer").map_err(|e| format!("the server refused: {e}"))? {
+        Message::Accept { .. } => Ok(ch),
+        other => Err(format!("control channel: expected accept, got {}", other.name())),
+    }
+}
+
+/// The server's control-channel listener.
+pub struct ControlListener {
+    listener: TcpListener,
+    port: u16,
+}
+
+impl ControlListener {
+    /// Listens on `bind` (every address when None) and `port`.
+    ///
+    /// # Errors
+    /// The port is taken or the address is not local.
+    pub fn bind(bind: Option<IpAddr>, port: u16) -> Result<Self, String> {
+        let ip = bind.unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        let listener = TcpListener::bind((ip, port))
+            .map_err(|e| format!("cannot listen on {ip} TCP port {port}: {e}"))?;
+        Ok(ControlListener { listener, port })
+    }
+
+    /// The address listened on.
+    pub fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// Waits for one client (up to `wait`, or for ever) and reads its hello, every read
+    /// bounded by `timeout`.
+    ///
+    /// # Errors
+    /// No client in time, or one that does not say hello properly (it is told why).
+    pub fn accept_hello(
+        &self,
+        wait: Option<Duration>,
+        timeout: Duration,
+    ) -> Result<(Channel, SharedParams), String> {
+        let stream = self.accept(wait)?;
+        let mut ch = Channel::new(stream, timeout).map_err(|e| e.to_string())?;
+        match ch.recv("hello") {
+            Ok(Message::Hello { params, .. }) => Ok((ch, params)),
+            Ok(other) => {
+                ch.send_error("expected hello");
+                Err(format!("control channel: expected hello, got {}", other.name()))
+            }
+            Err(e) => {
+                ch.send_error(&e.to_string());
+                Err(e.to_string())
+            }
+        }
+    }
+
+    fn accept(&self, wait: Option<Duration>) -> Result<TcpStream, String> {
+        let port = self.port;
+        let Some(wait) = wait else {
+            let (s, _) =
+                self.listener.accept().map_err(|e| format!("accepting on port {port}: {e}"))?;
+            return Ok(s);
+        };
+        self.listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let start = Instant::now();
+        loop {
+            match self.listener.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false).map_err(|e| e.to_string())?;
+                    return Ok(s);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if start.elapsed() > wait {
+                        return Err(format!(
+                            "no client connected to port {port} within {} s (--timeout)",
+                            wait.as_secs()
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(format!("accepting on port {port}: {e}")),
+            }
+        }
     }
 }
 
@@ -135,32 +288,6 @@ fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String
                 ))
             }
             None => return Err(format!("server '{host}' resolves to no address")),
-        }
-    }
-}
-
-/// Waits up to `timeout` for one client on `port`.
-fn accept(port: u16, timeout: Duration) -> Result<TcpStream, String> {
-    let listener = TcpListener::bind(("0.0.0.0", port))
-        .map_err(|e| format!("cannot listen on TCP port {port}: {e}"))?;
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let start = Instant::now();
-    loop {
-        match listener.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false).map_err(|e| e.to_string())?;
-                return Ok(s);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if start.elapsed() > timeout {
-                    return Err(format!(
-                        "no client connected to port {port} within {} s (--timeout)",
-                        timeout.as_secs()
-                    ));
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => return Err(format!("accepting on port {port}: {e}")),
         }
     }
 }
@@ -273,6 +400,7 @@ fn params_of(
             "round trip"
         },
         validate: s.validate,
+        tcp: None,
     }
 }
 
@@ -302,6 +430,14 @@ fn finish(cfg: &TestConfig, mut report: RunReport, out: &mut dyn Write) -> Resul
     }
 }
 
+/// A backend's connections, ready to run, and what the report says about them.
+struct Setup<C> {
+    conns: Vec<C>,
+    params: EffectiveParams,
+    local: Vec<String>,
+    remote: Vec<String>,
+}
+
 #[cfg(target_os = "linux")]
 mod verbs_side {
     use super::*;
@@ -325,13 +461,6 @@ mod verbs_side {
             line.push_str(&format!("\n GID: {}", bytes.join(":")));
         }
         line
-    }
-
-    struct Setup {
-        conns: Vec<VerbsConnection>,
-        params: EffectiveParams,
-        local: Vec<String>,
-        remote: Vec<String>,
     }
 
     /// One rdma_cm connection in the making: the client's resolved route, or a request
@@ -360,7 +489,7 @@ mod verbs_side {
         cfg: &TestConfig,
         ch: &mut Channel,
         cm_listener: Option<CmListener>,
-    ) -> Result<Setup, String> {
+    ) -> Result<Setup<VerbsConnection>, String> {
         let s = &cfg.shared;
         let max_size = *s.sizes.iter().max().unwrap_or(&8);
         let slots = slots_for(max_size);
@@ -517,358 +646,522 @@ mod verbs_side {
         })
     }
 
-    pub(super) fn run(cfg: &TestConfig, out: &mut dyn Write) -> Result<u8, String> {
-        let s = &cfg.shared;
-        let (mut ch, cm_listener) = match &cfg.host {
-            Some(host) => {
-                let stream = connect(host, cfg.port, cfg.timeout)?;
-                let mut ch = Channel::new(stream, cfg.timeout).map_err(|e| e.to_string())?;
-                ch.send(&Message::Hello { tool: tool(), params: s.clone() })
-                    .map_err(|e| e.to_string())?;
-                match ch
-                    .recv("the server's answer")
-                    .map_err(|e| format!("the server refused: {e}"))?
-                {
-                    Message::Accept { .. } => {}
-                    other => {
-                        return Err(format!(
-                            "control channel: expected accept, got {}",
-                            other.name()
-                        ))
-                    }
-                }
-                (ch, None)
-            }
-            None => {
-                let stream = accept(cfg.port, cfg.timeout)?;
-                let mut ch = Channel::new(stream, cfg.timeout).map_err(|e| e.to_string())?;
-                let hello = ch.recv("hello").map_err(|e| e.to_string())?;
-                let Message::Hello { params, .. } = hello else {
-                    ch.send_error("expected hello");
-                    return Err(format!("control channel: expected hello, got {}", hello.name()));
-                };
-                let diff = mismatches(&params, s);
-                if !diff.is_empty() {
-                    let msg = format!("parameter mismatch: {}", diff.join("; "));
-                    ch.send_error(&msg);
-                    return Err(msg);
-                }
-                let cm = if s.rdma_cm {
-                    let any = std::net::SocketAddr::from(([0, 0, 0, 0], cfg.port));
-                    Some(CmListener::bind(any).map_err(|e| format!("-R: {e}"))?)
-                } else {
-                    None
-                };
-                ch.send(&Message::Accept { tool: tool() }).map_err(|e| e.to_string())?;
-                (ch, cm)
-            }
-        };
-        let result = session(cfg, &mut ch, cm_listener, out);
-        if let Err(msg) = &result {
-            ch.send_error(msg);
-        }
-        result
-    }
-
-    fn session(
+    pub(super) fn run(
         cfg: &TestConfig,
         ch: &mut Channel,
-        cm: Option<CmListener>,
         out: &mut dyn Write,
-    ) -> Result<u8, String> {
-        let s = &cfg.shared;
-        let mut setup = setup(cfg, ch, cm)?;
-        let role = if cfg.is_client() { "client" } else { "server" };
-        let mut head = report::header(s.test, &setup.params, role);
-        for l in &setup.local {
-            head.push_str(l);
-            head.push('\n');
+    ) -> Result<RunReport, String> {
+        // The server listens for rdma_cm before it accepts, so the client's connect
+        // finds it.
+        let cm = if !cfg.is_client() && cfg.shared.rdma_cm {
+            let any = std::net::SocketAddr::from(([0, 0, 0, 0], cfg.port));
+            Some(CmListener::bind(any).map_err(|e| format!("-R: {e}"))?)
+        } else {
+            None
+        };
+        if !cfg.is_client() {
+            ch.send(&Message::Accept { tool: tool() }).map_err(|e| e.to_string())?;
         }
-        for l in &setup.remote {
-            head.push_str(l);
-            head.push('\n');
+        let setup = setup(cfg, ch, cm)?;
+        session(cfg, ch, setup, out)
+    }
+}
+
+fn session<C: Connection + Send>(
+    cfg: &TestConfig,
+    ch: &mut Channel,
+    mut setup: Setup<C>,
+    out: &mut dyn Write,
+) -> Result<RunReport, String> {
+    let s = &cfg.shared;
+    if let Some(&cpu) = cfg.pin.first() {
+        // One thread measures (latency tests): it runs on the first CPU of the list.
+        if !cfg.thread_per_connection() || setup.conns.len() == 1 {
+            ffi::os::pin_current_thread(cpu)
+                .map_err(|e| format!("--cpus: cannot pin to CPU {cpu}: {e}"))?;
         }
-        head.push_str(report::RESULT_LINE);
+    }
+    let mhz = cpu::cpu_mhz();
+    let role = if cfg.is_client() { "client" } else { "server" };
+    let mut head = report::header(s.test, &setup.params, role);
+    for l in &setup.local {
+        head.push_str(l);
         head.push('\n');
-        out.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
-        let _ = out.flush();
-        let progress = std::io::IsTerminal::is_terminal(&std::io::stderr())
-            && (s.sizes.len() > 1 || matches!(s.run, RunLength::Duration { .. }));
-        let mut results = Vec::new();
-        for (k, &size) in s.sizes.iter().enumerate() {
-            if progress {
-                let eta = match s.run {
-                    RunLength::Duration { secs, .. } => format!(", {secs} s"),
-                    RunLength::Iterations(_) => String::new(),
-                };
-                eprint!("\rrdmabench: size {size} ({}/{}{eta})   ", k + 1, s.sizes.len());
+    }
+    for l in &setup.remote {
+        head.push_str(l);
+        head.push('\n');
+    }
+    head.push_str(report::RESULT_LINE);
+    head.push('\n');
+    out.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
+    let _ = out.flush();
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && (s.sizes.len() > 1 || matches!(s.run, RunLength::Duration { .. }));
+    let mut results = Vec::new();
+    for (k, &size) in s.sizes.iter().enumerate() {
+        if progress {
+            let eta = match s.run {
+                RunLength::Duration { secs, .. } => format!(", {secs} s"),
+                RunLength::Iterations(_) => String::new(),
+            };
+            eprint!("\rrdmabench: size {size} ({}/{}{eta})   ", k + 1, s.sizes.len());
+        }
+        // Barrier: both sides ready for this size.
+        ch.send(&Message::Ready { size }).map_err(|e| e.to_string())?;
+        match ch.recv("ready").map_err(|e| e.to_string())? {
+            Message::Ready { size: peer } if peer == size => {}
+            other => {
+                return Err(format!(
+                    "control channel: expected ready for {size} B, got {}",
+                    other.name()
+                ))
             }
-            // Barrier: both sides ready for this size.
-            ch.send(&Message::Ready { size }).map_err(|e| e.to_string())?;
-            match ch.recv("ready").map_err(|e| e.to_string())? {
-                Message::Ready { size: peer } if peer == size => {}
+        }
+        let r = run_size(cfg, &mut setup.conns, ch, size, mhz)?;
+        results.push(r);
+    }
+    if progress {
+        eprintln!();
+    }
+    ch.send(&Message::Done).map_err(|e| e.to_string())?;
+    match ch.recv("done").map_err(|e| e.to_string())? {
+        Message::Done => {}
+        other => return Err(format!("control channel: expected done, got {}", other.name())),
+    }
+    let report = RunReport {
+        schema_version: crate::inventory::SCHEMA_VERSION,
+        kind: "perf",
+        test: s.test.id(),
+        role,
+        tool: tool(),
+        params: setup.params,
+        local: setup.local,
+        remote: setup.remote,
+        results,
+        verdict: Default::default(),
+    };
+    Ok(report)
+}
+
+/// Runs one size on this side; returns the result both sides print.
+fn run_size<C: Connection + Send>(
+    cfg: &TestConfig,
+    conns: &mut [C],
+    ch: &mut Channel,
+    size: u64,
+    mhz: Option<f64>,
+) -> Result<SizeResult, String> {
+    let s = &cfg.shared;
+    let client = cfg.is_client();
+    let slots = slots_for(size);
+    let iters = match s.run {
+        RunLength::Iterations(n) => n,
+        RunLength::Duration { .. } => u64::MAX,
+    };
+    let duration = match s.run {
+        RunLength::Duration { secs, margin } => {
+            Some((Duration::from_secs(secs), Duration::from_secs(margin)))
+        }
+        RunLength::Iterations(_) => None,
+    };
+    let size32 =
+        u32::try_from(size).map_err(|_| format!("{size} bytes is over the message limit"))?;
+    let inline =
+        u64::from(cfg.inline_size) >= size && !matches!(s.test.verb, Verb::Read | Verb::Atomic);
+    let checks_atomic = s.validate && s.test.verb == Verb::Atomic;
+    // Prepare buffers: the source of what is checked carries the pattern; the
+    // target starts zeroed so stale data cannot pass.
+    for (q, c) in conns.iter_mut().enumerate() {
+        c.local_mut().fill(0);
+        if s.validate && !checks_atomic {
+            let source = match s.test.verb {
+                Verb::Read => !client || s.bidirectional,
+                _ => client || s.bidirectional,
+            };
+            if source {
+                fill_pattern(c.local_mut(), q, size, slots);
+            }
+        }
+    }
+    // Receives go up before the barrier: on UC and UD a message that finds none is lost.
+    let receives_bw =
+        s.test.measure == Measure::Bw && s.test.verb.receives() && (!client || s.bidirectional);
+    if receives_bw {
+        loops::post_receives(conns, size32, u64::from(cfg.rx_depth).min(iters), slots)
+            .map_err(|e| e.to_string())?;
+    }
+    if s.test.measure == Measure::Lat && s.test.verb.receives() {
+        loops::post_receives(&mut conns[..1], size32, u64::from(cfg.rx_depth), 1)
+            .map_err(|e| e.to_string())?;
+    }
+    // The server waits on the control channel while the client works alone; the
+    // client tells it every second that it is alive.
+    let server_idle = match s.test.measure {
+        Measure::Bw => !s.test.verb.receives() && !s.bidirectional,
+        Measure::Lat => matches!(s.test.verb, Verb::Read | Verb::Atomic),
+    };
+    // A small barrier so the pattern is in place before the peer starts.
+    ch.send(&Message::Ready { size }).map_err(|e| e.to_string())?;
+    ch.recv("ready").map_err(|e| e.to_string())?;
+    let cpu_before = CpuSnapshot::now();
+    let mut local: SizeResult = SizeResult { size, ..Default::default() };
+    match s.test.measure {
+        Measure::Bw => {
+            let plan = BwPlan {
+                op: op_for(cfg),
+                size: size32,
+                iters,
+                duration,
+                tx_depth: cfg.tx_depth,
+                cq_mod: cfg.cq_mod,
+                post_list: cfg.post_list,
+                inline,
+                slots,
+                // A TCP write completes when the kernel has copied it: no peak to see.
+                peak: duration.is_none() && iters <= 20_000 && !cfg.thread_per_connection(),
+                timeout: cfg.timeout,
+                events: cfg.events,
+            };
+            let receives = receives_bw;
+            if sends(cfg) {
+                let hb = if client && server_idle { Some(Heartbeat::start(ch)?) } else { None };
+                let outcome = if cfg.thread_per_connection() {
+                    bw_send_threads(conns, &plan, &cfg.pin)
+                } else if receives {
+                    // send_bw -b: this side also receives, on the same queue pairs.
+                    let posted = u64::from(cfg.rx_depth).min(iters);
+                    let mut recv = loops::Reposting::new(conns.len(), iters, posted, size32, slots);
+                    loops::bw_send(conns, &plan, Clock::start(), &mut recv)
+                } else {
+                    loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv)
+                }
+                .map_err(|e| e.to_string())?;
+                if s.test.verb.receives() && duration.is_some() {
+                    loops::send_end_markers(conns, cfg.timeout).map_err(|e| e.to_string())?;
+                }
+                drop(hb);
+                let (total, per_qp, iterations) = bw_result(size, &outcome, &s.run);
+                local.bw = Some(total);
+                local.iterations = iterations;
+                if per_qp.len() > 1 {
+                    local.per_qp = per_qp;
+                }
+            } else if receives {
+                let posted = u64::from(cfg.rx_depth).min(iters);
+                let received = if cfg.thread_per_connection() {
+                    // Each stream ends by itself (its sender's end of stream).
+                    bw_recv_threads(conns, size32, iters, posted, slots, cfg)
+                } else {
+                    loops::bw_recv(conns, size32, iters, posted, slots, cfg.timeout, || {
+                        ch.has_pending()
+                    })
+                }
+                .map_err(|e| e.to_string())?;
+                local.iterations = received.first().copied().unwrap_or(0);
+                local.received_bytes = Some(received.iter().sum::<u64>() * size);
+            }
+        }
+        Measure::Lat => {
+            let plan = LatPlan {
+                size: size32,
+                iters,
+                duration,
+                inline,
+                rtt_factor: s.test.rtt_factor(),
+                timeout: cfg.timeout,
+                events: cfg.events,
+                recv_posted: u64::from(cfg.rx_depth),
+            };
+            let conn = &mut conns[0];
+            let rec = match s.test.verb {
+                Verb::Read | Verb::Atomic if client => {
+                    let hb = Heartbeat::start(ch)?;
+                    let r = loops::lat_round_trip(conn, op_for(cfg), &plan);
+                    drop(hb);
+                    Some(r.map_err(|e| e.to_string())?)
+                }
+                Verb::Read | Verb::Atomic => None,
+                Verb::Write => Some(
+                    loops::lat_write_pingpong(conn, client, &plan, || ch.has_pending())
+                        .map_err(|e| e.to_string())?,
+                ),
+                Verb::Send | Verb::Tcp => Some(
+                    loops::lat_send_pingpong(conn, client, &plan, || ch.has_pending())
+                        .map_err(|e| e.to_string())?,
+                ),
+            };
+            if client {
+                if let Some(rec) = rec {
+                    local.iterations = rec.count();
+                    local.lat = Some(rec.stats());
+                }
+            }
+        }
+    }
+    // The client's measurement goes to the server; with -b both ways. A side that
+    // received checks the pattern once the sender says it is done. Each side's CPU
+    // window ends here: the client's with its loop, the server's when the client's
+    // result arrives.
+    let mut shown = if client {
+        let cost = cpu_cost(&cpu_before, &local, mhz);
+        local.cpu.client = Some(cost);
+        ch.send(&Message::Result { result: local.clone() }).map_err(|e| e.to_string())?;
+        local.clone()
+    } else {
+        match ch.recv("the client's result").map_err(|e| e.to_string())? {
+            Message::Result { result } => {
+                local.cpu.server = Some(cpu_cost(&cpu_before, &result, mhz));
+                result
+            }
+            other => return Err(format!("control channel: expected result, got {}", other.name())),
+        }
+    };
+    // Validation on the receiving side(s), sent back to the client.
+    let mut validation = None;
+    if s.validate {
+        let target = match s.test.verb {
+            Verb::Read => client || s.bidirectional,
+            _ => !client || s.bidirectional,
+        };
+        if target {
+            let checked = match s.run {
+                RunLength::Iterations(n) => n.min(u64::from(slots)),
+                RunLength::Duration { .. } => 0,
+            };
+            for (q, c) in conns.iter().enumerate() {
+                if checks_atomic {
+                    let got = u64::from_ne_bytes(c.local()[..8].try_into().unwrap_or([0; 8]));
+                    let want = match s.run {
+                        RunLength::Iterations(n) => n,
+                        RunLength::Duration { .. } => got,
+                    };
+                    validation = merge(
+                        validation,
+                        Validation {
+                            checked_bytes: 8,
+                            corrupted_bytes: if got == want { 0 } else { 8 },
+                            first_corrupted_offset: (got != want).then_some(0),
+                        },
+                    );
+                } else {
+                    validation = merge(validation, check_pattern(c.local(), q, size, checked));
+                }
+            }
+        }
+    }
+    // Exchange validation (and the server's own figures with -b).
+    if client {
+        match ch.recv("the server's result").map_err(|e| e.to_string())? {
+            Message::Result { result } => {
+                if let Some(v) = result.validation {
+                    validation = merge(validation, v);
+                }
+                shown.cpu.server = result.cpu.server;
+                if result.received_bytes.is_some() {
+                    shown.received_bytes = result.received_bytes;
+                }
+                if s.bidirectional {
+                    if let (Some(mine), Some(theirs)) = (local.bw, result.bw) {
+                        let sum = measure::aggregate(&[(mine, 0), (theirs, 0)]);
+                        shown.directions = Some([mine, theirs]);
+                        shown.bw = Some(sum);
+                    }
+                }
+            }
+            other => return Err(format!("control channel: expected result, got {}", other.name())),
+        }
+        shown.validation = validation;
+        ch.send(&Message::Result { result: shown.clone() }).map_err(|e| e.to_string())?;
+    } else {
+        let mut mine = local.clone();
+        mine.validation = validation;
+        ch.send(&Message::Result { result: mine }).map_err(|e| e.to_string())?;
+        // The client's final view, so both sides print the same numbers.
+        shown = match ch.recv("the final result").map_err(|e| e.to_string())? {
+            Message::Result { result } => result,
+            other => return Err(format!("control channel: expected result, got {}", other.name())),
+        };
+    }
+    Ok(shown)
+}
+
+/// The CPU cost of this side's window, given what the size moved (the client's
+/// figures: bandwidth × window, or the latency samples).
+fn cpu_cost(before: &CpuSnapshot, moved: &SizeResult, mhz: Option<f64>) -> cpu::CpuCost {
+    let after = CpuSnapshot::now();
+    let window = after_secs(before, &after);
+    let (bytes, messages) = match (&moved.bw, &moved.lat) {
+        (Some(bw), _) => ((bw.avg_bytes_per_sec * window) as u64, (bw.msg_rate * window) as u64),
+        // Latency tests: a cost per message; per byte says nothing about 2-byte ping-pongs.
+        (None, Some(lat)) => (0, lat.samples),
+        (None, None) => (0, 0),
+    };
+    cpu::cost(before, &after, bytes, messages, mhz)
+}
+
+fn after_secs(before: &CpuSnapshot, after: &CpuSnapshot) -> f64 {
+    cpu::cost(before, after, 0, 0, None).window_s
+}
+
+/// The CPU for connection `k` from a `--cpus` list (round robin), if any.
+fn pin_for(cpus: &[usize], k: usize) -> Option<usize> {
+    (!cpus.is_empty()).then(|| cpus[k % cpus.len()])
+}
+
+fn pin_thread(cpus: &[usize], k: usize) -> Result<(), LoopError> {
+    if let Some(cpu) = pin_for(cpus, k) {
+        ffi::os::pin_current_thread(cpu).map_err(|e| {
+            LoopError::Transport(TransportError::Broken(format!(
+                "--cpus: cannot pin stream {k} to CPU {cpu}: {e}"
+            )))
+        })?;
+    }
+    Ok(())
+}
+
+fn thread_panicked() -> LoopError {
+    LoopError::Transport(TransportError::Broken("a stream's thread panicked".into()))
+}
+
+/// The sender's loop, one thread per connection (TCP streams, iperf3 -P), all on one
+/// clock so their figures aggregate as the QPs of one loop do.
+fn bw_send_threads<C: Connection + Send>(
+    conns: &mut [C],
+    plan: &BwPlan,
+    cpus: &[usize],
+) -> Result<BwOutcome, LoopError> {
+    let clock = Clock::start();
+    let outcomes: Vec<Result<BwOutcome, LoopError>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = conns
+            .iter_mut()
+            .enumerate()
+            .map(|(k, conn)| {
+                scope.spawn(move || {
+                    pin_thread(cpus, k)?;
+                    loops::bw_send(std::slice::from_mut(conn), plan, clock, &mut loops::NoRecv)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap_or_else(|_| Err(thread_panicked()))).collect()
+    });
+    let mut all = BwOutcome { recorders: Vec::new(), windowed: Vec::new() };
+    for o in outcomes {
+        let o = o?;
+        all.recorders.extend(o.recorders);
+        all.windowed.extend(o.windowed);
+    }
+    Ok(all)
+}
+
+/// The receiver's loop, one thread per connection; messages received per connection.
+fn bw_recv_threads<C: Connection + Send>(
+    conns: &mut [C],
+    size: u32,
+    iters: u64,
+    posted: u64,
+    slots: u32,
+    cfg: &TestConfig,
+) -> Result<Vec<u64>, LoopError> {
+    let counts: Vec<Result<Vec<u64>, LoopError>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = conns
+            .iter_mut()
+            .enumerate()
+            .map(|(k, conn)| {
+                scope.spawn(move || {
+                    pin_thread(&cfg.pin, k)?;
+                    loops::bw_recv(
+                        std::slice::from_mut(conn),
+                        size,
+                        iters,
+                        posted,
+                        slots,
+                        cfg.timeout,
+                        || false,
+                    )
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap_or_else(|_| Err(thread_panicked()))).collect()
+    });
+    let mut all = Vec::with_capacity(conns.len());
+    for c in counts {
+        all.extend(c?);
+    }
+    Ok(all)
+}
+
+/// TCP streams: the server listens on the control connection's address, the client
+/// connects `-P` streams there.
+mod tcp_side {
+    use super::*;
+    use crate::perf::config::TcpParams;
+    use crate::transport::tcp::{
+        connect_streams, DataListener, StreamOptions, TcpConnection, TcpEndpoint,
+    };
+
+    pub(super) fn setup(
+        cfg: &TestConfig,
+        ch: &mut Channel,
+    ) -> Result<Setup<TcpConnection>, String> {
+        let s = &cfg.shared;
+        let t = s.tcp.unwrap_or(TcpParams { streams: 1, window: None, nodelay: false });
+        let max_size = *s.sizes.iter().max().unwrap_or(&8);
+        let opts = StreamOptions {
+            window: t.window,
+            nodelay: t.nodelay,
+            timeout: cfg.timeout,
+            buf_len: (max_size * u64::from(slots_for(max_size))) as usize,
+        };
+        let conns = if cfg.is_client() {
+            let ep = match ch.recv("endpoints").map_err(|e| e.to_string())? {
+                Message::Endpoints { qps, .. } if qps.len() == 1 => {
+                    serde_json::from_value::<TcpEndpoint>(qps[0].clone())
+                        .map_err(|e| format!("control channel: malformed TCP endpoint: {e}"))?
+                }
                 other => {
                     return Err(format!(
-                        "control channel: expected ready for {size} B, got {}",
+                        "control channel: expected endpoints, got {}",
                         other.name()
                     ))
                 }
-            }
-            let r = run_size(cfg, &mut setup.conns, ch, size)?;
-            results.push(r);
-        }
-        if progress {
-            eprintln!();
-        }
-        ch.send(&Message::Done).map_err(|e| e.to_string())?;
-        match ch.recv("done").map_err(|e| e.to_string())? {
-            Message::Done => {}
-            other => return Err(format!("control channel: expected done, got {}", other.name())),
-        }
-        let report = RunReport {
-            schema_version: crate::inventory::SCHEMA_VERSION,
-            kind: "perf",
-            test: s.test.id(),
-            role,
-            tool: tool(),
-            params: setup.params,
-            local: setup.local,
-            remote: setup.remote,
-            results,
-            verdict: Default::default(),
-        };
-        finish(cfg, report, out)
-    }
-
-    /// Runs one size on this side; returns the result both sides print.
-    fn run_size(
-        cfg: &TestConfig,
-        conns: &mut [VerbsConnection],
-        ch: &mut Channel,
-        size: u64,
-    ) -> Result<SizeResult, String> {
-        let s = &cfg.shared;
-        let client = cfg.is_client();
-        let slots = slots_for(size);
-        let iters = match s.run {
-            RunLength::Iterations(n) => n,
-            RunLength::Duration { .. } => u64::MAX,
-        };
-        let duration = match s.run {
-            RunLength::Duration { secs, margin } => {
-                Some((Duration::from_secs(secs), Duration::from_secs(margin)))
-            }
-            RunLength::Iterations(_) => None,
-        };
-        let size32 =
-            u32::try_from(size).map_err(|_| format!("{size} bytes is over the message limit"))?;
-        let inline =
-            u64::from(cfg.inline_size) >= size && !matches!(s.test.verb, Verb::Read | Verb::Atomic);
-        let checks_atomic = s.validate && s.test.verb == Verb::Atomic;
-        // Prepare buffers: the source of what is checked carries the pattern; the
-        // target starts zeroed so stale data cannot pass.
-        for (q, c) in conns.iter_mut().enumerate() {
-            c.local_mut().fill(0);
-            if s.validate && !checks_atomic {
-                let source = match s.test.verb {
-                    Verb::Read => !client || s.bidirectional,
-                    _ => client || s.bidirectional,
-                };
-                if source {
-                    fill_pattern(c.local_mut(), q, size, slots);
-                }
-            }
-        }
-        // Receives go up before the barrier: on UC and UD a message that finds none is lost.
-        let receives_bw = s.test.measure == Measure::Bw
-            && s.test.verb == Verb::Send
-            && (!client || s.bidirectional);
-        if receives_bw {
-            loops::post_receives(conns, size32, u64::from(cfg.rx_depth).min(iters), slots)
-                .map_err(|e| e.to_string())?;
-        }
-        if s.test.measure == Measure::Lat && s.test.verb == Verb::Send {
-            loops::post_receives(&mut conns[..1], size32, u64::from(cfg.rx_depth), 1)
-                .map_err(|e| e.to_string())?;
-        }
-        // The server waits on the control channel while the client works alone; the
-        // client tells it every second that it is alive.
-        let server_idle = match s.test.measure {
-            Measure::Bw => s.test.verb != Verb::Send && !s.bidirectional,
-            Measure::Lat => matches!(s.test.verb, Verb::Read | Verb::Atomic),
-        };
-        // A small barrier so the pattern is in place before the peer starts.
-        ch.send(&Message::Ready { size }).map_err(|e| e.to_string())?;
-        ch.recv("ready").map_err(|e| e.to_string())?;
-        let mut local: SizeResult = SizeResult { size, ..Default::default() };
-        match s.test.measure {
-            Measure::Bw => {
-                let plan = BwPlan {
-                    op: op_for(cfg),
-                    size: size32,
-                    iters,
-                    duration,
-                    tx_depth: cfg.tx_depth,
-                    cq_mod: cfg.cq_mod,
-                    post_list: cfg.post_list,
-                    inline,
-                    slots,
-                    peak: duration.is_none() && iters <= 20_000,
-                    timeout: cfg.timeout,
-                    events: cfg.events,
-                };
-                let receives = s.test.verb == Verb::Send && (!client || s.bidirectional);
-                if sends(cfg) {
-                    let hb = if client && server_idle { Some(Heartbeat::start(ch)?) } else { None };
-                    let outcome = if receives {
-                        // send_bw -b: this side also receives, on the same queue pairs.
-                        let posted = u64::from(cfg.rx_depth).min(iters);
-                        let mut recv =
-                            loops::Reposting::new(conns.len(), iters, posted, size32, slots);
-                        loops::bw_send(conns, &plan, Clock::start(), &mut recv)
-                    } else {
-                        loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv)
-                    }
-                    .map_err(|e| e.to_string())?;
-                    if s.test.verb == Verb::Send && duration.is_some() {
-                        loops::send_end_markers(conns, cfg.timeout).map_err(|e| e.to_string())?;
-                    }
-                    drop(hb);
-                    let (total, per_qp, iterations) = bw_result(size, &outcome, &s.run);
-                    local.bw = Some(total);
-                    local.iterations = iterations;
-                    if per_qp.len() > 1 {
-                        local.per_qp = per_qp;
-                    }
-                } else if receives {
-                    let received = loops::bw_recv(
-                        conns,
-                        size32,
-                        iters,
-                        u64::from(cfg.rx_depth).min(iters),
-                        slots,
-                        cfg.timeout,
-                        || ch.has_pending(),
-                    )
-                    .map_err(|e| e.to_string())?;
-                    local.iterations = received.first().copied().unwrap_or(0);
-                }
-            }
-            Measure::Lat => {
-                let plan = LatPlan {
-                    size: size32,
-                    iters,
-                    duration,
-                    inline,
-                    rtt_factor: s.test.rtt_factor(),
-                    timeout: cfg.timeout,
-                    events: cfg.events,
-                };
-                let conn = &mut conns[0];
-                let rec = match s.test.verb {
-                    Verb::Read | Verb::Atomic if client => {
-                        let hb = Heartbeat::start(ch)?;
-                        let r = loops::lat_round_trip(conn, op_for(cfg), &plan);
-                        drop(hb);
-                        Some(r.map_err(|e| e.to_string())?)
-                    }
-                    Verb::Read | Verb::Atomic => None,
-                    Verb::Write => Some(
-                        loops::lat_write_pingpong(conn, client, &plan, || ch.has_pending())
-                            .map_err(|e| e.to_string())?,
-                    ),
-                    Verb::Send => Some(
-                        loops::lat_send_pingpong(conn, client, &plan, || ch.has_pending())
-                            .map_err(|e| e.to_string())?,
-                    ),
-                };
-                if client {
-                    if let Some(rec) = rec {
-                        local.iterations = rec.count();
-                        local.lat = Some(rec.stats());
-                    }
-                }
-            }
-        }
-        // The client's measurement goes to the server; with -b both ways. A side that
-        // received checks the pattern once the sender says it is done.
-        let mut shown = if client {
-            ch.send(&Message::Result { result: local.clone() }).map_err(|e| e.to_string())?;
-            local.clone()
-        } else {
-            match ch.recv("the client's result").map_err(|e| e.to_string())? {
-                Message::Result { result } => result,
-                other => {
-                    return Err(format!("control channel: expected result, got {}", other.name()))
-                }
-            }
-        };
-        // Validation on the receiving side(s), sent back to the client.
-        let mut validation = None;
-        if s.validate {
-            let target = match s.test.verb {
-                Verb::Read => client || s.bidirectional,
-                _ => !client || s.bidirectional,
             };
-            if target {
-                let checked = match s.run {
-                    RunLength::Iterations(n) => n.min(u64::from(slots)),
-                    RunLength::Duration { .. } => 0,
-                };
-                for (q, c) in conns.iter().enumerate() {
-                    if checks_atomic {
-                        let got = u64::from_ne_bytes(c.local()[..8].try_into().unwrap_or([0; 8]));
-                        let want = match s.run {
-                            RunLength::Iterations(n) => n,
-                            RunLength::Duration { .. } => got,
-                        };
-                        validation = merge(
-                            validation,
-                            Validation {
-                                checked_bytes: 8,
-                                corrupted_bytes: if got == want { 0 } else { 8 },
-                                first_corrupted_offset: (got != want).then_some(0),
-                            },
-                        );
-                    } else {
-                        validation = merge(validation, check_pattern(c.local(), q, size, checked));
-                    }
-                }
-            }
-        }
-        // Exchange validation (and the server's own figures with -b).
-        if client {
-            match ch.recv("the server's result").map_err(|e| e.to_string())? {
-                Message::Result { result } => {
-                    if let Some(v) = result.validation {
-                        validation = merge(validation, v);
-                    }
-                    if s.bidirectional {
-                        if let (Some(mine), Some(theirs)) = (local.bw, result.bw) {
-                            let sum = measure::aggregate(&[(mine, 0), (theirs, 0)]);
-                            shown.directions = Some([mine, theirs]);
-                            shown.bw = Some(sum);
-                        }
-                    }
-                }
-                other => {
-                    return Err(format!("control channel: expected result, got {}", other.name()))
-                }
-            }
-            shown.validation = validation;
-            ch.send(&Message::Result { result: shown.clone() }).map_err(|e| e.to_string())?;
+            connect_streams(&ep, t.streams, &opts).map_err(|e| e.to_string())?
         } else {
-            let mut mine = local.clone();
-            mine.validation = validation;
-            ch.send(&Message::Result { result: mine }).map_err(|e| e.to_string())?;
-            // The client's final view, so both sides print the same numbers.
-            shown = match ch.recv("the final result").map_err(|e| e.to_string())? {
-                Message::Result { result } => result,
-                other => {
-                    return Err(format!("control channel: expected result, got {}", other.name()))
-                }
-            };
-        }
-        Ok(shown)
+            let ip = ch.local_ip().ok_or("control channel: no local address")?;
+            let listener = DataListener::bind(ip, &opts).map_err(|e| e.to_string())?;
+            let ep = listener.endpoint().map_err(|e| e.to_string())?;
+            ch.send(&Message::Accept { tool: tool() }).map_err(|e| e.to_string())?;
+            ch.send(&Message::Endpoints {
+                mtu: 0,
+                qps: vec![serde_json::to_value(ep).map_err(|e| e.to_string())?],
+            })
+            .map_err(|e| e.to_string())?;
+            listener
+                .accept_streams(t.streams, &opts, || ch.has_pending())
+                .map_err(|e| e.to_string())?
+        };
+        let line = |k: usize, a: Option<std::net::SocketAddr>| {
+            format!(" address: {} stream {k}", a.map_or("?".into(), |a| a.to_string()))
+        };
+        let local = conns
+            .iter()
+            .enumerate()
+            .map(|(k, c)| format!(" local{}", line(k, c.local_addr())))
+            .collect();
+        let remote = conns
+            .iter()
+            .enumerate()
+            .map(|(k, c)| format!(" remote{}", line(k, c.peer_addr())))
+            .collect();
+        let mut params = params_of(cfg, "tcp".into(), "TCP".into(), None, 0, 0, 0);
+        params.connection = "TCP".into();
+        params.tcp = Some(TcpEffective {
+            streams: t.streams,
+            socket_buffer: conns.first().and_then(TcpConnection::window),
+            nodelay: t.nodelay,
+            pinned_cpus: (!cfg.pin.is_empty()).then(|| cfg.pin.clone()),
+        });
+        Ok(Setup { conns, params, local, remote })
     }
 }

@@ -1,6 +1,8 @@
 //! Printers. They take finished models and never touch a device or a socket.
 
+pub mod compare;
 pub mod devices;
+pub mod svg;
 
 /// Serializes any report model as pretty JSON with a trailing newline.
 pub fn to_json<T: serde::Serialize>(model: &T) -> String {

@@ -93,6 +93,8 @@ pub enum ProtocolError {
         /// What we waited for.
         waiting_for: &'static str,
     },
+    /// The peer closed the connection while we were sending.
+    Gone,
     /// Not our protocol, another version, or a malformed message.
     Invalid(String),
     /// The peer sent an error message.
@@ -114,6 +116,7 @@ impl std::fmt::Display for ProtocolError {
             ProtocolError::Closed { waiting_for } => {
                 write!(f, "the peer closed the control connection (waiting for {waiting_for})")
             }
+            ProtocolError::Gone => f.write_str("the peer closed the control connection"),
             ProtocolError::Invalid(why) => write!(f, "control channel: {why}"),
             ProtocolError::Peer(msg) => write!(f, "the peer stopped: {msg}"),
             ProtocolError::Io(e) => write!(f, "control channel: {e}"),
@@ -159,7 +162,10 @@ impl Channel {
     pub fn send(&mut self, msg: &Message) -> Result<(), ProtocolError> {
         let payload = serde_json::to_vec(msg).map_err(|e| ProtocolError::Invalid(e.to_string()))?;
         let frame = encode(&payload)?;
-        self.stream.write_all(&frame).map_err(ProtocolError::Io)
+        self.stream.write_all(&frame).map_err(|e| match e.kind() {
+            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => ProtocolError::Gone,
+            _ => ProtocolError::Io(e),
+        })
     }
 
     /// Receives the next message other than a heartbeat. An `Error` message from the
@@ -210,6 +216,16 @@ impl Channel {
             std::net::IpAddr::V4(a) => Some(a),
             std::net::IpAddr::V6(a) => a.to_ipv4_mapped(),
         }
+    }
+
+    /// This side's address on the control connection (the TCP data streams listen there).
+    pub fn local_ip(&self) -> Option<std::net::IpAddr> {
+        Some(self.stream.local_addr().ok()?.ip())
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
+        self.stream.peer_addr().ok()
     }
 
     /// Whether the peer has sent something (or closed): a peer that finished a duration
@@ -301,6 +317,7 @@ mod tests {
             rdma_cm: false,
             atomic_type: AtomicType::FetchAndAdd,
             validate: false,
+            tcp: None,
         }
     }
 

@@ -12,6 +12,7 @@
 //! What a backend cannot do is in its [`Capabilities`]; test loops check them once, up
 //! front ([`Capabilities::check`]), and never test mode flags while running.
 
+pub mod tcp;
 #[cfg(target_os = "linux")]
 pub mod verbs;
 

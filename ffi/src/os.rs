@@ -1,0 +1,194 @@
+//! The few operating-system calls rdmabench needs beyond `std`: the process's own CPU
+//! time and context switches (`getrusage`), pinning a thread to a CPU
+//! (`sched_setaffinity`) and socket buffer sizes (`SO_SNDBUF` / `SO_RCVBUF`).
+//! On platforms without them each function says so instead of guessing.
+
+use std::io;
+use std::time::Duration;
+
+/// What `getrusage(RUSAGE_SELF)` reports for the whole process, all threads together.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessUsage {
+    /// CPU time in user mode.
+    pub user: Duration,
+    /// CPU time in the kernel on the process's behalf.
+    pub system: Duration,
+    /// Context switches the process asked for (it blocked).
+    pub voluntary_switches: u64,
+    /// Context switches forced on it (preempted).
+    pub involuntary_switches: u64,
+}
+
+/// The process's CPU usage so far.
+///
+/// # Errors
+/// `getrusage` failing, or no such call on this platform.
+#[cfg(unix)]
+pub fn process_usage() -> io::Result<ProcessUsage> {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `ru` is a writable rusage; getrusage fills it and touches nothing else.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: getrusage returned 0, so it initialised the struct (and zeroed() already had).
+    let ru = unsafe { ru.assume_init() };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    Ok(ProcessUsage {
+        user: tv(ru.ru_utime),
+        system: tv(ru.ru_stime),
+        voluntary_switches: ru.ru_nvcsw.max(0) as u64,
+        involuntary_switches: ru.ru_nivcsw.max(0) as u64,
+    })
+}
+
+/// The process's CPU usage so far.
+///
+/// # Errors
+/// Always: this platform has no `getrusage` binding here yet.
+#[cfg(not(unix))]
+pub fn process_usage() -> io::Result<ProcessUsage> {
+    Err(io::Error::new(io::ErrorKind::Unsupported, "getrusage is not available on this platform"))
+}
+
+/// Pins the calling thread to CPU `cpu`.
+///
+/// # Errors
+/// The CPU does not exist or is not allowed (`EINVAL`), or no such call here.
+#[cfg(target_os = "linux")]
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("CPU {cpu} is out of range"),
+        ));
+    }
+    // SAFETY: cpu_set_t is plain bits; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below CPU_SETSIZE (checked above), so CPU_SET stays inside `set`.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Pins the calling thread to CPU `cpu`.
+///
+/// # Errors
+/// Always: no affinity call on this platform yet.
+#[cfg(not(target_os = "linux"))]
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("cannot pin to CPU {cpu} on this platform"),
+    ))
+}
+
+/// Which socket buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SocketBuffer {
+    /// `SO_SNDBUF`.
+    Send,
+    /// `SO_RCVBUF`.
+    Receive,
+}
+
+#[cfg(unix)]
+fn sockopt_name(which: SocketBuffer) -> libc::c_int {
+    match which {
+        SocketBuffer::Send => libc::SO_SNDBUF,
+        SocketBuffer::Receive => libc::SO_RCVBUF,
+    }
+}
+
+/// Asks for a socket buffer of `bytes` (Linux doubles the value for its bookkeeping
+/// and caps it at `net.core.{w,r}mem_max`; [`socket_buffer`] tells what was granted).
+///
+/// # Errors
+/// `setsockopt` failing.
+#[cfg(unix)]
+pub fn set_socket_buffer(
+    sock: &impl std::os::fd::AsRawFd,
+    which: SocketBuffer,
+    bytes: u32,
+) -> io::Result<()> {
+    let value = libc::c_int::try_from(bytes)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "socket buffer too large"))?;
+    // SAFETY: a live socket descriptor (borrowed for the call), a c_int option value
+    // and its exact size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            sockopt_name(which),
+            std::ptr::addr_of!(value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The socket buffer size in effect, bytes.
+///
+/// # Errors
+/// `getsockopt` failing.
+#[cfg(unix)]
+pub fn socket_buffer(sock: &impl std::os::fd::AsRawFd, which: SocketBuffer) -> io::Result<u32> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: a live socket descriptor, a writable c_int and its size, as getsockopt expects.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            sockopt_name(which),
+            std::ptr::addr_of_mut!(value).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(value.max(0) as u32)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_usage_grows_with_work() {
+        let before = process_usage().unwrap();
+        let mut x = 0u64;
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_millis(50) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let after = process_usage().unwrap();
+        let cpu = (after.user + after.system) - (before.user + before.system);
+        assert!(cpu >= Duration::from_millis(20), "50 ms of spinning counted as {cpu:?}");
+    }
+
+    #[test]
+    fn pinning_to_a_missing_cpu_is_refused() {
+        assert!(pin_current_thread(libc::CPU_SETSIZE as usize + 1).is_err());
+        let err = pin_current_thread(libc::CPU_SETSIZE as usize - 1).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
+    }
+
+    #[test]
+    fn socket_buffers_are_set_and_read_back() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        set_socket_buffer(&l, SocketBuffer::Receive, 256 * 1024).unwrap();
+        // Linux doubles the request (capped by rmem_max, at least 2 × 128 KiB here).
+        assert!(socket_buffer(&l, SocketBuffer::Receive).unwrap() >= 256 * 1024);
+    }
+}

@@ -1,0 +1,279 @@
+//! `rdmabench compare HOST`: RDMA against TCP over a size sweep, against a
+//! `rdmabench serve`. Each point is one ordinary test run as a client (the same code,
+//! clock and CPU accounting as `write-bw` or `tcp-bw`); the points are gathered into
+//! one report, written as JSON, CSV, SVG charts and an HTML page.
+
+use std::io::{self, IsTerminal, Write};
+use std::path::Path;
+
+use crate::cli::CompareArgs;
+use crate::perf::config::{Measure, PerfArgs, TcpArgs, TestConfig, TestKind, Verb, MAX_SWEEP_SIZE};
+use crate::perf::run::{execute, tool, EXIT_VERDICT};
+use crate::report::compare::{self, CompareReport, Row, Series};
+use crate::report::svg::size_label;
+
+/// Consecutive failed points after which the server is taken for gone.
+const GIVE_UP_AFTER: usize = 3;
+
+/// The default sweep: 2 B … 8 MiB in steps of ×4.
+pub fn default_sizes() -> Vec<u64> {
+    (0..12).map(|i| 2u64 << (2 * i)).collect()
+}
+
+/// The series a comparison runs, bandwidth first.
+pub fn series(streams: u32) -> Vec<Series> {
+    let rdma = |verb: Verb, measure: Measure, label: &str| Series {
+        id: format!("rdma_{}", TestKind { verb, measure }.id()),
+        label: label.into(),
+        transport: "rdma",
+        test: TestKind { verb, measure }.id(),
+        measure,
+        streams: 1,
+    };
+    let tcp = |measure: Measure, streams: u32, label: String| Series {
+        id: match measure {
+            Measure::Bw => format!("tcp_bw_{streams}"),
+            Measure::Lat => "tcp_lat".into(),
+        },
+        label,
+        transport: "tcp",
+        test: TestKind { verb: Verb::Tcp, measure }.id(),
+        measure,
+        streams,
+    };
+    let mut all = vec![
+        rdma(Verb::Write, Measure::Bw, "RDMA write"),
+        rdma(Verb::Read, Measure::Bw, "RDMA read"),
+        rdma(Verb::Send, Measure::Bw, "RDMA send"),
+        tcp(Measure::Bw, 1, "TCP 1 stream".into()),
+    ];
+    if streams > 1 {
+        all.push(tcp(Measure::Bw, streams, format!("TCP {streams} streams")));
+    }
+    all.extend([
+        rdma(Verb::Write, Measure::Lat, "RDMA write"),
+        rdma(Verb::Read, Measure::Lat, "RDMA read"),
+        rdma(Verb::Send, Measure::Lat, "RDMA send"),
+        tcp(Measure::Lat, 1, "TCP".into()),
+    ]);
+    all
+}
+
+/// Iterations for a point: a byte budget spread over messages of `size`, bounded.
+fn iterations(budget: u64, size: u64, max: u64) -> u64 {
+    (budget / size.max(1)).clamp(5, max)
+}
+
+/// The client configuration of one point.
+fn point_config(args: &CompareArgs, s: &Series, size: u64) -> Result<TestConfig, String> {
+    let port = args.port;
+    let budget = match s.measure {
+        Measure::Bw => iterations(args.bytes, size, 5000),
+        Measure::Lat => iterations(args.lat_bytes, size, 1000),
+    };
+    if s.transport == "tcp" {
+        let a = TcpArgs {
+            host: Some(args.host.clone()),
+            size: Some(size),
+            iters: Some(budget),
+            streams: Some(s.streams),
+            port,
+            timeout: args.timeout,
+            ..Default::default()
+        };
+        return TestConfig::from_tcp_args(s.measure, &a);
+    }
+    let verb = match s.test {
+        "write_bw" | "write_lat" => Verb::Write,
+        "read_bw" | "read_lat" => Verb::Read,
+        _ => Verb::Send,
+    };
+    let a = PerfArgs {
+        host: Some(args.host.clone()),
+        device: args.device.clone(),
+        gid_index: args.gid_index,
+        size: Some(size),
+        iters: Some(budget),
+        port,
+        timeout: args.timeout,
+        ..Default::default()
+    };
+    TestConfig::from_args(TestKind { verb, measure: s.measure }, &a)
+}
+
+/// Runs the sweep, prints the table and writes the report files. Returns the exit
+/// status: 0, or 1 when some points failed (they are in the report, marked).
+///
+/// # Errors
+/// Bad options, an output directory that cannot be written, or a server that is gone.
+pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, String> {
+    let sizes = match (&args.sizes, args.all_sizes) {
+        (_, true) => (1..24).map(|i| 1u64 << i).collect(),
+        (Some(list), false) => list.clone(),
+        (None, false) => default_sizes(),
+    };
+    if sizes.is_empty() {
+        return Err("--sizes: give at least one size".into());
+    }
+    if let Some(&big) = sizes.iter().find(|&&s| s > MAX_SWEEP_SIZE) {
+        return Err(format!(
+            "--sizes: {big} bytes is over the {MAX_SWEEP_SIZE}-byte limit of a sweep"
+        ));
+    }
+    if args.streams == 0 || args.streams > 128 {
+        return Err(format!("-P {}: between 1 and 128 streams", args.streams));
+    }
+    if args.timeout == 0 {
+        return Err("--timeout 0: at least 1 second".into());
+    }
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| format!("cannot create --out {}: {e}", args.out.display()))?;
+    let series = series(args.streams);
+    let total = series.len() * sizes.len();
+    let progress = io::stderr().is_terminal();
+    let mut report = CompareReport {
+        schema_version: crate::inventory::SCHEMA_VERSION,
+        kind: "compare",
+        tool: tool(),
+        server: args.host.clone(),
+        started: crate::serve::utc_now(),
+        sizes: sizes.clone(),
+        series: series.clone(),
+        rows: Vec::with_capacity(total),
+    };
+    let mut failed_in_a_row = 0;
+    for s in &series {
+        for &size in &sizes {
+            if progress {
+                let done = report.rows.len();
+                let bar: String =
+                    (0..30).map(|i| if i * total < done * 30 { '#' } else { '.' }).collect();
+                eprint!("\r[{bar}] {done}/{total} {} {:<6}   ", s.id, size_label(size));
+            }
+            let outcome =
+                point_config(args, s, size).and_then(|cfg| execute(&cfg, &mut io::sink()));
+            let row = match outcome {
+                Ok(mut r) if !r.results.is_empty() => {
+                    failed_in_a_row = 0;
+                    Row {
+                        series: s.id.clone(),
+                        size,
+                        result: Some(r.results.swap_remove(0)),
+                        error: None,
+                    }
+                }
+                Ok(_) => Row {
+                    series: s.id.clone(),
+                    size,
+                    result: None,
+                    error: Some("no result".into()),
+                },
+                Err(e) => {
+                    failed_in_a_row += 1;
+                    Row { series: s.id.clone(), size, result: None, error: Some(e) }
+                }
+            };
+            let last_error = row.error.clone();
+            report.rows.push(row);
+            if failed_in_a_row >= GIVE_UP_AFTER {
+                if progress {
+                    eprintln!();
+                }
+                write_files(&args.out, &report)?;
+                return Err(format!(
+                    "{GIVE_UP_AFTER} points in a row failed, the last: {}; partial results in {}",
+                    last_error.unwrap_or_default(),
+                    args.out.display()
+                ));
+            }
+        }
+    }
+    if progress {
+        eprintln!("\r[{}] {total}/{total} done{:30}", "#".repeat(30), "");
+    }
+    write_files(&args.out, &report)?;
+    let mut text = compare::table(&report);
+    text.push_str(&format!(" report: {}\n", args.out.join("report.html").display()));
+    out.write_all(text.as_bytes()).map_err(|e| format!("writing output: {e}"))?;
+    let _ = out.flush();
+    let failed = report.failures();
+    if failed > 0 {
+        eprintln!("rdmabench: {failed} of {total} points failed (marked FAIL in the report)");
+        return Ok(EXIT_VERDICT);
+    }
+    Ok(0)
+}
+
+/// results.json, results.csv, the charts and report.html into `dir`.
+fn write_files(dir: &Path, report: &CompareReport) -> Result<(), String> {
+    let write = |name: &str, text: &str| {
+        std::fs::write(dir.join(name), text)
+            .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))
+    };
+    write("results.json", &crate::report::to_json(report))?;
+    write("results.csv", &compare::csv(report))?;
+    let charts = compare::charts(report);
+    for (name, svg) in &charts {
+        write(name, svg)?;
+    }
+    write("report.html", &compare::html(report, &charts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_sweep_spans_2_bytes_to_8_mib() {
+        let s = default_sizes();
+        assert_eq!((s[0], *s.last().unwrap(), s.len()), (2, 8 << 20, 12));
+    }
+
+    #[test]
+    fn series_cover_rdma_and_tcp_for_both_measures() {
+        let ids: Vec<String> = series(4).into_iter().map(|s| s.id).collect();
+        assert_eq!(
+            ids,
+            [
+                "rdma_write_bw",
+                "rdma_read_bw",
+                "rdma_send_bw",
+                "tcp_bw_1",
+                "tcp_bw_4",
+                "rdma_write_lat",
+                "rdma_read_lat",
+                "rdma_send_lat",
+                "tcp_lat"
+            ]
+        );
+        assert_eq!(series(1).len(), 8);
+    }
+
+    #[test]
+    fn points_get_valid_configs_with_bounded_iterations() {
+        let args = CompareArgs {
+            host: "10.0.0.1".into(),
+            out: "x".into(),
+            sizes: None,
+            all_sizes: false,
+            streams: 4,
+            bytes: 64 << 20,
+            lat_bytes: 16 << 20,
+            port: None,
+            device: None,
+            gid_index: None,
+            timeout: 30,
+        };
+        for s in series(4) {
+            for size in default_sizes() {
+                let cfg = point_config(&args, &s, size).unwrap();
+                assert_eq!(cfg.shared.test.id(), s.test);
+                assert_eq!(cfg.shared.sizes, [size]);
+                assert_eq!(cfg.host.as_deref(), Some("10.0.0.1"));
+            }
+        }
+        assert_eq!(iterations(64 << 20, 2, 5000), 5000);
+        assert_eq!(iterations(64 << 20, 8 << 20, 5000), 8);
+        assert_eq!(iterations(16 << 20, 8 << 20, 1000), 5);
+    }
+}

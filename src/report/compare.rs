@@ -1,0 +1,430 @@
+//! `rdmabench compare`'s report: the model (results.json), the side-by-side table,
+//! results.csv, the three charts and report.html. Pure functions of the model.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::svg::{self, escape, size_label, Chart, Line, Scale};
+use crate::measure::MIB;
+use crate::perf::config::Measure;
+use crate::perf::report::SizeResult;
+
+/// One series of the comparison: a test over one transport.
+#[derive(Clone, Debug, Serialize)]
+pub struct Series {
+    /// `rdma_write_bw`, `tcp_bw_4`, …
+    pub id: String,
+    /// `RDMA write`, `TCP 4 streams`, …
+    pub label: String,
+    /// `rdma` or `tcp`.
+    pub transport: &'static str,
+    /// The test run for it: `write_bw`, `tcp_lat`, …
+    pub test: &'static str,
+    /// `bw` or `lat`.
+    pub measure: Measure,
+    /// Connections (TCP streams; 1 for RDMA).
+    pub streams: u32,
+}
+
+/// One point: a series at one size.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// The series' `id`.
+    pub series: String,
+    /// Message size, bytes.
+    pub size: u64,
+    /// What the test reported (the same object as `results[]` of a perf run).
+    pub result: Option<SizeResult>,
+    /// Why there is no result.
+    pub error: Option<String>,
+}
+
+/// results.json.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareReport {
+    /// JSON schema version.
+    pub schema_version: u32,
+    /// Always `compare`.
+    pub kind: &'static str,
+    /// `rdmabench 0.1.0`.
+    pub tool: String,
+    /// The `serve` host.
+    pub server: String,
+    /// When the sweep started, UTC.
+    pub started: String,
+    /// Sizes swept.
+    pub sizes: Vec<u64>,
+    /// The series, in table order.
+    pub series: Vec<Series>,
+    /// Every point, series by series.
+    pub rows: Vec<Row>,
+}
+
+impl CompareReport {
+    fn point(&self, series: &str, size: u64) -> Option<&Row> {
+        self.rows.iter().find(|r| r.series == series && r.size == size)
+    }
+
+    fn of(&self, m: Measure) -> impl Iterator<Item = &Series> {
+        self.series.iter().filter(move |s| s.measure == m)
+    }
+
+    /// Points that failed.
+    pub fn failures(&self) -> usize {
+        self.rows.iter().filter(|r| r.error.is_some()).count()
+    }
+}
+
+fn bw_mib(r: &Row) -> Option<f64> {
+    r.result.as_ref()?.bw.as_ref().map(|b| b.avg_bytes_per_sec / MIB)
+}
+
+fn lat_us(r: &Row) -> Option<f64> {
+    r.result.as_ref()?.lat.as_ref().map(|l| l.t_typical_us)
+}
+
+/// Client + server CPU seconds per GB moved.
+fn cpu_per_gb(r: &Row) -> Option<f64> {
+    let cpu = &r.result.as_ref()?.cpu;
+    match (cpu.client.and_then(|c| c.cpu_s_per_gb), cpu.server.and_then(|c| c.cpu_s_per_gb)) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+    }
+}
+
+/// One figure of a point.
+type Value = fn(&Row) -> Option<f64>;
+
+fn cell(v: Option<f64>, failed: bool) -> String {
+    match v {
+        Some(v) if v >= 100.0 => format!("{v:.1}"),
+        Some(v) => format!("{v:.2}"),
+        None if failed => "FAIL".into(),
+        None => "-".into(),
+    }
+}
+
+fn block(
+    report: &CompareReport,
+    m: Measure,
+    title: &str,
+    value: fn(&Row) -> Option<f64>,
+) -> String {
+    let series: Vec<&Series> = report.of(m).collect();
+    let mut o = String::new();
+    let _ = writeln!(o, " {title}");
+    let _ = write!(o, " {:>8}", "#bytes");
+    for s in &series {
+        let _ = write!(o, " {:>14}", s.label);
+    }
+    o.push('\n');
+    for &size in &report.sizes {
+        let _ = write!(o, " {:>8}", size_label(size));
+        for s in &series {
+            let row = report.point(&s.id, size);
+            let v = row.and_then(value);
+            let _ = write!(o, " {:>14}", cell(v, row.is_some_and(|r| r.error.is_some())));
+        }
+        o.push('\n');
+    }
+    o
+}
+
+/// The side-by-side table: bandwidth, latency, CPU cost.
+pub fn table(report: &CompareReport) -> String {
+    let line = crate::perf::report::RESULT_LINE;
+    let mut o = format!(
+        "{line}\n RDMA vs TCP, server {} ({} sizes)\n{line}\n",
+        report.server,
+        report.sizes.len()
+    );
+    o.push_str(&block(report, Measure::Bw, "BW average [MiB/sec]", bw_mib));
+    o.push_str(&format!("{line}\n"));
+    o.push_str(&block(
+        report,
+        Measure::Lat,
+        "t_typical [usec] (write, send, TCP: half round trip; read: round trip)",
+        lat_us,
+    ));
+    o.push_str(&format!("{line}\n"));
+    o.push_str(&block(
+        report,
+        Measure::Bw,
+        "CPU cost [CPU-s/GB, client + server processes]",
+        cpu_per_gb,
+    ));
+    o.push_str(&format!("{line}\n"));
+    let failed = report.failures();
+    if failed > 0 {
+        let _ = writeln!(o, " {failed} of {} points failed:", report.rows.len());
+        for r in report.rows.iter().filter(|r| r.error.is_some()) {
+            let _ =
+                writeln!(o, "   {} {} B: {}", r.series, r.size, r.error.as_deref().unwrap_or(""));
+        }
+    }
+    o
+}
+
+/// results.csv: one line per point.
+pub fn csv(report: &CompareReport) -> String {
+    let mut o = String::from(
+        "series,transport,test,streams,size,iterations,bw_avg_mib_s,bw_avg_gbit_s,msg_rate_mpps,\
+         t_min_us,t_typical_us,t_avg_us,t_p99_us,client_process_pct,client_cpu_s_per_gb,\
+         server_process_pct,server_cpu_s_per_gb,received_bytes,error\n",
+    );
+    let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+    for r in &report.rows {
+        let Some(s) = report.series.iter().find(|s| s.id == r.series) else { continue };
+        let res = r.result.as_ref();
+        let bw = res.and_then(|x| x.bw.as_ref());
+        let lat = res.and_then(|x| x.lat.as_ref());
+        let client = res.and_then(|x| x.cpu.client);
+        let server = res.and_then(|x| x.cpu.server);
+        let error = r.error.as_deref().unwrap_or("").replace('"', "'");
+        let _ = writeln!(
+            o,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
+            s.id,
+            s.transport,
+            s.test,
+            s.streams,
+            r.size,
+            res.map_or(String::new(), |x| x.iterations.to_string()),
+            f(bw.map(|b| b.avg_bytes_per_sec / MIB)),
+            f(bw.map(|b| b.avg_bytes_per_sec * 8.0 / 1e9)),
+            f(bw.map(|b| b.msg_rate / 1e6)),
+            f(lat.map(|l| l.t_min_us)),
+            f(lat.map(|l| l.t_typical_us)),
+            f(lat.map(|l| l.t_avg_us)),
+            f(lat.map(|l| l.p99_us)),
+            f(client.map(|c| c.process_percent)),
+            f(client.and_then(|c| c.cpu_s_per_gb)),
+            f(server.map(|c| c.process_percent)),
+            f(server.and_then(|c| c.cpu_s_per_gb)),
+            res.and_then(|x| x.received_bytes).map_or(String::new(), |b| b.to_string()),
+            error
+        );
+    }
+    o
+}
+
+fn lines(report: &CompareReport, m: Measure, value: Value) -> Vec<Line> {
+    report
+        .of(m)
+        .map(|s| Line {
+            label: s.label.clone(),
+            points: report
+                .sizes
+                .iter()
+                .filter_map(|&size| report.point(&s.id, size).and_then(value).map(|v| (size, v)))
+                .collect(),
+        })
+        .collect()
+}
+
+/// The charts as (file name, SVG): bandwidth, latency and CPU cost against size.
+pub fn charts(report: &CompareReport) -> Vec<(&'static str, String)> {
+    let bw = lines(report, Measure::Bw, bw_mib);
+    let lat = lines(report, Measure::Lat, lat_us);
+    let cpu = lines(report, Measure::Bw, cpu_per_gb);
+    vec![
+        (
+            "bandwidth.svg",
+            svg::render(&Chart {
+                id: "chart-bandwidth",
+                title: "Bandwidth vs message size",
+                y_label: "BW average [MiB/s]",
+                scale: Scale::Linear,
+                lines: &bw,
+            }),
+        ),
+        (
+            "latency.svg",
+            svg::render(&Chart {
+                id: "chart-latency",
+                title: "Latency vs message size",
+                y_label: "t_typical [usec, log scale]",
+                scale: Scale::Log,
+                lines: &lat,
+            }),
+        ),
+        (
+            "cpu.svg",
+            svg::render(&Chart {
+                id: "chart-cpu",
+                title: "CPU cost per GB moved (client + server)",
+                y_label: "CPU-seconds per GB",
+                scale: Scale::Linear,
+                lines: &cpu,
+            }),
+        ),
+    ]
+}
+
+/// report.html: the charts inline and the table, one self-contained file.
+pub fn html(report: &CompareReport, charts: &[(&str, String)]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>rdmabench compare: {}</title>",
+        escape(&report.server)
+    );
+    o.push_str(
+        "<style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}\
+         td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}\
+         figure{margin:1em 0}.fail{color:#b00}</style>\n</head>\n<body>\n",
+    );
+    let _ = writeln!(
+        o,
+        "<h1>RDMA vs TCP</h1>\n<p>Server <b>{}</b>, started {}, {} ({} points, {} failed). Data: \
+         <a href=\"results.json\">results.json</a>, <a href=\"results.csv\">results.csv</a>.</p>",
+        escape(&report.server),
+        escape(&report.started),
+        escape(&report.tool),
+        report.rows.len(),
+        report.failures()
+    );
+    for (file, svg) in charts {
+        let _ = writeln!(o, "<figure data-file=\"{file}\">\n{svg}</figure>");
+    }
+    let tables: [(Measure, &str, Value); 3] = [
+        (Measure::Bw, "BW average [MiB/s]", bw_mib),
+        (Measure::Lat, "t_typical [usec]", lat_us),
+        (Measure::Bw, "CPU cost [CPU-s/GB, client + server]", cpu_per_gb),
+    ];
+    for (m, title, value) in tables {
+        let _ = writeln!(o, "<h2>{}</h2>\n<table>\n<tr><th>bytes</th>", escape(title));
+        for s in report.of(m) {
+            let _ = write!(o, "<th>{}</th>", escape(&s.label));
+        }
+        o.push_str("</tr>\n");
+        for &size in &report.sizes {
+            let _ = write!(o, "<tr><td>{}</td>", size_label(size));
+            for s in report.of(m) {
+                let row = report.point(&s.id, size);
+                match row {
+                    Some(r) if r.error.is_some() => {
+                        let _ = write!(
+                            o,
+                            "<td class=\"fail\" title=\"{}\">FAIL</td>",
+                            escape(r.error.as_deref().unwrap_or(""))
+                        );
+                    }
+                    _ => {
+                        let _ = write!(o, "<td>{}</td>", cell(row.and_then(value), false));
+                    }
+                }
+            }
+            o.push_str("</tr>\n");
+        }
+        o.push_str("</table>\n");
+    }
+    o.push_str("</body>\n</html>\n");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::cpu::{CpuCost, CpuSides};
+    use crate::measure::{BwStats, LatStats};
+
+    fn series(id: &str, m: Measure) -> Series {
+        Series {
+            id: id.into(),
+            label: id.to_uppercase(),
+            transport: "rdma",
+            test: "x",
+            measure: m,
+            streams: 1,
+        }
+    }
+
+    fn report() -> CompareReport {
+        let bw = |mib: f64, cpu: f64| SizeResult {
+            size: 0,
+            iterations: 10,
+            bw: Some(BwStats { avg_bytes_per_sec: mib * MIB, ..Default::default() }),
+            cpu: CpuSides {
+                client: Some(CpuCost { cpu_s_per_gb: Some(cpu), ..Default::default() }),
+                server: Some(CpuCost { cpu_s_per_gb: Some(cpu / 2.0), ..Default::default() }),
+            },
+            ..Default::default()
+        };
+        let lat = |us: f64| SizeResult {
+            lat: Some(LatStats { t_typical_us: us, ..Default::default() }),
+            ..Default::default()
+        };
+        let row = |s: &str, size, result, error: Option<&str>| Row {
+            series: s.into(),
+            size,
+            result,
+            error: error.map(String::from),
+        };
+        CompareReport {
+            schema_version: 1,
+            kind: "compare",
+            tool: "rdmabench test".into(),
+            server: "127.0.0.1".into(),
+            started: "2026-11-30T00:00:00Z".into(),
+            sizes: vec![2, 65536],
+            series: vec![
+                series("a_bw", Measure::Bw),
+                series("b_bw", Measure::Bw),
+                series("c_lat", Measure::Lat),
+            ],
+            rows: vec![
+                row("a_bw", 2, Some(bw(1.0, 4.0)), None),
+                row("a_bw", 65536, Some(bw(600.0, 0.2)), None),
+                row("b_bw", 2, None, Some("the peer stopped: \"boom\"")),
+                row("b_bw", 65536, Some(bw(300.0, 1.0)), None),
+                row("c_lat", 2, Some(lat(12.5)), None),
+                row("c_lat", 65536, Some(lat(80.0)), None),
+            ],
+        }
+    }
+
+    #[test]
+    fn the_table_puts_series_side_by_side_and_names_failures() {
+        let t = table(&report());
+        let bw_row = t.lines().find(|l| l.trim_start().starts_with("64K")).unwrap();
+        assert_eq!(bw_row.split_whitespace().collect::<Vec<_>>(), ["64K", "600.0", "300.0"]);
+        assert!(t
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["2", "1.00", "FAIL"]));
+        assert!(t.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["2", "12.50"]));
+        // CPU block: client 4 + server 2.
+        assert!(t
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["2", "6.00", "FAIL"]));
+        assert!(t.contains("1 of 6 points failed") && t.contains("b_bw 2 B: the peer stopped"));
+    }
+
+    #[test]
+    fn csv_has_one_line_per_point_and_quotes_errors() {
+        let c = csv(&report());
+        let lines: Vec<&str> = c.lines().collect();
+        assert_eq!(lines.len(), 7);
+        let cols = lines[0].split(',').count();
+        assert!(lines.iter().all(|l| l.split(',').count() == cols), "{c}");
+        assert!(lines[2].starts_with("a_bw,rdma,x,1,65536,10,600.0000,"));
+        assert!(lines[3].ends_with("\"the peer stopped: 'boom'\""));
+    }
+
+    #[test]
+    fn the_page_holds_every_chart_and_table() {
+        let r = report();
+        let ch = charts(&r);
+        assert_eq!(
+            ch.iter().map(|c| c.0).collect::<Vec<_>>(),
+            ["bandwidth.svg", "latency.svg", "cpu.svg"]
+        );
+        let page = html(&r, &ch);
+        for id in ["chart-bandwidth", "chart-latency", "chart-cpu"] {
+            assert!(page.contains(&format!("id=\"{id}\"")), "{id}");
+        }
+        assert_eq!(page.matches("<table>").count(), 3);
+        assert!(page.contains("class=\"fail\" title=\"the peer stopped: &quot;boom&quot;\""));
+    }
+}

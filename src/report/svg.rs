@@ -1,0 +1,270 @@
+//! Line charts as standalone SVG: message size on a log₂ axis, one line per series.
+//! Hand-written so the report needs no JavaScript and no plotting library.
+
+use std::fmt::Write;
+
+/// One line of a chart.
+pub struct Line {
+    /// Legend text.
+    pub label: String,
+    /// Points (size in bytes, value); missing sizes are simply absent.
+    pub points: Vec<(u64, f64)>,
+}
+
+/// How the value axis is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scale {
+    /// From zero.
+    Linear,
+    /// Powers of ten (latency spans decades).
+    Log,
+}
+
+/// A chart.
+pub struct Chart<'a> {
+    /// `id` of the `<svg>` element, so a page and a test can find it.
+    pub id: &'a str,
+    /// Title above the plot.
+    pub title: &'a str,
+    /// Value axis label, with its unit.
+    pub y_label: &'a str,
+    /// Value axis.
+    pub scale: Scale,
+    /// The lines.
+    pub lines: &'a [Line],
+}
+
+const W: f64 = 760.0;
+const H: f64 = 420.0;
+const LEFT: f64 = 78.0;
+const RIGHT: f64 = 190.0;
+const TOP: f64 = 40.0;
+const BOTTOM: f64 = 60.0;
+const COLORS: [&str; 8] =
+    ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+
+/// `65536` → `64K`.
+pub fn size_label(size: u64) -> String {
+    match size {
+        s if s >= 1 << 30 && s % (1 << 30) == 0 => format!("{}G", s >> 30),
+        s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{}M", s >> 20),
+        s if s >= 1 << 10 && s % (1 << 10) == 0 => format!("{}K", s >> 10),
+        s => s.to_string(),
+    }
+}
+
+/// Escapes text for XML and HTML.
+pub fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// A "nice" step for about `n` ticks over `0..max`.
+fn nice_step(max: f64, n: f64) -> f64 {
+    let raw = (max / n).max(f64::MIN_POSITIVE);
+    let mag = 10f64.powf(raw.log10().floor());
+    let f = raw / mag;
+    let nice = if f <= 1.0 {
+        1.0
+    } else if f <= 2.0 {
+        2.0
+    } else if f <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * mag
+}
+
+fn fmt_value(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// Renders `chart` as an SVG document.
+pub fn render(chart: &Chart) -> String {
+    let mut sizes: Vec<u64> =
+        chart.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let values: Vec<f64> = chart
+        .lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.1))
+        .filter(|v| v.is_finite() && (chart.scale == Scale::Linear || *v > 0.0))
+        .collect();
+    let (x_lo, x_hi) = match (sizes.first(), sizes.last()) {
+        (Some(&a), Some(&b)) if b > a => ((a as f64).log2(), (b as f64).log2()),
+        (Some(&a), _) => ((a as f64).log2() - 1.0, (a as f64).log2() + 1.0),
+        _ => (0.0, 1.0),
+    };
+    let vmax = values.iter().copied().fold(0.0f64, f64::max);
+    let vmin = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let (y_lo, y_hi, ticks): (f64, f64, Vec<f64>) = match chart.scale {
+        Scale::Linear => {
+            let step = nice_step(if vmax > 0.0 { vmax } else { 1.0 }, 5.0);
+            let top = ((vmax / step).ceil().max(1.0)) * step;
+            let ticks = (0..=((top / step).round() as usize)).map(|i| i as f64 * step).collect();
+            (0.0, top, ticks)
+        }
+        Scale::Log => {
+            let lo = if vmin.is_finite() { vmin.log10().floor() } else { 0.0 };
+            let hi = if vmax > 0.0 { vmax.log10().ceil().max(lo + 1.0) } else { lo + 1.0 };
+            let ticks = (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect();
+            (lo, hi, ticks)
+        }
+    };
+    let plot_w = W - LEFT - RIGHT;
+    let plot_h = H - TOP - BOTTOM;
+    let x_of = |size: u64| LEFT + ((size as f64).log2() - x_lo) / (x_hi - x_lo) * plot_w;
+    let y_of = |v: f64| {
+        let t = match chart.scale {
+            Scale::Linear => v,
+            Scale::Log => v.max(f64::MIN_POSITIVE).log10(),
+        };
+        TOP + plot_h - (t - y_lo) / (y_hi - y_lo) * plot_h
+    };
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" id="{}" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#,
+        escape(chart.id)
+    );
+    let _ = writeln!(o, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
+    let _ = writeln!(
+        o,
+        r#"<text x="{}" y="22" font-size="15" font-weight="bold">{}</text>"#,
+        LEFT,
+        escape(chart.title)
+    );
+    // Axes and grid.
+    for &t in &ticks {
+        let y = y_of(t);
+        let _ = writeln!(
+            o,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT + plot_w,
+            LEFT - 6.0,
+            y + 4.0,
+            fmt_value(t)
+        );
+    }
+    for &s in &sizes {
+        let x = x_of(s);
+        let _ = writeln!(
+            o,
+            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#eee"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+            TOP + plot_h,
+            TOP + plot_h + 16.0,
+            size_label(s)
+        );
+    }
+    let _ = writeln!(
+        o,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#444"/>"##
+    );
+    let _ = writeln!(
+        o,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">message size [bytes, log scale]</text>"#,
+        LEFT + plot_w / 2.0,
+        H - 16.0
+    );
+    let _ = writeln!(
+        o,
+        r#"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        TOP + plot_h / 2.0,
+        escape(chart.y_label)
+    );
+    // Lines, points, legend.
+    for (k, line) in chart.lines.iter().enumerate() {
+        let color = COLORS[k % COLORS.len()];
+        let pts: Vec<(f64, f64)> = line
+            .points
+            .iter()
+            .filter(|(_, v)| v.is_finite() && (chart.scale == Scale::Linear || *v > 0.0))
+            .map(|&(s, v)| (x_of(s), y_of(v)))
+            .collect();
+        if pts.len() > 1 {
+            let path: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+            let _ = writeln!(
+                o,
+                r#"<polyline class="series" fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+                path.join(" ")
+            );
+        }
+        for (x, y) in &pts {
+            let _ = writeln!(o, r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{color}"/>"#);
+        }
+        let ly = TOP + 10.0 + k as f64 * 20.0;
+        let lx = LEFT + plot_w + 14.0;
+        let _ = writeln!(
+            o,
+            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
+            lx + 22.0,
+            lx + 28.0,
+            ly + 4.0,
+            escape(&line.label)
+        );
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_steps_read_as_people_write_them() {
+        assert_eq!(size_label(2), "2");
+        assert_eq!(size_label(65536), "64K");
+        assert_eq!(size_label(8 << 20), "8M");
+        assert_eq!(size_label(1000), "1000");
+        assert_eq!(nice_step(612.0, 5.0), 200.0);
+        assert_eq!(nice_step(0.9, 5.0), 0.2);
+        assert_eq!(escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+    }
+
+    #[test]
+    fn a_chart_has_one_polyline_per_series_inside_the_plot() {
+        let lines = [
+            Line { label: "RDMA write".into(), points: vec![(2, 1.0), (64, 20.0), (65536, 600.0)] },
+            Line { label: "TCP <1>".into(), points: vec![(2, 0.5), (65536, 300.0)] },
+            Line { label: "none".into(), points: vec![] },
+        ];
+        let svg = render(&Chart {
+            id: "bw",
+            title: "Bandwidth",
+            y_label: "MiB/s",
+            scale: Scale::Linear,
+            lines: &lines,
+        });
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert_eq!(svg.matches("<circle").count(), 5);
+        assert!(svg.contains("TCP &lt;1&gt;") && svg.contains(">64K<"));
+        // Every point lies inside the plot area.
+        for c in svg.split("<circle ").skip(1) {
+            let num = |k: &str| -> f64 {
+                let v = c.split(&format!("{k}=\"")).nth(1).unwrap();
+                v[..v.find('"').unwrap()].parse().unwrap()
+            };
+            let (x, y) = (num("cx"), num("cy"));
+            assert!((LEFT..=W - RIGHT).contains(&x) && (TOP..=H - BOTTOM).contains(&y), "{x},{y}");
+        }
+        let log = render(&Chart {
+            id: "lat",
+            title: "Latency",
+            y_label: "usec",
+            scale: Scale::Log,
+            lines: &lines,
+        });
+        assert!(log.contains(">1000<") || log.contains(">100<"), "decade ticks");
+    }
+}

@@ -1,0 +1,556 @@
+//! TCP as a [`Connection`], so the RDMA test loops and their timing code run over
+//! sockets unchanged: a send writes the message (blocking, as iperf3's writes) and
+//! completes once the kernel has taken it; a posted receive completes when its bytes
+//! have all arrived. A zero-length send with [`END_IMM`](crate::perf::loops::END_IMM)
+//! half-closes the stream, and end-of-stream is reported to the receiver as that
+//! marker: the duration runs end the same way as over verbs.
+//!
+//! Where the verbs-shaped interface does not fit TCP: there are no remote buffers
+//! (RDMA read/write, atomics, immediate data are refused by [`Capabilities`]), no
+//! completion events (`-e`), and a connection is made by a listener and a connect, not
+//! by exchanging symmetric endpoint records, so [`DataListener`] and [`connect_streams`]
+//! stand in for `Transport::prepare`/`connect`.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Capabilities, Completion, CompletionKind, Connection, Op, Status, TransportError, WorkRequest,
+};
+use crate::perf::loops::END_IMM;
+
+/// Socket options of a data stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamOptions {
+    /// SO_SNDBUF / SO_RCVBUF asked for; None leaves the kernel's autotuning on.
+    pub window: Option<u32>,
+    /// TCP_NODELAY.
+    pub nodelay: bool,
+    /// Every read and write gives up after this long.
+    pub timeout: Duration,
+    /// Bytes of the message buffer.
+    pub buf_len: usize,
+}
+
+/// Where the client connects its data streams: the server's data listener, and a
+/// cookie that ties them to this test's control connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpEndpoint {
+    /// The data listener's address.
+    pub addr: SocketAddr,
+    /// Sent first on every stream; a stream with another is refused.
+    pub cookie: u64,
+}
+
+/// What a stream sends first: cookie and stream index, 12 bytes.
+const GREETING_LEN: usize = 12;
+
+fn capabilities() -> Capabilities {
+    Capabilities {
+        backend: "TCP",
+        send: true,
+        rdma_write: false,
+        rdma_read: false,
+        atomics: false,
+        immediate: false,
+        max_inline: 0,
+        max_message: u64::from(u32::MAX),
+        recv_overhead: 0,
+        events: false,
+    }
+}
+
+fn broken(what: &str, e: &io::Error, timeout: Duration) -> TransportError {
+    TransportError::Broken(match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+            format!(
+                "TCP {what}: nothing moved for {} s: is the peer still there?",
+                timeout.as_secs()
+            )
+        }
+        io::ErrorKind::BrokenPipe
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::UnexpectedEof => {
+            format!("TCP {what}: the peer closed the data connection ({e})")
+        }
+        _ => format!("TCP {what}: {e}"),
+    })
+}
+
+/// A posted receive.
+#[derive(Clone, Copy, Debug)]
+struct PostedRecv {
+    wr_id: u64,
+    offset: usize,
+    len: usize,
+}
+
+/// One TCP data stream with its message buffer.
+#[derive(Debug)]
+pub struct TcpConnection {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    caps: Capabilities,
+    /// Signaled sends done but not yet polled (preallocated; no allocation per message).
+    sent: VecDeque<Completion>,
+    /// Posted receives, filled in order.
+    recvs: VecDeque<PostedRecv>,
+    /// Bytes of the first posted receive already read.
+    filled: usize,
+    /// End of stream seen.
+    eof: bool,
+    timeout: Duration,
+    window: Option<u32>,
+}
+
+impl TcpConnection {
+    fn new(stream: TcpStream, opts: &StreamOptions) -> Result<Self, TransportError> {
+        let io = |e: io::Error| broken("set-up", &e, opts.timeout);
+        stream.set_nodelay(opts.nodelay).map_err(io)?;
+        stream.set_read_timeout(Some(opts.timeout)).map_err(io)?;
+        stream.set_write_timeout(Some(opts.timeout)).map_err(io)?;
+        let window = match opts.window {
+            Some(w) => {
+                set_window(&stream, w).map_err(io)?;
+                granted_window(&stream)
+            }
+            None => None,
+        };
+        Ok(TcpConnection {
+            stream,
+            buf: vec![0; opts.buf_len],
+            caps: capabilities(),
+            sent: VecDeque::with_capacity(1024),
+            recvs: VecDeque::with_capacity(1024),
+            filled: 0,
+            eof: false,
+            timeout: opts.timeout,
+            window,
+        })
+    }
+
+    /// The socket buffer the kernel granted when -w asked for one (Linux reports
+    /// twice the request, its bookkeeping included).
+    pub fn window(&self) -> Option<u32> {
+        self.window
+    }
+
+    /// This stream's local address.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.stream.local_addr().ok()
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.stream.peer_addr().ok()
+    }
+
+    fn range(&self, offset: usize, len: usize) -> Result<std::ops::Range<usize>, TransportError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.buf.len() => Ok(offset..end),
+            _ => Err(TransportError::Broken(format!(
+                "{len} bytes at offset {offset} do not fit the {}-byte buffer",
+                self.buf.len()
+            ))),
+        }
+    }
+}
+
+#[cfg(unix)]
+fn set_window(s: &impl std::os::fd::AsRawFd, bytes: u32) -> io::Result<()> {
+    ffi::os::set_socket_buffer(s, ffi::os::SocketBuffer::Send, bytes)?;
+    ffi::os::set_socket_buffer(s, ffi::os::SocketBuffer::Receive, bytes)
+}
+
+#[cfg(unix)]
+fn granted_window(s: &impl std::os::fd::AsRawFd) -> Option<u32> {
+    ffi::os::socket_buffer(s, ffi::os::SocketBuffer::Receive).ok()
+}
+
+#[cfg(not(unix))]
+fn set_window<T>(_: &T, _: u32) -> io::Result<()> {
+    Err(io::Error::new(io::ErrorKind::Unsupported, "-w is not supported on this platform yet"))
+}
+
+#[cfg(not(unix))]
+fn granted_window<T>(_: &T) -> Option<u32> {
+    None
+}
+
+impl Connection for TcpConnection {
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    fn local(&self) -> &[u8] {
+        &self.buf
+    }
+
+    fn local_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+
+    fn load_u8(&self, offset: usize) -> u8 {
+        self.buf[offset]
+    }
+
+    #[inline]
+    fn post(&mut self, wr: &WorkRequest) -> Result<(), TransportError> {
+        match wr.op {
+            Op::Send => {
+                let r = self.range(wr.local_offset, wr.len as usize)?;
+                self.stream
+                    .write_all(&self.buf[r])
+                    .map_err(|e| broken("send", &e, self.timeout))?;
+            }
+            // The end marker: no more data on this stream.
+            Op::SendImm(END_IMM) if wr.len == 0 => {
+                self.stream
+                    .shutdown(Shutdown::Write)
+                    .map_err(|e| broken("shutdown", &e, self.timeout))?;
+            }
+            other => {
+                self.caps.check(&other, u64::from(wr.len), false)?;
+                return Err(TransportError::Unsupported(format!(
+                    "{} is not supported by TCP",
+                    other.name()
+                )));
+            }
+        }
+        if wr.signaled {
+            self.sent.push_back(Completion {
+                wr_id: wr.wr_id,
+                kind: CompletionKind::Send,
+                byte_len: wr.len,
+                ..Default::default()
+            });
+        }
+        Ok(())
+    }
+
+    fn post_recv(&mut self, wr_id: u64, offset: usize, len: u32) -> Result<(), TransportError> {
+        let r = self.range(offset, len as usize)?;
+        self.recvs.push_back(PostedRecv { wr_id, offset: r.start, len: len as usize });
+        Ok(())
+    }
+
+    /// Send completions first; then, with a receive posted, reads until that message
+    /// is complete (blocking, as a TCP receiver does). Nothing for the timeout is an error.
+    #[inline]
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, TransportError> {
+        let mut n = 0;
+        while n < out.len() {
+            match self.sent.pop_front() {
+                Some(c) => {
+                    out[n] = c;
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        if n > 0 || out.is_empty() {
+            return Ok(n);
+        }
+        let Some(head) = self.recvs.front().copied() else { return Ok(0) };
+        if self.eof {
+            // The receive stays posted, as an RDMA receive would after the last message.
+            out[0] = end_marker(head.wr_id);
+            return Ok(1);
+        }
+        while self.filled < head.len {
+            let at = head.offset + self.filled;
+            match self.stream.read(&mut self.buf[at..head.offset + head.len]) {
+                Ok(0) if self.filled == 0 => {
+                    self.eof = true;
+                    out[0] = end_marker(head.wr_id);
+                    return Ok(1);
+                }
+                Ok(0) => {
+                    return Err(TransportError::Broken(format!(
+                        "TCP receive: the peer closed the data connection {} bytes into a {}-byte message",
+                        self.filled, head.len
+                    )))
+                }
+                Ok(k) => self.filled += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(broken("receive", &e, self.timeout)),
+            }
+        }
+        self.recvs.pop_front();
+        self.filled = 0;
+        out[0] = Completion {
+            wr_id: head.wr_id,
+            status: Status::Success,
+            kind: CompletionKind::Recv,
+            byte_len: head.len as u32,
+            imm: None,
+        };
+        Ok(1)
+    }
+
+    fn arm(&mut self) -> Result<(), TransportError> {
+        Err(TransportError::Unsupported("completion events are not supported by TCP".into()))
+    }
+
+    fn wait(&mut self, _timeout: Duration) -> Result<bool, TransportError> {
+        Err(TransportError::Unsupported("completion events are not supported by TCP".into()))
+    }
+
+    fn check_state(&self) -> Result<(), TransportError> {
+        match self.stream.take_error() {
+            Ok(None) => Ok(()),
+            Ok(Some(e)) | Err(e) => Err(broken("socket", &e, self.timeout)),
+        }
+    }
+}
+
+fn end_marker(wr_id: u64) -> Completion {
+    Completion {
+        wr_id,
+        status: Status::Success,
+        kind: CompletionKind::Recv,
+        byte_len: 0,
+        imm: Some(END_IMM),
+    }
+}
+
+/// The server's listener for data streams, on the address the control connection
+/// arrived at and a port the kernel picks.
+pub struct DataListener {
+    listener: TcpListener,
+    cookie: u64,
+}
+
+impl DataListener {
+    /// Listens on `ip`, with the socket buffer of `opts` set before any connection
+    /// arrives (so the window scale of the handshake accounts for it).
+    ///
+    /// # Errors
+    /// Binding or the socket options failing.
+    pub fn bind(ip: IpAddr, opts: &StreamOptions) -> Result<Self, TransportError> {
+        let listener = TcpListener::bind((ip, 0)).map_err(|e| {
+            TransportError::Broken(format!("cannot listen for TCP data streams on {ip}: {e}"))
+        })?;
+        if let Some(w) = opts.window {
+            set_window(&listener, w).map_err(|e| broken("set-up", &e, opts.timeout))?;
+        }
+        Ok(DataListener { listener, cookie: new_cookie() })
+    }
+
+    /// What the client needs to connect.
+    pub fn endpoint(&self) -> Result<TcpEndpoint, TransportError> {
+        let addr = self.listener.local_addr().map_err(|e| broken("set-up", &e, Duration::ZERO))?;
+        Ok(TcpEndpoint { addr, cookie: self.cookie })
+    }
+
+    /// Accepts `n` streams carrying this listener's cookie, in stream order. Strays
+    /// (another cookie, a port scanner) are dropped; the whole wait is bounded by
+    /// `opts.timeout`, and ends early when `client_gone` says so.
+    ///
+    /// # Errors
+    /// Fewer than `n` streams in time, the client gone, or a socket error.
+    pub fn accept_streams(
+        &self,
+        n: u32,
+        opts: &StreamOptions,
+        mut client_gone: impl FnMut() -> bool,
+    ) -> Result<Vec<TcpConnection>, TransportError> {
+        let deadline = Instant::now() + opts.timeout;
+        self.listener.set_nonblocking(true).map_err(|e| broken("accept", &e, opts.timeout))?;
+        let mut streams: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
+        let mut have = 0;
+        while have < n {
+            match self.listener.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false).map_err(|e| broken("accept", &e, opts.timeout))?;
+                    let wait = deadline
+                        .saturating_duration_since(Instant::now())
+                        .max(Duration::from_millis(10));
+                    let _ = s.set_read_timeout(Some(wait));
+                    let mut g = [0u8; GREETING_LEN];
+                    if (&s).read_exact(&mut g).is_err() {
+                        continue;
+                    }
+                    let cookie = u64::from_be_bytes(g[..8].try_into().unwrap_or_default());
+                    let index = u32::from_be_bytes(g[8..].try_into().unwrap_or_default());
+                    match streams.get_mut(index as usize) {
+                        Some(slot @ None) if cookie == self.cookie => {
+                            *slot = Some(s);
+                            have += 1;
+                        }
+                        _ => continue,
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if client_gone() {
+                        return Err(TransportError::Broken(format!(
+                            "the client stopped before its TCP data streams connected ({have} of {n})"
+                        )));
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(TransportError::Broken(format!(
+                            "only {have} of {n} TCP data streams connected within {} s",
+                            opts.timeout.as_secs()
+                        )));
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(e) => return Err(broken("accept", &e, opts.timeout)),
+            }
+        }
+        streams.into_iter().flatten().map(|s| TcpConnection::new(s, opts)).collect()
+    }
+}
+
+/// Connects `n` data streams to the server's listener, each announcing itself.
+///
+/// # Errors
+/// A connection failing.
+pub fn connect_streams(
+    peer: &TcpEndpoint,
+    n: u32,
+    opts: &StreamOptions,
+) -> Result<Vec<TcpConnection>, TransportError> {
+    (0..n)
+        .map(|i| {
+            let mut s = TcpStream::connect_timeout(&peer.addr, opts.timeout).map_err(|e| {
+                TransportError::Broken(format!(
+                    "cannot connect TCP data stream {i} to {}: {e}",
+                    peer.addr
+                ))
+            })?;
+            let mut g = [0u8; GREETING_LEN];
+            g[..8].copy_from_slice(&peer.cookie.to_be_bytes());
+            g[8..].copy_from_slice(&i.to_be_bytes());
+            s.set_write_timeout(Some(opts.timeout))
+                .map_err(|e| broken("connect", &e, opts.timeout))?;
+            s.write_all(&g).map_err(|e| broken("connect", &e, opts.timeout))?;
+            TcpConnection::new(s, opts)
+        })
+        .collect()
+}
+
+/// A cookie no other test is likely to send: std's randomly keyed hasher over the
+/// time and the process id.
+fn new_cookie() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> StreamOptions {
+        StreamOptions { window: None, nodelay: true, timeout: Duration::from_secs(5), buf_len: 64 }
+    }
+
+    fn pair(n: u32) -> (Vec<TcpConnection>, Vec<TcpConnection>) {
+        let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &opts()).unwrap();
+        let ep = l.endpoint().unwrap();
+        let client = std::thread::spawn(move || connect_streams(&ep, n, &opts()).unwrap());
+        let server = l.accept_streams(n, &opts(), || false).unwrap();
+        (client.join().unwrap(), server)
+    }
+
+    fn send(off: usize, len: u32, id: u64) -> WorkRequest {
+        WorkRequest {
+            wr_id: id,
+            op: Op::Send,
+            local_offset: off,
+            len,
+            remote_offset: 0,
+            signaled: true,
+            inline: false,
+        }
+    }
+
+    #[test]
+    fn messages_arrive_in_posted_receives_and_the_end_marker_ends_the_stream() {
+        let (mut c, mut s) = pair(1);
+        let (c, s) = (&mut c[0], &mut s[0]);
+        c.local_mut()[..8].copy_from_slice(b"abcdefgh");
+        s.post_recv(1, 16, 5).unwrap();
+        s.post_recv(2, 32, 3).unwrap();
+        c.post(&send(0, 5, 7)).unwrap();
+        c.post(&send(5, 3, 8)).unwrap();
+        let mut wc = [Completion::default(); 4];
+        assert_eq!(c.poll(&mut wc).unwrap(), 2);
+        assert_eq!((wc[0].wr_id, wc[1].wr_id, wc[1].kind), (7, 8, CompletionKind::Send));
+        assert_eq!(s.poll(&mut wc).unwrap(), 1);
+        assert_eq!((wc[0].wr_id, wc[0].byte_len, wc[0].kind), (1, 5, CompletionKind::Recv));
+        assert_eq!(s.poll(&mut wc).unwrap(), 1);
+        assert_eq!(wc[0].wr_id, 2);
+        assert_eq!(&s.local()[16..21], b"abcde");
+        assert_eq!(&s.local()[32..35], b"fgh");
+        // Nothing posted: nothing to read, and no blocking.
+        assert_eq!(s.poll(&mut wc).unwrap(), 0);
+        s.post_recv(3, 0, 4).unwrap();
+        c.post(&WorkRequest { op: Op::SendImm(END_IMM), len: 0, ..send(0, 0, 9) }).unwrap();
+        assert_eq!(s.poll(&mut wc).unwrap(), 1);
+        assert_eq!((wc[0].wr_id, wc[0].imm), (3, Some(END_IMM)));
+    }
+
+    #[test]
+    fn rdma_operations_and_out_of_range_sends_are_refused_by_name() {
+        let (mut c, _s) = pair(1);
+        let err = c[0].post(&WorkRequest { op: Op::Write, ..send(0, 8, 1) }).unwrap_err();
+        assert_eq!(err.to_string(), "RDMA write is not supported by TCP");
+        let err = c[0].post(&WorkRequest { op: Op::FetchAdd(1), ..send(0, 8, 1) }).unwrap_err();
+        assert_eq!(err.to_string(), "atomics is not supported by TCP");
+        let err = c[0].post(&send(60, 8, 1)).unwrap_err();
+        assert!(err.to_string().contains("do not fit the 64-byte buffer"), "{err}");
+        assert!(c[0].arm().unwrap_err().to_string().contains("not supported by TCP"));
+    }
+
+    #[test]
+    fn streams_are_ordered_strays_dropped_and_a_closed_peer_named() {
+        let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &opts()).unwrap();
+        let ep = l.endpoint().unwrap();
+        let stray = TcpEndpoint { cookie: ep.cookie ^ 1, ..ep };
+        let client = std::thread::spawn(move || {
+            let strays = connect_streams(&stray, 1, &opts()).unwrap();
+            (strays, connect_streams(&ep, 3, &opts()).unwrap())
+        });
+        let server = l.accept_streams(3, &opts(), || false).unwrap();
+        let (_strays, client) = client.join().unwrap();
+        for (c, s) in client.iter().zip(&server) {
+            assert_eq!(c.local_addr(), s.peer_addr());
+        }
+        let mut s = server;
+        drop(client);
+        s[0].post_recv(1, 0, 8).unwrap();
+        let mut wc = [Completion::default(); 1];
+        // A close before any byte is the end marker; mid-message it is an error.
+        assert_eq!(s[0].poll(&mut wc).unwrap(), 1);
+        assert_eq!(wc[0].imm, Some(END_IMM));
+    }
+
+    #[test]
+    fn a_silent_peer_times_out_instead_of_hanging() {
+        let quick = StreamOptions { timeout: Duration::from_millis(300), ..opts() };
+        let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &quick).unwrap();
+        let ep = l.endpoint().unwrap();
+        let client = std::thread::spawn(move || connect_streams(&ep, 1, &quick).unwrap());
+        let mut s = l.accept_streams(1, &quick, || false).unwrap();
+        let _c = client.join().unwrap();
+        s[0].post_recv(1, 0, 8).unwrap();
+        let err = s[0].poll(&mut [Completion::default()]).unwrap_err();
+        assert!(err.to_string().contains("nothing moved for 0 s"), "{err}");
+        let err = l.accept_streams(1, &quick, || false).unwrap_err();
+        assert!(err.to_string().contains("only 0 of 1 TCP data streams"), "{err}");
+        let err = l.accept_streams(1, &opts(), || true).unwrap_err();
+        assert!(err.to_string().contains("the client stopped before"), "{err}");
+    }
+}

@@ -1,0 +1,289 @@
+//! TCP tests and `serve`, over real sockets on this host (no RDMA needed): server and
+//! client as two processes, asserting the bytes moved, the CPU figures on both sides,
+//! and that `serve` outlives clients that misbehave.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+static NEXT_PORT: AtomicU16 = AtomicU16::new(19600);
+
+fn port() -> String {
+    NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string()
+}
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rdmabench-tcp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn spawn(args: &[String]) -> Child {
+    bin()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rdmabench starts")
+}
+
+/// Waits for a child, killing it after `limit`: a hang fails the test.
+fn finish(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "rdmabench hung for {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs `test` server and client with the same flags; both write JSON.
+fn pair(test: &str, flags: &[&str]) -> (Value, Value, String) {
+    let port = port();
+    let (sj, cj) =
+        (scratch(&format!("{test}-{port}-s.json")), scratch(&format!("{test}-{port}-c.json")));
+    let mut common: Vec<String> =
+        vec![test.into(), "-p".into(), port, "--timeout".into(), "20".into()];
+    common.extend(flags.iter().map(|s| s.to_string()));
+    let mut s_args = common.clone();
+    s_args.extend(["--json".into(), sj.display().to_string()]);
+    let server = spawn(&s_args);
+    let mut c_args = common;
+    c_args.extend(["--json".into(), cj.display().to_string(), "127.0.0.1".into()]);
+    let client = finish(spawn(&c_args), Duration::from_secs(120));
+    let server = finish(server, Duration::from_secs(30));
+    assert!(client.status.success(), "client failed: {}", err(&client));
+    assert!(server.status.success(), "server failed: {}", err(&server));
+    let read = |p: &PathBuf| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    (read(&cj), read(&sj), String::from_utf8_lossy(&client.stdout).into_owned())
+}
+
+/// CPU figures of one side are there and plausible.
+fn check_cpu(side: &Value, who: &str) {
+    let cores = side["cores"].as_f64().unwrap_or_else(|| panic!("{who}: no cpu figures: {side}"));
+    assert!(cores >= 1.0, "{who}: {side}");
+    for key in ["busy_percent", "user_percent", "system_percent", "softirq_percent"] {
+        let v = side[key].as_f64().unwrap();
+        assert!((0.0..=100.0 * cores + 1e-6).contains(&v), "{who}: {key} {v} of {cores} cores");
+    }
+    let p = side["process_percent"].as_f64().unwrap();
+    assert!(p > 0.0 && p <= 100.0 * cores * 1.05 + 5.0, "{who}: process {p} %");
+    let switches = side["voluntary_switches"].as_u64().unwrap()
+        + side["involuntary_switches"].as_u64().unwrap();
+    assert!(switches > 0, "{who}: no context switch counted: {side}");
+    assert!(side["window_s"].as_f64().unwrap() > 0.0);
+}
+
+fn tcp_bw_moves_what_it_reports(streams: u32) {
+    let n = 400u64;
+    let size = 65536u64;
+    let p = streams.to_string();
+    let (client, server, text) = pair("tcp-bw", &["-n", &n.to_string(), "-P", &p]);
+    let r = &client["results"][0];
+    let bytes = n * size * u64::from(streams);
+    assert_eq!(r["bw"]["bytes"].as_u64(), Some(bytes), "{r}");
+    assert_eq!(r["received_bytes"].as_u64(), Some(bytes), "the server counted what arrived");
+    assert_eq!(r["iterations"].as_u64(), Some(n));
+    assert!(r["bw"]["avg_bytes_per_sec"].as_f64().unwrap() > 0.0);
+    if streams > 1 {
+        let per: Vec<u64> =
+            r["per_qp"].as_array().unwrap().iter().map(|q| q["bytes"].as_u64().unwrap()).collect();
+        assert_eq!(per, vec![n * size; streams as usize]);
+    }
+    check_cpu(&r["cpu"]["client"], "client");
+    check_cpu(&r["cpu"]["server"], "server");
+    assert!(r["cpu"]["client"]["cpu_s_per_gb"].as_f64().unwrap() > 0.0);
+    // Both sides report the same numbers.
+    assert_eq!(server["results"], client["results"]);
+    assert_eq!(client["params"]["tcp"]["streams"].as_u64(), Some(u64::from(streams)));
+    assert_eq!(client["test"], "tcp_bw");
+    assert!(text.contains("TCP BW Test") && text.contains("cpu server: busy"), "{text}");
+    assert!(text.contains(" #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]"));
+}
+
+#[test]
+fn tcp_bw_one_stream() {
+    tcp_bw_moves_what_it_reports(1);
+}
+
+#[test]
+fn tcp_bw_four_streams() {
+    tcp_bw_moves_what_it_reports(4);
+}
+
+#[test]
+fn tcp_lat_counts_every_round_trip() {
+    let (client, _, text) = pair("tcp-lat", &["-n", "500", "-s", "64"]);
+    let r = &client["results"][0];
+    let lat = &r["lat"];
+    assert_eq!(lat["samples"].as_u64(), Some(500));
+    let (min, typ, max) = (
+        lat["t_min_us"].as_f64().unwrap(),
+        lat["t_typical_us"].as_f64().unwrap(),
+        lat["t_max_us"].as_f64().unwrap(),
+    );
+    assert!(0.0 < min && min <= typ && typ <= max, "{lat}");
+    check_cpu(&r["cpu"]["client"], "client");
+    check_cpu(&r["cpu"]["server"], "server");
+    assert!(r["cpu"]["client"]["cpu_us_per_message"].as_f64().unwrap() > 0.0);
+    assert_eq!(client["params"]["latency_is"], "one-way (half round trip)");
+    assert!(text.contains("t_typical[usec]"));
+}
+
+#[test]
+fn tcp_duration_run_measures_its_window() {
+    let (client, _, text) = pair("tcp-bw", &["-D", "3", "-f", "1", "-P", "2"]);
+    let bw = &client["results"][0]["bw"];
+    let window = bw["window_ns"].as_u64().unwrap();
+    assert!((900_000_000..=1_100_000_000).contains(&window), "window {window} ns");
+    assert!(bw["min_bytes_per_sec"].as_f64().unwrap() <= bw["avg_bytes_per_sec"].as_f64().unwrap());
+    // Everything sent arrived (the window counts only part of it).
+    let received = client["results"][0]["received_bytes"].as_u64().unwrap();
+    assert!(received >= bw["bytes"].as_u64().unwrap(), "{received} < window bytes");
+    assert!(text.contains("measured window 1 s"), "{text}");
+}
+
+#[test]
+fn tcp_sweep_runs_every_size_over_one_connection() {
+    let (client, _, _) = pair("tcp-lat", &["-a", "-n", "20"]);
+    let sizes: Vec<u64> =
+        client["results"].as_array().unwrap().iter().map(|r| r["size"].as_u64().unwrap()).collect();
+    assert_eq!(sizes, (1..24).map(|i| 1u64 << i).collect::<Vec<_>>());
+}
+
+#[test]
+fn bad_tcp_flags_are_one_line_and_exit_2() {
+    for (args, want) in [
+        (vec!["tcp-lat", "-P", "2"], "-P: tcp_lat is one ping-pong stream"),
+        (vec!["tcp-bw", "-w", "1"], "-w 1: a socket buffer between 4 KiB and 1 GiB"),
+        (vec!["tcp-bw", "--cpus", "3-1"], "--cpus '3-1'"),
+        (vec!["tcp-bw", "-D", "2", "-n", "10"], "-D and -n exclude each other"),
+    ] {
+        let out = bin().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let e = err(&out);
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn pinned_streams_and_socket_buffers_are_reported() {
+    let (client, _, text) =
+        pair("tcp-bw", &["-n", "100", "-P", "2", "--cpus", "0", "-w", "256K", "-N"]);
+    let tcp = &client["params"]["tcp"];
+    assert_eq!(tcp["pinned_cpus"], serde_json::json!([0]));
+    assert!(tcp["socket_buffer"].as_u64().unwrap() >= 256 * 1024, "{tcp}");
+    assert_eq!(tcp["nodelay"], true);
+    assert!(text.contains("Pinned to CPUs  : 0") && text.contains("TCP_NODELAY     : ON"));
+}
+
+/// One frame of the control protocol, as a foreign client would write it.
+fn frame(json: &str) -> Vec<u8> {
+    let mut f = b"RDMB".to_vec();
+    f.extend_from_slice(&1u16.to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(&(json.len() as u32).to_be_bytes());
+    f.extend_from_slice(json.as_bytes());
+    f
+}
+
+#[test]
+fn serve_outlives_garbage_disconnects_and_unknown_tests() {
+    let port = port();
+    let serve = spawn(&[
+        "serve".into(),
+        "-p".into(),
+        port.clone(),
+        "--timeout".into(),
+        "5".into(),
+        "--count".into(),
+        "7".into(),
+    ]);
+    let client = |args: &[&str]| {
+        let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        a.extend(["-p".into(), port.clone(), "127.0.0.1".into()]);
+        finish(spawn(&a), Duration::from_secs(60))
+    };
+    // 1: a good client.
+    let first = client(&["tcp-bw", "-n", "200"]);
+    assert!(first.status.success(), "{}", err(&first));
+    // 2: garbage instead of a hello.
+    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let mut answer = Vec::new();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.read_to_end(&mut answer);
+    assert!(String::from_utf8_lossy(&answer).contains("does not speak rdmabench"), "{answer:?}");
+    // 3: a test this version does not know.
+    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    s.write_all(&frame(
+        r#"{"type":"hello","tool":"x","params":{"test":{"verb":"teleport","measure":"bw"}}}"#,
+    ))
+    .unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    assert!(
+        String::from_utf8_lossy(&answer).contains("malformed hello"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    // 4: a client killed in the middle of a long test.
+    let mut long = spawn(&[
+        "tcp-bw".into(),
+        "-D".into(),
+        "20".into(),
+        "-p".into(),
+        port.clone(),
+        "127.0.0.1".into(),
+    ]);
+    std::thread::sleep(Duration::from_millis(1500));
+    long.kill().unwrap();
+    let _ = long.wait();
+    // 5: a hello, then silence and a close before the data streams.
+    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    s.write_all(&frame(r#"{"type":"hello","tool":"x","params":{"test":{"verb":"tcp","measure":"bw"},"sizes":[65536],"run":{"iterations":100},"service":"Rc","qps":1,"bidirectional":false,"rdma_cm":false,"atomic_type":"fetch_and_add","validate":false,"tcp":{"streams":1,"window":null,"nodelay":false}}}"#)).unwrap();
+    drop(s);
+    // 6 and 7: good clients after all that.
+    let lat = client(&["tcp-lat", "-n", "100"]);
+    assert!(lat.status.success(), "{}", err(&lat));
+    let bw = client(&["tcp-bw", "-n", "100", "-P", "2"]);
+    assert!(bw.status.success(), "{}", err(&bw));
+    let serve = finish(serve, Duration::from_secs(30));
+    assert!(serve.status.success(), "serve: {}", err(&serve));
+    let log = String::from_utf8_lossy(&serve.stdout).into_owned();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 8, "one line per client after the banner:\n{log}");
+    assert!(lines[0].contains(&format!("serving on 0.0.0.0:{port}")));
+    assert!(lines[1].contains("tcp_bw ok: 65536 B x 200"), "{log}");
+    assert!(lines[2].contains("refused: control channel: the peer does not speak"), "{log}");
+    assert!(lines[3].contains("refused: control channel: malformed hello"), "{log}");
+    assert!(lines[4].contains("tcp_bw FAILED: the peer closed the control connection"), "{log}");
+    // Depending on timing the server notices while accepting streams, or when it sends.
+    assert!(
+        lines[5].contains("FAILED: the client stopped before its TCP data streams connected")
+            || lines[5].contains("FAILED: the peer closed the control connection"),
+        "{log}"
+    );
+    assert!(lines[6].contains("tcp_lat ok") && lines[7].contains("tcp_bw ok"), "{log}");
+}
