@@ -278,7 +278,8 @@ fn serve_outlives_garbage_disconnects_and_unknown_tests() {
     assert!(lines[1].contains("tcp_bw ok: 65536 B x 200"), "{log}");
     assert!(lines[2].contains("refused: control channel: the peer does not speak"), "{log}");
     assert!(lines[3].contains("refused: control channel: malformed hello"), "{log}");
-    assert!(lines[4].contains("tcp_bw FAILED: the peer closed the control connection"), "{log}");
+    // Killed mid-message or between messages: the control or the data connection closes.
+    assert!(lines[4].contains("tcp_bw FAILED: ") && lines[4].contains("closed the"), "{log}");
     // Depending on timing the server notices while accepting streams, or when it sends.
     assert!(
         lines[5].contains("FAILED: the client stopped before its TCP data streams connected")

@@ -254,8 +254,8 @@ pub fn charts(report: &CompareReport) -> Vec<(&'static str, String)> {
             svg::render(&Chart {
                 id: "chart-cpu",
                 title: "CPU cost per GB moved (client + server)",
-                y_label: "CPU-seconds per GB",
-                scale: Scale::Linear,
+                y_label: "CPU-seconds per GB [log scale]",
+                scale: Scale::Log,
                 lines: &cpu,
             }),
         ),

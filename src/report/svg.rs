@@ -76,9 +76,7 @@ fn nice_step(max: f64, n: f64) -> f64 {
 }
 
 fn fmt_value(v: f64) -> String {
-    if v == 0.0 {
-        "0".into()
-    } else if v.abs() >= 100.0 {
+    if v.fract() == 0.0 || v.abs() >= 100.0 {
         format!("{v:.0}")
     } else if v.abs() >= 1.0 {
         format!("{v:.1}")

@@ -1,0 +1,183 @@
+//! `serve` and `compare` with RDMA and TCP in the lab: several clients in a row
+//! against one server, CPU figures from both sides of an RDMA test, and a comparison
+//! that writes every file with RDMA and TCP rows for every size.
+//!
+//! With RDMABENCH_REPORT_DIR set (ci/test sets it), the comparison is written there so
+//! the host can open report.html in Chromium after the lab boot (ci/check-report).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    let dev = std::env::var("RDMABENCH_DEVICE").unwrap_or_else(|_| "rxe0".into());
+    assert!(
+        std::path::Path::new("/sys/class/infiniband").join(&dev).exists(),
+        "lab test: RDMA device {dev} not found; run inside ci/lab-vm"
+    );
+    Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+}
+
+fn spawn(args: &[&str]) -> Child {
+    bin()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rdmabench starts")
+}
+
+fn finish(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "rdmabench hung for {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rdmabench-lab-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_serve_runs_rdma_and_tcp_clients_in_a_row() {
+    let serve = spawn(&["serve", "-p", "19700", "--timeout", "20", "--count", "4"]);
+    let json = scratch().join("write_bw.json");
+    let json = json.to_str().unwrap();
+    let runs: [&[&str]; 4] = [
+        &["write-bw", "-n", "500", "--json", json],
+        &["send-lat", "-n", "200"],
+        &["read-bw", "-q", "2", "-n", "200", "-s", "4096"],
+        &["tcp-bw", "-n", "200", "-P", "2"],
+    ];
+    for args in runs {
+        let mut a = args.to_vec();
+        a.extend(["-p", "19700", "127.0.0.1"]);
+        let out = finish(spawn(&a), Duration::from_secs(120));
+        assert!(out.status.success(), "{args:?}: {}", err(&out));
+    }
+    let serve = finish(serve, Duration::from_secs(30));
+    let log = String::from_utf8_lossy(&serve.stdout).into_owned();
+    for test in ["write_bw ok", "send_lat ok", "read_bw ok", "tcp_bw ok"] {
+        assert!(log.contains(test), "{test} missing from the serve log:\n{log}");
+    }
+    // The RDMA run has CPU figures from both sides: the server's came back.
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let cpu = &report["results"][0]["cpu"];
+    for side in ["client", "server"] {
+        let c = &cpu[side];
+        let cores = c["cores"].as_f64().unwrap_or_else(|| panic!("no {side} cpu: {cpu}"));
+        let busy = c["busy_percent"].as_f64().unwrap();
+        assert!((0.0..=100.0 * cores + 1e-6).contains(&busy), "{side} busy {busy}");
+        assert!(
+            c["voluntary_switches"].as_u64().unwrap() + c["involuntary_switches"].as_u64().unwrap()
+                > 0
+        );
+    }
+    // The client polls; a write_bw server only waits on its control socket.
+    let (client_p, server_p) = (
+        cpu["client"]["process_percent"].as_f64().unwrap(),
+        cpu["server"]["process_percent"].as_f64().unwrap(),
+    );
+    assert!(client_p > server_p, "polling client {client_p} % vs idle server {server_p} %");
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_compare_writes_every_file_with_rdma_and_tcp_rows() {
+    let dir = std::env::var_os("RDMABENCH_REPORT_DIR")
+        .map_or_else(|| scratch().join("compare"), PathBuf::from);
+    let _ = std::fs::remove_dir_all(&dir);
+    let serve = spawn(&["serve", "-p", "19701", "--timeout", "20"]);
+    let sizes = [2u64, 4096, 65536, 1 << 20];
+    let out = finish(
+        spawn(&[
+            "compare",
+            "127.0.0.1",
+            "-p",
+            "19701",
+            "--out",
+            dir.to_str().unwrap(),
+            "--sizes",
+            "2,4K,64K,1M",
+            "-P",
+            "2",
+            "--bytes",
+            "4M",
+            "--lat-bytes",
+            "512K",
+        ]),
+        Duration::from_secs(600),
+    );
+    let mut serve = serve;
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert!(out.status.success(), "compare failed: {}", err(&out));
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        table.contains("BW average [MiB/sec]")
+            && table.contains("RDMA write")
+            && table.contains("TCP 2 streams")
+    );
+    assert!(table.contains(&format!("report: {}", dir.join("report.html").display())), "{table}");
+    for file in
+        ["results.json", "results.csv", "bandwidth.svg", "latency.svg", "cpu.svg", "report.html"]
+    {
+        let len = std::fs::metadata(dir.join(file)).map_or(0, |m| m.len());
+        assert!(len > 200, "{file}: {len} bytes");
+    }
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let series: Vec<&str> =
+        report["series"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(series.len(), 9);
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), series.len() * sizes.len());
+    for s in &series {
+        for size in sizes {
+            let row = rows
+                .iter()
+                .find(|r| r["series"] == *s && r["size"].as_u64() == Some(size))
+                .unwrap_or_else(|| panic!("no row for {s} at {size} B"));
+            assert!(row["error"].is_null(), "{s} {size} B failed: {}", row["error"]);
+            let r = &row["result"];
+            assert_eq!(r["size"].as_u64(), Some(size));
+            let figure = if s.ends_with("_lat") {
+                &r["lat"]["t_typical_us"]
+            } else {
+                &r["bw"]["avg_bytes_per_sec"]
+            };
+            assert!(figure.as_f64().unwrap() > 0.0, "{s} {size}: {r}");
+            assert!(r["cpu"]["client"]["cores"].as_u64().unwrap() >= 1, "{s} {size}: client cpu");
+            assert!(r["cpu"]["server"]["cores"].as_u64().unwrap() >= 1, "{s} {size}: server cpu");
+        }
+    }
+    // TCP rows: the server counted every byte the client sent.
+    for row in rows.iter().filter(|r| r["series"].as_str().unwrap().starts_with("tcp_bw")) {
+        let r = &row["result"];
+        assert_eq!(r["received_bytes"], r["bw"]["bytes"], "{row}");
+    }
+    let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), rows.len() + 1);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    for id in ["chart-bandwidth", "chart-latency", "chart-cpu"] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "{id} missing from report.html");
+    }
+}
