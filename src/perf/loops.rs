@@ -542,21 +542,23 @@ pub struct LatPlan {
     pub recv_posted: u64,
 }
 
+// Both take a time already read: a loop reads the clock once per iteration (under
+// emulation a clock read costs as much as a small message).
 impl LatPlan {
-    fn keep(&self, clock: &Clock, t: u64) -> bool {
+    /// Whether a sample that started at `t` falls inside a duration run's window.
+    fn keep(&self, t: u64) -> bool {
         match self.duration {
             None => true,
             Some((total, margin)) => {
-                t >= margin.as_nanos() as u64
-                    && t < (total - margin).as_nanos() as u64
-                    && clock.ns() > 0
+                t >= margin.as_nanos() as u64 && t < (total - margin).as_nanos() as u64
             }
         }
     }
-    fn over(&self, i: u64, clock: &Clock) -> bool {
+    /// Whether the run is over at iteration `i`, time `now`.
+    fn over(&self, i: u64, now: u64) -> bool {
         match self.duration {
             None => i >= self.iters,
-            Some((total, _)) => clock.ns() >= total.as_nanos() as u64,
+            Some((total, _)) => now >= total.as_nanos() as u64,
         }
     }
 }
@@ -592,11 +594,11 @@ pub fn lat_round_trip<C: Connection>(
     loop {
         let t = clock.ns();
         if let Some(p) = prev {
-            if plan.keep(&clock, p) {
+            if plan.keep(p) {
                 rec.record(t.saturating_sub(p) / u64::from(plan.rtt_factor));
             }
         }
-        if plan.over(i, &clock) {
+        if plan.over(i, t) {
             return Ok(rec);
         }
         prev = Some(t);
@@ -670,8 +672,10 @@ pub fn lat_write_pingpong<C: Connection>(
             }
             stall.progressed();
         }
+        // The only clock read of an iteration; the responder measures nothing.
+        let now = if initiator { clock.ns() } else { 0 };
         let finished = if initiator {
-            plan.over(i, &clock)
+            plan.over(i, now)
         } else {
             plan.duration.is_none() && i >= plan.iters
         };
@@ -681,14 +685,12 @@ pub fn lat_write_pingpong<C: Connection>(
         }
         conn.local_mut()[plan.size as usize + last] = value;
         if initiator {
-            // The only clock read of an iteration; the responder measures nothing.
-            let t = clock.ns();
             if let Some(p) = prev_post {
-                if plan.keep(&clock, p) {
-                    rec.record(t.saturating_sub(p) / u64::from(plan.rtt_factor));
+                if plan.keep(p) {
+                    rec.record(now.saturating_sub(p) / u64::from(plan.rtt_factor));
                 }
             }
-            prev_post = Some(t);
+            prev_post = Some(now);
         }
         // Room in the send queue: at most two signaling rounds unconfirmed.
         reap(conn, signaled, &mut reaped, 1)?;
@@ -741,20 +743,21 @@ pub fn lat_send_pingpong<C: Connection>(
     let mut prev_send: Option<u64> = None;
     let mut recv_posted = plan.recv_posted;
     loop {
-        if initiator && plan.over(i, &clock) {
-            // Tell the responder we are done (duration runs).
-            if plan.duration.is_some() {
-                conn.post(&END_MARKER)?;
-            }
-            return Ok(rec);
-        }
         if initiator {
-            // One clock read per message: the time between two sends is one round trip.
+            // One clock read per message: the time between two sends is one round
+            // trip, and the answer to the last message closes the last sample.
             let t = clock.ns();
             if let Some(p) = prev_send {
-                if plan.keep(&clock, p) {
+                if plan.keep(p) {
                     rec.record(t.saturating_sub(p) / u64::from(plan.rtt_factor));
                 }
+            }
+            if plan.over(i, t) {
+                // Tell the responder we are done (duration runs).
+                if plan.duration.is_some() {
+                    conn.post(&END_MARKER)?;
+                }
+                return Ok(rec);
             }
             prev_send = Some(t);
             send(conn, i)?;
@@ -782,18 +785,7 @@ pub fn lat_send_pingpong<C: Connection>(
             }
         }
         stall.progressed();
-        if initiator {
-            // The answer to the last message closes the last sample.
-            if plan.over(i + 1, &clock) {
-                if let Some(p) = prev_send {
-                    let t = clock.ns();
-                    if plan.keep(&clock, p) {
-                        rec.record(t.saturating_sub(p) / u64::from(plan.rtt_factor));
-                    }
-                    prev_send = None;
-                }
-            }
-        } else {
+        if !initiator {
             send(conn, i)?;
         }
         i += 1;
