@@ -674,11 +674,8 @@ pub fn lat_write_pingpong<C: Connection>(
         }
         // The only clock read of an iteration; the responder measures nothing.
         let now = if initiator { clock.ns() } else { 0 };
-        let finished = if initiator {
-            plan.over(i, now)
-        } else {
-            plan.duration.is_none() && i >= plan.iters
-        };
+        let finished =
+            if initiator { plan.over(i, now) } else { plan.duration.is_none() && i >= plan.iters };
         if finished {
             reap(conn, signaled, &mut reaped, 0)?;
             return Ok(rec);

@@ -754,7 +754,9 @@ fn run_size<C: Connection + Send>(
 ) -> Result<SizeResult, String> {
     let s = &cfg.shared;
     let client = cfg.is_client();
-    let slots = slots_for(size);
+    // TCP copies each message into the kernel: one buffer slot keeps the working set in
+    // cache, as iperf3's one buffer (TCP tests have no --validate to rotate for).
+    let slots = if cfg.thread_per_connection() { 1 } else { slots_for(size) };
     let iters = match s.run {
         RunLength::Iterations(n) => n,
         RunLength::Duration { .. } => u64::MAX,
@@ -1111,7 +1113,7 @@ mod tcp_side {
             window: t.window,
             nodelay: t.nodelay,
             timeout: cfg.timeout,
-            buf_len: (max_size * u64::from(slots_for(max_size))) as usize,
+            buf_len: max_size as usize,
         };
         let conns = if cfg.is_client() {
             let ep = match ch.recv("endpoints").map_err(|e| e.to_string())? {
