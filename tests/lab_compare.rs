@@ -181,3 +181,43 @@ fn lab_compare_writes_every_file_with_rdma_and_tcp_rows() {
         assert!(html.contains(&format!("id=\"{id}\"")), "{id} missing from report.html");
     }
 }
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_event_mode_shows_in_the_cpu_figures() {
+    let serve = spawn(&["serve", "-p", "19702", "--timeout", "20", "--count", "2"]);
+    let dir = scratch();
+    let mut cpu = Vec::new();
+    for (name, extra) in [("poll", None), ("events", Some("-e"))] {
+        // A latency test: the client waits for every answer, by spinning or by sleeping.
+        // (A soft-RoCE sender's completions are ready as soon as it posts: it never waits.)
+        let json = dir.join(format!("send_lat-{name}.json"));
+        let json = json.to_str().unwrap();
+        let mut a = vec!["send-lat", "-n", "2000", "-p", "19702", "--json", json];
+        a.extend(extra);
+        a.push("127.0.0.1");
+        let out = finish(spawn(&a), Duration::from_secs(120));
+        assert!(out.status.success(), "{name}: {}", err(&out));
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(report["params"]["events"], extra.is_some());
+        cpu.push(report["results"][0]["cpu"]["client"].clone());
+    }
+    let _ = finish(serve, Duration::from_secs(30));
+    let user = |c: &Value| c["process_user_s"].as_f64().unwrap() / c["window_s"].as_f64().unwrap();
+    let blocked = |c: &Value| c["voluntary_switches"].as_u64().unwrap();
+    // Polling spins in user space; waiting on completion events gives that time back
+    // and shows up as the client blocking. (Soft-RoCE does the transport's work in the
+    // kernel on the process's behalf, so system time stays either way.)
+    assert!(
+        user(&cpu[0]) > user(&cpu[1]),
+        "user share: poll {} vs events {}\n{cpu:?}",
+        user(&cpu[0]),
+        user(&cpu[1])
+    );
+    assert!(
+        blocked(&cpu[1]) > blocked(&cpu[0]),
+        "voluntary switches: events {} vs poll {}\n{cpu:?}",
+        blocked(&cpu[1]),
+        blocked(&cpu[0])
+    );
+}
