@@ -198,7 +198,7 @@ fn lab_event_mode_shows_in_the_cpu_figures() {
         a.push("127.0.0.1");
         let out = finish(spawn(&a), Duration::from_secs(120));
         assert!(out.status.success(), "{name}: {}", err(&out));
-        let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
         assert_eq!(report["params"]["events"], extra.is_some());
         cpu.push(report["results"][0]["cpu"]["client"].clone());
     }
