@@ -240,12 +240,43 @@ fn lab_bidirectional_shows_and_sums_both_directions() {
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_event_mode_runs() {
-    let r = ok("send-bw", &["-e", "-n", "200", "-s", "4096"]);
+    let r = ok("send-bw", &["-e", "-n", "2000", "-s", "4096"]);
     assert_eq!(r.json["params"]["events"], true);
-    assert_eq!(r.json["results"][0]["bw"]["messages"], 200);
+    assert_eq!(r.json["results"][0]["bw"]["messages"], 2000);
+    // The receiving server sleeps on completion events too, instead of spinning.
+    let polled = ok("send-bw", &["-n", "2000", "-s", "4096"]);
+    let user = |r: &Run| {
+        let c = &r.json["results"][0]["cpu"]["server"];
+        c["process_user_s"].as_f64().unwrap() / c["window_s"].as_f64().unwrap()
+    };
+    let slept =
+        |r: &Run| r.json["results"][0]["cpu"]["server"]["voluntary_switches"].as_u64().unwrap();
+    assert!(
+        slept(&r) > slept(&polled),
+        "server blocked {} times with -e, {} polling",
+        slept(&r),
+        slept(&polled)
+    );
+    assert!(
+        user(&r) < user(&polled),
+        "server user share {} with -e, {} polling",
+        user(&r),
+        user(&polled)
+    );
     let r = ok("read-lat", &["-e", "-n", "200"]);
     assert_eq!(r.json["results"][0]["lat"]["samples"], 200);
     assert!(text(&r.client).contains(" Events          : ON"));
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_post_lists_post_every_message() {
+    // -l 8: eight requests per ibv_post_send; 1000 divides evenly.
+    let r = ok("write-bw", &["-l", "8", "-n", "1000", "-s", "4096"]);
+    assert_eq!(r.json["params"]["post_list"], 8);
+    assert_eq!(r.json["results"][0]["bw"]["messages"], 1000);
+    assert_eq!(r.json["results"][0]["bw"]["bytes"], 1000 * 4096);
+    assert!(text(&r.client).contains(" Post List       : 8"));
 }
 
 #[test]

@@ -283,6 +283,42 @@ fn lab_rc_thirty_two_requests_in_one_post() {
     assert_eq!(lb.b.mr.as_slice(), &data[..]);
 }
 
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_rc_forty_listed_requests_post_in_stack_lists() {
+    // 40 requests: one list of MAX_POST_LIST (32) and one of 8, no allocation.
+    let n = 40usize;
+    let mut lb = lab(LoopbackConfig { buf_len: n * 128, ..Default::default() });
+    let data = pattern(n * 128, 5);
+    lb.a.mr.as_mut_slice().copy_from_slice(&data);
+    let remote = lb.b.mr.remote();
+    let slices: Vec<_> = (0..n).map(|i| [lb.a.mr.slice(i * 128, 128).unwrap()]).collect();
+    let requests: Vec<SendRequest<'_>> = slices
+        .iter()
+        .enumerate()
+        .map(|(i, src)| {
+            let dst = remote.slice(i as u64 * 128, 128).unwrap();
+            let r = SendRequest::new(i as u64, SendOp::Write(dst), src);
+            // Every fourth and the last signaled: unsignaled ones complete silently.
+            if i % 4 == 3 || i + 1 == n {
+                r.signaled()
+            } else {
+                r
+            }
+        })
+        .collect();
+    assert!(n > rdmabench_ffi::verbs::MAX_POST_LIST);
+    lb.a.qp.post_send_list(&requests).unwrap();
+    let ids: Vec<u64> = (0..n / 4).map(|_| ok_any(&lb.a.cq)).collect();
+    assert_eq!(ids, (0..n as u64).filter(|i| i % 4 == 3).collect::<Vec<_>>());
+    assert_eq!(lb.b.mr.as_slice(), &data[..]);
+    // A request the QP cannot take is refused before anything of its list is posted.
+    let two = [lb.a.mr.slice(0, 8).unwrap(), lb.a.mr.slice(8, 8).unwrap()];
+    let bad = [SendRequest::new(99, SendOp::Write(remote.slice(0, 16).unwrap()), &two)];
+    let err = lb.a.qp.post_send_list(&bad).unwrap_err();
+    assert!(err.to_string().contains("2 SGEs, the QP takes 1"), "{err}");
+}
+
 fn ok_any(cq: &CompletionQueue) -> u64 {
     let c = next(cq);
     assert!(c.is_success(), "{c:?}");

@@ -261,6 +261,8 @@ pub fn bw_send<C: Connection, R: RecvSide>(
     let mut stall = Stall::new(plan.timeout);
     let size = u64::from(plan.size);
     let mut stop_posting = false;
+    // The requests of one post (-l), allocated once.
+    let mut list: Vec<WorkRequest> = Vec::with_capacity(plan.post_list as usize);
     loop {
         if let Some((_, _, total, _)) = window {
             stop_posting = clock.ns() >= total;
@@ -272,6 +274,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                 && posted[q] < plan.iters
                 && posted[q] - done[q] + u64::from(plan.post_list) <= u64::from(plan.tx_depth)
             {
+                list.clear();
                 for _ in 0..plan.post_list {
                     let i = posted[q];
                     let slot = i % u64::from(plan.slots);
@@ -297,7 +300,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                     if plan.peak || i == 0 {
                         recorders[q].posted(clock.ns());
                     }
-                    conn.post(&wr)?;
+                    list.push(wr);
                     posted[q] += 1;
                     if signaled {
                         signaled_upto[q] = posted[q];
@@ -306,6 +309,8 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                         break;
                     }
                 }
+                // One request, or perftest's -l list in one post.
+                conn.post_list(&list)?;
             }
             // Reap; in event mode sleep only on a QP that has work in flight.
             let got = if signaled_upto[q] > done[q] {
@@ -452,18 +457,32 @@ impl RecvSide for Reposting {
     }
 }
 
-/// The receiving side of send_bw, after [`post_receives`] put `posted` receives up on
-/// each QP: reposts and counts arrivals until `iters` per QP arrived, the sender's end
-/// marker came, or `stop` says so (checked every few ms).
+/// How a receiver runs one size.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvPlan {
+    /// Message size.
+    pub size: u32,
+    /// Messages per QP (`u64::MAX` in a duration run).
+    pub iters: u64,
+    /// Receives [`post_receives`] put up on each QP before the loop.
+    pub posted: u64,
+    /// Buffer slots messages rotate through.
+    pub slots: u32,
+    /// Give up after this long without progress.
+    pub timeout: Duration,
+    /// Sleep on completion events instead of spinning.
+    pub events: bool,
+}
+
+/// The receiving side of send_bw (and TCP), after [`post_receives`]: reposts and counts
+/// arrivals until `iters` per QP arrived, the sender's end marker came, or `stop` says
+/// so (checked every few ms).
 pub fn bw_recv<C: Connection>(
     conns: &mut [C],
-    size: u32,
-    iters: u64,
-    posted: u64,
-    slots: u32,
-    timeout: Duration,
+    plan: &RecvPlan,
     mut stop: impl FnMut() -> bool,
 ) -> Result<Vec<u64>, LoopError> {
+    let RecvPlan { size, iters, posted, slots, timeout, events } = *plan;
     let n = conns.len();
     let mut recv = Reposting::new(n, iters, posted, size, slots);
     let mut ended = vec![false; n];
@@ -473,7 +492,13 @@ pub fn bw_recv<C: Connection>(
     loop {
         let mut all = true;
         for (q, conn) in conns.iter_mut().enumerate() {
-            let got = conn.poll(&mut wcs)?;
+            // In event mode sleep only on a QP that still expects messages.
+            let expecting = recv.received[q] < iters && !ended[q];
+            let got = if events && expecting {
+                poll_or_wait(conn, &mut wcs, true, &mut stall, "messages from the sender")?
+            } else {
+                conn.poll(&mut wcs)?
+            };
             if got > 0 {
                 stall.progressed();
             }

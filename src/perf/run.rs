@@ -855,9 +855,15 @@ fn run_size<C: Connection + Send>(
                     // Each stream ends by itself (its sender's end of stream).
                     bw_recv_threads(conns, size32, iters, posted, slots, cfg)
                 } else {
-                    loops::bw_recv(conns, size32, iters, posted, slots, cfg.timeout, || {
-                        ch.has_pending()
-                    })
+                    let plan = loops::RecvPlan {
+                        size: size32,
+                        iters,
+                        posted,
+                        slots,
+                        timeout: cfg.timeout,
+                        events: cfg.events,
+                    };
+                    loops::bw_recv(conns, &plan, || ch.has_pending())
                 }
                 .map_err(|e| e.to_string())?;
                 local.iterations = received.first().copied().unwrap_or(0);
@@ -1072,15 +1078,15 @@ fn bw_recv_threads<C: Connection + Send>(
             .map(|(k, conn)| {
                 scope.spawn(move || {
                     pin_thread(&cfg.pin, k)?;
-                    loops::bw_recv(
-                        std::slice::from_mut(conn),
+                    let plan = loops::RecvPlan {
                         size,
                         iters,
                         posted,
                         slots,
-                        cfg.timeout,
-                        || false,
-                    )
+                        timeout: cfg.timeout,
+                        events: false,
+                    };
+                    loops::bw_recv(std::slice::from_mut(conn), &plan, || false)
                 })
             })
             .collect();

@@ -298,6 +298,18 @@ pub trait Connection {
     /// Ranges outside either buffer, an operation the backend cannot do, a full queue.
     fn post(&mut self, wr: &WorkRequest) -> Result<(), TransportError>;
 
+    /// Posts several work requests as one list (perftest's `-l`): verbs links them
+    /// into one `ibv_post_send` call. The default posts them one by one.
+    ///
+    /// # Errors
+    /// As [`post`](Self::post); requests before the refused one may have been posted.
+    fn post_list(&mut self, wrs: &[WorkRequest]) -> Result<(), TransportError> {
+        for wr in wrs {
+            self.post(wr)?;
+        }
+        Ok(())
+    }
+
     /// Posts a receive of up to `len` payload bytes at `offset` of the local buffer
     /// (plus [`Capabilities::recv_overhead`] in front, on UD).
     ///

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use ffi::verbs::{
     Access, AddressHandle, AddressVector, CmConnection, CompletionQueue, ConnectRequest, Context,
-    DeviceList, Error as VerbsError, InitAttr, MemoryRegion, Mtu, ProtectionDomain, QpCaps,
-    QpEndpoint, QpState, QpType, QueuePair, RemoteBuffer, ResolvedRoute, RtrAttr, RtsAttr, SendOp,
-    SendRequest, UdDest, WcOpcode, WcStatus, DEFAULT_QKEY, GRH_LEN,
+    DeviceList, Error as VerbsError, InitAttr, LocalSlice, MemoryRegion, Mtu, ProtectionDomain,
+    QpCaps, QpEndpoint, QpState, QpType, QueuePair, RemoteBuffer, ResolvedRoute, RtrAttr, RtsAttr,
+    SendOp, SendRequest, UdDest, WcOpcode, WcStatus, DEFAULT_QKEY, GRH_LEN, MAX_POST_LIST,
 };
 use serde::{Deserialize, Serialize};
 
@@ -369,6 +369,43 @@ fn status(s: WcStatus) -> Status {
     }
 }
 
+impl VerbsConnection {
+    /// The local range a request names (past the GRH room on UD).
+    #[inline]
+    fn local_slice(&self, wr: &WorkRequest) -> Result<LocalSlice<'_>, TransportError> {
+        let skip = self.caps.recv_overhead as usize;
+        Ok(self.mr.slice(skip + wr.local_offset, wr.len as usize)?)
+    }
+
+    /// `wr` as the verbs request over `local`.
+    #[inline]
+    fn request<'a>(
+        &'a self,
+        wr: &WorkRequest,
+        local: &'a [LocalSlice<'a>],
+    ) -> Result<SendRequest<'a>, TransportError> {
+        let remote = || self.remote.slice(wr.remote_offset, u64::from(wr.len));
+        let op = match wr.op {
+            Op::Send => SendOp::Send,
+            Op::SendImm(imm) => SendOp::SendImm(imm),
+            Op::Write => SendOp::Write(remote()?),
+            Op::WriteImm(imm) => SendOp::WriteImm(remote()?, imm),
+            Op::Read => SendOp::Read(remote()?),
+            Op::FetchAdd(add) => SendOp::FetchAdd { remote: remote()?, add },
+            Op::CompareSwap { compare, swap } => {
+                SendOp::CompareSwap { remote: remote()?, compare, swap }
+            }
+        };
+        let mut req = SendRequest::new(wr.wr_id, op, local);
+        req.flags.signaled = wr.signaled;
+        req.flags.inline = wr.inline;
+        if let Some(ah) = &self.ah {
+            req.ud = Some(UdDest { ah, remote_qpn: self.remote_qpn, remote_qkey: DEFAULT_QKEY });
+        }
+        Ok(req)
+    }
+}
+
 impl Connection for VerbsConnection {
     fn capabilities(&self) -> &Capabilities {
         &self.caps
@@ -390,27 +427,28 @@ impl Connection for VerbsConnection {
 
     #[inline]
     fn post(&mut self, wr: &WorkRequest) -> Result<(), TransportError> {
-        let skip = self.caps.recv_overhead as usize;
-        let local = [self.mr.slice(skip + wr.local_offset, wr.len as usize)?];
-        let remote = || self.remote.slice(wr.remote_offset, u64::from(wr.len));
-        let op = match wr.op {
-            Op::Send => SendOp::Send,
-            Op::SendImm(imm) => SendOp::SendImm(imm),
-            Op::Write => SendOp::Write(remote()?),
-            Op::WriteImm(imm) => SendOp::WriteImm(remote()?, imm),
-            Op::Read => SendOp::Read(remote()?),
-            Op::FetchAdd(add) => SendOp::FetchAdd { remote: remote()?, add },
-            Op::CompareSwap { compare, swap } => {
-                SendOp::CompareSwap { remote: remote()?, compare, swap }
-            }
-        };
-        let mut req = SendRequest::new(wr.wr_id, op, &local);
-        req.flags.signaled = wr.signaled;
-        req.flags.inline = wr.inline;
-        if let Some(ah) = &self.ah {
-            req.ud = Some(UdDest { ah, remote_qpn: self.remote_qpn, remote_qkey: DEFAULT_QKEY });
-        }
+        let local = [self.local_slice(wr)?];
+        let req = self.request(wr, &local)?;
         self.qp.post_send(&req)?;
+        Ok(())
+    }
+
+    fn post_list(&mut self, wrs: &[WorkRequest]) -> Result<(), TransportError> {
+        if let [one] = wrs {
+            return self.post(one);
+        }
+        for chunk in wrs.chunks(MAX_POST_LIST) {
+            // Each request's one SGE, then the requests over them: all on the stack.
+            let mut locals: [Option<LocalSlice<'_>>; MAX_POST_LIST] = [None; MAX_POST_LIST];
+            for (slot, wr) in locals.iter_mut().zip(chunk) {
+                *slot = Some(self.local_slice(wr)?);
+            }
+            let mut reqs = [SendRequest::new(0, SendOp::Send, &[]); MAX_POST_LIST];
+            for ((req, wr), local) in reqs.iter_mut().zip(chunk).zip(&locals) {
+                *req = self.request(wr, local.as_slice())?;
+            }
+            self.qp.post_send_list(&reqs[..chunk.len()])?;
+        }
         Ok(())
     }
 

@@ -28,7 +28,7 @@ pub use pd::ProtectionDomain;
 pub use qp::{
     AddressVector, GlobalRoute, InitAttr, Mtu, QpCaps, QpState, QpType, QueuePair,
     QueuePairBuilder, RtrAttr, RtsAttr, SendBatch, SendFlags, SendOp, SendRequest, UdDest,
-    DEFAULT_QKEY, GRH_LEN, MAX_SGE,
+    DEFAULT_QKEY, GRH_LEN, MAX_POST_LIST, MAX_SGE,
 };
 
 pub use crate::types::{Gid, Guid, QpEndpoint, RangeError, RemoteBuffer, RemoteSlice};

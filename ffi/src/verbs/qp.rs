@@ -12,6 +12,9 @@ use crate::types::{Gid, QpEndpoint, RemoteSlice};
 /// Most scatter/gather entries one work request may carry through this layer.
 pub const MAX_SGE: usize = 32;
 
+/// Requests [`QueuePair::post_send_list`] links into one `ibv_post_send` call.
+pub const MAX_POST_LIST: usize = 32;
+
 /// Bytes of Global Routing Header that start every UD receive buffer.
 pub const GRH_LEN: usize = 40;
 
@@ -848,6 +851,67 @@ impl QueuePair {
         if rc != 0 {
             return Err(Error::from_errno("ibv_post_send", rc)
                 .on(format!("QP {}, request {failed_at} of {n}", self.qp_num())));
+        }
+        Ok(())
+    }
+
+    /// Posts `requests` linked into one list per `ibv_post_send` call (perftest's
+    /// `-l`), up to [`MAX_POST_LIST`] at a time, built on the stack: no allocation.
+    ///
+    /// # Errors
+    /// As [`post_send`](Self::post_send), checked for every request before any is
+    /// posted; the message names the request the library refused (those before it in
+    /// its list were posted).
+    pub fn post_send_list(&self, requests: &[SendRequest<'_>]) -> Result<(), Error> {
+        const SGES: usize = 4;
+        for (k, chunk) in requests.chunks(MAX_POST_LIST).enumerate() {
+            let mut wrs = [const { MaybeUninit::<sys::ibv_send_wr>::uninit() }; MAX_POST_LIST];
+            let mut sges = [[MaybeUninit::<sys::ibv_sge>::uninit(); SGES]; MAX_POST_LIST];
+            let n = chunk.len();
+            for (i, r) in chunk.iter().enumerate() {
+                if r.local.len() > SGES {
+                    return Err(Error::invalid(
+                        "ibv_post_send",
+                        format!(
+                            "a listed request takes at most {SGES} SGEs, not {}",
+                            r.local.len()
+                        ),
+                    )
+                    .on(format!("QP {}", self.qp_num())));
+                }
+                let mut wr = self.encode(r, &mut sges[i])?;
+                wr.sg_list = sges[i].as_mut_ptr().cast();
+                wrs[i].write(wr);
+            }
+            let base: *mut sys::ibv_send_wr = wrs.as_mut_ptr().cast();
+            for i in 0..n {
+                let next = if i + 1 < n {
+                    // SAFETY: i + 1 < n ≤ MAX_POST_LIST: inside the array.
+                    unsafe { base.add(i + 1) }
+                } else {
+                    ptr::null_mut()
+                };
+                // SAFETY: i < n: the loop above initialised this element.
+                unsafe { (*base.add(i)).next = next };
+            }
+            let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
+            // SAFETY: as post_send: the first `n` requests are initialised and linked,
+            // their SGEs live in `sges` across the call, and every SGE names a live
+            // registered region (the requests borrow them).
+            let rc = unsafe { sys::ibv_post_send(self.raw.as_ptr(), base, &mut bad) };
+            if rc != 0 {
+                let at = if bad.is_null() {
+                    0
+                } else {
+                    (bad as usize - base as usize) / std::mem::size_of::<sys::ibv_send_wr>()
+                };
+                return Err(Error::from_errno("ibv_post_send", rc).on(format!(
+                    "QP {}, listed request {} of {}",
+                    self.qp_num(),
+                    k * MAX_POST_LIST + at,
+                    requests.len()
+                )));
+            }
         }
         Ok(())
     }
