@@ -612,7 +612,7 @@ pub fn lat_round_trip<C: Connection>(
     plan: &LatPlan,
 ) -> Result<LatencyRecorder, LoopError> {
     let clock = Clock::start();
-    let mut rec = LatencyRecorder::default();
+    let mut rec = LatencyRecorder::with_buffer(plan.iters);
     let mut stall = Stall::new(plan.timeout);
     let mut prev: Option<u64> = None;
     let mut i = 0u64;
@@ -657,7 +657,7 @@ pub fn lat_write_pingpong<C: Connection>(
     // signaled, and completions are reaped only when the send queue needs room.
     const SIGNAL_EVERY: u64 = 8;
     let clock = Clock::start();
-    let mut rec = LatencyRecorder::default();
+    let mut rec = LatencyRecorder::with_buffer(plan.iters);
     let last = plan.size as usize - 1;
     let mut wcs = [Completion::default(); 8];
     let (mut signaled, mut reaped) = (0u64, 0u64);
@@ -745,7 +745,7 @@ pub fn lat_send_pingpong<C: Connection>(
     mut stop: impl FnMut() -> bool,
 ) -> Result<LatencyRecorder, LoopError> {
     let clock = Clock::start();
-    let mut rec = LatencyRecorder::default();
+    let mut rec = LatencyRecorder::with_buffer(plan.iters);
     // One send in eight is signaled (their completions come back on the same CQ as
     // the receives and are skipped); the queue holds 16, so it never fills.
     let send = |conn: &mut C, i: u64| {
