@@ -6,53 +6,20 @@
 //! the host can open report.html in Chromium after the lab boot (ci/check-report).
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
+use std::time::Duration;
 
 use serde_json::Value;
 
-fn bin() -> Command {
-    let dev = std::env::var("RDMABENCH_DEVICE").unwrap_or_else(|_| "rxe0".into());
-    assert!(
-        std::path::Path::new("/sys/class/infiniband").join(&dev).exists(),
-        "lab test: RDMA device {dev} not found; run inside ci/lab-vm"
-    );
-    Command::new(env!("CARGO_BIN_EXE_rdmabench"))
-}
+mod common;
+use common::{err, finish};
 
 fn spawn(args: &[&str]) -> Child {
-    bin()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("rdmabench starts")
-}
-
-fn finish(mut child: Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "rdmabench hung for {limit:?}; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    common::spawn(true, args)
 }
 
 fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rdmabench-lab-compare-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch("rdmabench-lab-compare")
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! Each asserts what was moved and measured, not only that it ran.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
@@ -10,59 +10,21 @@ use serde_json::Value;
 
 static NEXT_PORT: AtomicU16 = AtomicU16::new(19100);
 
-fn bin() -> Command {
-    let dev = std::env::var("RDMABENCH_DEVICE").unwrap_or_else(|_| "rxe0".into());
-    assert!(
-        std::path::Path::new("/sys/class/infiniband").join(&dev).exists(),
-        "lab test: RDMA device {dev} not found; run inside ci/lab-vm"
-    );
-    Command::new(env!("CARGO_BIN_EXE_rdmabench"))
-}
+mod common;
+use common::{err, finish, text};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rdmabench-lab-perf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    common::scratch("rdmabench-lab-perf").join(name)
 }
 
 fn spawn(args: &[String]) -> Child {
-    bin()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("rdmabench starts")
-}
-
-/// Waits for a child, killing it after `limit`: a hang fails the test, it never blocks it.
-fn finish(mut child: Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "rdmabench hung for {limit:?}; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    common::spawn(true, args)
 }
 
 struct Run {
     server: Output,
     client: Output,
     json: Value,
-}
-
-fn text(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Runs `test` with the same flags on both sides (the client adds --json and HOST).

@@ -5,9 +5,9 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -17,44 +17,19 @@ fn port() -> String {
     NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string()
 }
 
+mod common;
+use common::{err, finish};
+
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+    common::rdmabench(false)
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rdmabench-tcp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    common::scratch("rdmabench-tcp").join(name)
 }
 
 fn spawn(args: &[String]) -> Child {
-    bin()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("rdmabench starts")
-}
-
-/// Waits for a child, killing it after `limit`: a hang fails the test.
-fn finish(mut child: Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "rdmabench hung for {limit:?}; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    common::spawn(false, args)
 }
 
 /// Runs `test` server and client with the same flags; both write JSON.

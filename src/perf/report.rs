@@ -241,6 +241,12 @@ pub fn header(test: TestKind, p: &EffectiveParams, role: &str) -> String {
     let _ = writeln!(o, " rdma_cm QPs\t : {}", if p.rdma_cm { "ON" } else { "OFF" });
     let _ = writeln!(o, " Data ex. method : Ethernet");
     let _ = writeln!(o, " Events          : {}", if p.events { "ON" } else { "OFF" });
+    header_end(&mut o, test, p);
+    o
+}
+
+/// The lines every header ends with: what a latency sample is, the measured window.
+fn header_end(o: &mut String, test: TestKind, p: &EffectiveParams) {
     if test.measure == Measure::Lat {
         let _ = writeln!(o, " Latency         : {}", p.latency_is);
     }
@@ -252,7 +258,6 @@ pub fn header(test: TestKind, p: &EffectiveParams, role: &str) -> String {
         );
     }
     let _ = writeln!(o, "{RESULT_LINE}");
-    o
 }
 
 /// The same block for a TCP test, with the socket set-up in place of the QP's.
@@ -271,17 +276,7 @@ fn tcp_header(test: TestKind, p: &EffectiveParams, t: &TcpEffective) -> String {
         let list: Vec<String> = cpus.iter().map(ToString::to_string).collect();
         let _ = writeln!(o, " Pinned to CPUs  : {}", list.join(","));
     }
-    if test.measure == Measure::Lat {
-        let _ = writeln!(o, " Latency         : {}", p.latency_is);
-    }
-    if let RunLength::Duration { secs, margin } = p.run {
-        let _ = writeln!(
-            o,
-            " Duration        : {secs} s, measured window {} s (margin {margin} s each side)",
-            secs - 2 * margin
-        );
-    }
-    let _ = writeln!(o, "{RESULT_LINE}");
+    header_end(&mut o, test, p);
     o
 }
 

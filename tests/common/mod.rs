@@ -1,0 +1,65 @@
+//! Helpers the process-level tests share: start `rdmabench`, wait for it with a limit
+//! (a hang fails a test, it never blocks the run), read what it printed.
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The binary under test. With `lab`, first asserts that the lab's RDMA device is
+/// there: a lab test fails, never passes vacuously, outside the lab.
+pub fn rdmabench(lab: bool) -> Command {
+    if lab {
+        let dev = std::env::var("RDMABENCH_DEVICE").unwrap_or_else(|_| "rxe0".into());
+        assert!(
+            std::path::Path::new("/sys/class/infiniband").join(&dev).exists(),
+            "lab test: RDMA device {dev} not found; run inside ci/lab-vm"
+        );
+    }
+    Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+}
+
+/// Starts `rdmabench ARGS` with its output captured.
+pub fn spawn<S: AsRef<OsStr>>(lab: bool, args: &[S]) -> Child {
+    rdmabench(lab)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rdmabench starts")
+}
+
+/// Waits for a child, killing it after `limit`.
+pub fn finish(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "rdmabench hung for {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// What it printed on stdout.
+pub fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// What it printed on stderr.
+pub fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A scratch folder of this test process: `TAG-PID` under the temp dir.
+pub fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
