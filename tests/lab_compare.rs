@@ -170,17 +170,11 @@ fn lab_event_mode_shows_in_the_cpu_figures() {
         cpu.push(report["results"][0]["cpu"]["client"].clone());
     }
     let _ = finish(serve, Duration::from_secs(30));
-    let user = |c: &Value| c["process_user_s"].as_f64().unwrap() / c["window_s"].as_f64().unwrap();
     let blocked = |c: &Value| c["voluntary_switches"].as_u64().unwrap();
-    // Polling spins in user space; waiting on completion events gives that time back
-    // and shows up as the client blocking. (Soft-RoCE does the transport's work in the
-    // kernel on the process's behalf, so system time stays either way.)
-    assert!(
-        user(&cpu[0]) > user(&cpu[1]),
-        "user share: poll {} vs events {}\n{cpu:?}",
-        user(&cpu[0]),
-        user(&cpu[1])
-    );
+    // Waiting on completion events makes the client block for each answer; polling
+    // never does. (Soft-RoCE does the transport's work in the kernel on the process's
+    // behalf, so its CPU time stays high either way; the send_bw test in lab_perf.rs
+    // compares user time, where the difference is large.)
     assert!(
         blocked(&cpu[1]) > blocked(&cpu[0]),
         "voluntary switches: events {} vs poll {}\n{cpu:?}",

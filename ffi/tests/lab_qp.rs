@@ -618,3 +618,83 @@ fn lab_teardown_leaves_no_qp_mr_cq_or_pd_behind() {
         assert_eq!(resources_of_this_process(kind), 0, "{kind} left behind");
     }
 }
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_rc_extended_send_api_does_every_operation() {
+    let caps = QpCaps { max_inline_data: 64, ..Default::default() };
+    let mut lb = lab(LoopbackConfig { buf_len: 65536, caps, extended: true, ..Default::default() });
+    assert!(lb.a.qp.is_extended(), "soft-RoCE has the extended send API");
+    let data = pattern(8192, 3);
+    lb.a.mr.as_mut_slice()[..8192].copy_from_slice(&data);
+    let remote = lb.b.mr.remote();
+    // Write, then read it back into another place.
+    let src = [lb.a.mr.slice(0, 8192).unwrap()];
+    let write = SendOp::Write(remote.slice(0, 8192).unwrap());
+    lb.a.qp.post_send(&SendRequest::new(1, write, &src).signaled()).unwrap();
+    ok(&lb.a.cq, 1, WcOpcode::RdmaWrite);
+    assert_eq!(&lb.b.mr.as_slice()[..8192], &data[..]);
+    let dst = [lb.a.mr.slice(16384, 8192).unwrap()];
+    let read = SendOp::Read(remote.slice(0, 8192).unwrap());
+    lb.a.qp.post_send(&SendRequest::new(2, read, &dst).signaled()).unwrap();
+    ok(&lb.a.cq, 2, WcOpcode::RdmaRead);
+    assert_eq!(&lb.a.mr.as_slice()[16384..24576], &data[..]);
+    // Send with immediate, an inline send, a zero-length send.
+    lb.b.qp.post_recv(10, &[lb.b.mr.slice(32768, 4096).unwrap()]).unwrap();
+    let part = [lb.a.mr.slice(100, 128).unwrap()];
+    lb.a.qp.post_send(&SendRequest::new(3, SendOp::SendImm(7), &part).signaled()).unwrap();
+    ok(&lb.a.cq, 3, WcOpcode::Send);
+    let r = ok(&lb.b.cq, 10, WcOpcode::Recv);
+    assert_eq!((r.byte_len(), r.imm_data()), (128, Some(7)));
+    assert_eq!(&lb.b.mr.as_slice()[32768..32896], &data[100..228]);
+    lb.b.qp.post_recv(11, &[lb.b.mr.slice(40960, 64).unwrap()]).unwrap();
+    let small = [lb.a.mr.slice(300, 48).unwrap()];
+    lb.a.qp.post_send(&SendRequest::new(4, SendOp::Send, &small).signaled().inline()).unwrap();
+    ok(&lb.a.cq, 4, WcOpcode::Send);
+    assert_eq!(ok(&lb.b.cq, 11, WcOpcode::Recv).byte_len(), 48);
+    assert_eq!(&lb.b.mr.as_slice()[40960..41008], &data[300..348]);
+    lb.b.qp.post_recv(12, &[lb.b.mr.slice(40960, 64).unwrap()]).unwrap();
+    lb.a.qp.post_send(&SendRequest::new(5, SendOp::SendImm(9), &[]).signaled()).unwrap();
+    ok(&lb.a.cq, 5, WcOpcode::Send);
+    let r = ok(&lb.b.cq, 12, WcOpcode::Recv);
+    assert_eq!((r.byte_len(), r.imm_data()), (0, Some(9)));
+    // Atomics.
+    let counter = remote.slice(49152, 8).unwrap();
+    let old = [lb.a.mr.slice(57344, 8).unwrap()];
+    for (i, add) in [5u64, 6, 7].into_iter().enumerate() {
+        let id = 6 + i as u64;
+        let fa = SendOp::FetchAdd { remote: counter, add };
+        lb.a.qp.post_send(&SendRequest::new(id, fa, &old).signaled()).unwrap();
+        ok(&lb.a.cq, id, WcOpcode::FetchAdd);
+    }
+    let cas = SendOp::CompareSwap { remote: counter, compare: 18, swap: 1000 };
+    lb.a.qp.post_send(&SendRequest::new(9, cas, &old).signaled()).unwrap();
+    ok(&lb.a.cq, 9, WcOpcode::CompSwap);
+    let value = u64::from_ne_bytes(lb.b.mr.as_slice()[49152..49160].try_into().unwrap());
+    assert_eq!(value, 1000);
+    // A list of 40 in one wr_start … wr_complete.
+    let slices: Vec<_> = (0..40).map(|i| [lb.a.mr.slice(i * 64, 64).unwrap()]).collect();
+    let list: Vec<_> = slices
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let op = SendOp::Write(remote.slice(i as u64 * 64, 64).unwrap());
+            SendRequest::new(100 + i as u64, op, s).signaled()
+        })
+        .collect();
+    lb.a.qp.post_send_list(&list).unwrap();
+    let ids: Vec<u64> = (0..40).map(|_| ok_any(&lb.a.cq)).collect();
+    assert_eq!(ids, (100..140).collect::<Vec<u64>>());
+    // What an extended QP refuses: two SGEs, a SendBatch.
+    let two = [lb.a.mr.slice(0, 8).unwrap(), lb.a.mr.slice(8, 8).unwrap()];
+    let err = lb.a.qp.post_send(&SendRequest::new(1, SendOp::Send, &two)).unwrap_err();
+    assert!(err.to_string().contains("2 SGEs, the QP takes 1"), "{err}");
+    let mut batch = SendBatch::with_capacity(1);
+    batch.push(&lb.a.qp, &SendRequest::new(1, SendOp::Send, &small)).unwrap();
+    let err = lb.a.qp.post_send_batch(&mut batch).unwrap_err();
+    assert!(err.to_string().contains("post_send_list"), "{err}");
+    // Queues of several SGEs stay classic (soft-RoCE's extended SGE lists fail).
+    let caps = QpCaps { max_send_sge: 2, ..Default::default() };
+    let classic = lab(LoopbackConfig { caps, extended: true, ..Default::default() });
+    assert!(!classic.a.qp.is_extended());
+}

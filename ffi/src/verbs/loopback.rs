@@ -28,6 +28,8 @@ pub struct LoopbackConfig {
     pub event_mode: bool,
     /// RTS parameters (retry counts, timeout); PSNs are set per side.
     pub rts: RtsAttr,
+    /// Post through the extended send API ([`super::QueuePairBuilder::extended`]).
+    pub extended: bool,
 }
 
 impl Default for LoopbackConfig {
@@ -42,6 +44,7 @@ impl Default for LoopbackConfig {
             cq_entries: 256,
             event_mode: false,
             rts: RtsAttr::new(0),
+            extended: false,
         }
     }
 }
@@ -107,7 +110,11 @@ impl Loopback {
             let channel: Option<CompletionChannel> =
                 if cfg.event_mode { Some(context.create_comp_channel()?) } else { None };
             let cq = context.create_cq(cfg.cq_entries, channel.as_ref())?;
-            let qp = pd.create_qp(cfg.qp_type, &cq, &cq).caps(cfg.caps).build()?;
+            let qp = pd
+                .create_qp(cfg.qp_type, &cq, &cq)
+                .caps(cfg.caps)
+                .extended(cfg.extended)
+                .build()?;
             qp.to_init(&InitAttr::new(cfg.port))?;
             let mr = pd.reg_mr(cfg.buf_len, Access::ALL)?;
             let endpoint = qp.endpoint(port.lid, gid, psn);

@@ -283,6 +283,7 @@ pub struct QueuePairBuilder<'a> {
     recv_cq: &'a CompletionQueue,
     caps: QpCaps,
     sq_sig_all: bool,
+    extended: bool,
 }
 
 impl ProtectionDomain {
@@ -300,6 +301,7 @@ impl ProtectionDomain {
             recv_cq,
             caps: QpCaps::default(),
             sq_sig_all: false,
+            extended: false,
         }
     }
 }
@@ -314,6 +316,18 @@ impl QueuePairBuilder<'_> {
     /// Signal every send, whatever its flags say.
     pub fn sq_sig_all(mut self, yes: bool) -> Self {
         self.sq_sig_all = yes;
+        self
+    }
+
+    /// Post through the extended send API (`ibv_wr_start` … `ibv_wr_complete`,
+    /// `ibv_wr_post(3)`), as perftest does by default: the provider writes each request
+    /// straight into its queue instead of decoding an `ibv_send_wr`. Only for queues of
+    /// one SGE per request (`max_send_sge` ≤ 1): soft-RoCE's `ibv_wr_set_sge_list` in
+    /// rdma-core 44 makes requests of two SGEs fail with LOC_QP_OP_ERR. A device without
+    /// it, or a queue with more SGEs, gets a classic QP; [`QueuePair::is_extended`] says
+    /// which was made.
+    pub fn extended(mut self, yes: bool) -> Self {
+        self.extended = yes;
         self
     }
 
@@ -336,21 +350,41 @@ impl QueuePairBuilder<'_> {
             max_recv_sge: self.caps.max_recv_sge,
             max_inline_data: self.caps.max_inline_data,
         };
-        // SAFETY: live PD and CQs (the QP keeps clones of them); `init` is valid.
-        let raw = unsafe { sys::ibv_create_qp(self.pd.as_ptr(), &mut init) };
-        let raw = NonNull::new(raw).ok_or_else(|| {
-            Error::last_os("ibv_create_qp").on(format!("{:?} {:?}", self.qp_type, self.caps))
-        })?;
+        let extended = if self.extended && self.caps.max_send_sge <= 1 {
+            self.create_extended(&mut init)
+        } else {
+            None
+        };
+        let raw = match extended {
+            Some(raw) => raw,
+            None => {
+                // SAFETY: live PD and CQs (the QP keeps clones of them); `init` is valid.
+                let raw = unsafe { sys::ibv_create_qp(self.pd.as_ptr(), &mut init) };
+                NonNull::new(raw).ok_or_else(|| {
+                    Error::last_os("ibv_create_qp")
+                        .on(format!("{:?} {:?}", self.qp_type, self.caps))
+                })?
+            }
+        };
+        let qpx = if extended.is_some() {
+            // SAFETY: a live QP created with send_ops_flags: it has an ibv_qp_ex.
+            NonNull::new(unsafe { sys::ibv_qp_to_qp_ex(raw.as_ptr()) })
+        } else {
+            None
+        };
         // The library writes back what it actually allocated.
+        // An extended QP posts one SGE per request, whatever the library granted.
+        let sge_cap = if extended.is_some() { 1 } else { MAX_SGE as u32 };
         let caps = QpCaps {
             max_send_wr: init.cap.max_send_wr,
             max_recv_wr: init.cap.max_recv_wr,
-            max_send_sge: init.cap.max_send_sge.min(MAX_SGE as u32),
+            max_send_sge: init.cap.max_send_sge.min(sge_cap),
             max_recv_sge: init.cap.max_recv_sge.min(MAX_SGE as u32),
             max_inline_data: init.cap.max_inline_data,
         };
         Ok(QueuePair {
             raw,
+            qpx,
             qp_type: self.qp_type,
             caps,
             pd: self.pd.clone(),
@@ -360,10 +394,69 @@ impl QueuePairBuilder<'_> {
     }
 }
 
+impl QueuePairBuilder<'_> {
+    /// `ibv_create_qp_ex` with the send operations this QP type can do; `None` (a
+    /// classic QP follows) when the provider has no extended QPs. `init` gets the caps
+    /// the library granted.
+    fn create_extended(&self, init: &mut sys::ibv_qp_init_attr) -> Option<NonNull<sys::ibv_qp>> {
+        use sys::ibv_qp_create_send_ops_flags as ops;
+        let mut flags = ops::IBV_QP_EX_WITH_SEND.0 | ops::IBV_QP_EX_WITH_SEND_WITH_IMM.0;
+        if self.qp_type != QpType::Ud {
+            flags |= ops::IBV_QP_EX_WITH_RDMA_WRITE.0 | ops::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM.0;
+        }
+        if self.qp_type == QpType::Rc {
+            flags |= ops::IBV_QP_EX_WITH_RDMA_READ.0
+                | ops::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP.0
+                | ops::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD.0;
+        }
+        // SAFETY: ibv_qp_init_attr_ex is plain data; all-zero is valid.
+        let mut ex: sys::ibv_qp_init_attr_ex = unsafe { MaybeUninit::zeroed().assume_init() };
+        ex.send_cq = init.send_cq;
+        ex.recv_cq = init.recv_cq;
+        ex.cap = init.cap;
+        ex.qp_type = init.qp_type;
+        ex.sq_sig_all = init.sq_sig_all;
+        ex.pd = self.pd.as_ptr();
+        ex.comp_mask = (sys::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD
+            | sys::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+            .0;
+        ex.send_ops_flags = u64::from(flags);
+        // verbs.h's ibv_create_qp_ex, written out: rdma-sys 0.3's copy compares
+        // `abi_compat` with u32::MAX where rdma-core marks extended contexts with
+        // UINTPTR_MAX, so it never finds create_qp_ex on 64-bit hosts.
+        // SAFETY: the PD is live, so its context is.
+        let ctx = unsafe { (*self.pd.as_ptr()).context };
+        // SAFETY: a live context; abi_compat is a plain pointer-sized field.
+        if unsafe { (*ctx).abi_compat } as usize != usize::MAX {
+            return None;
+        }
+        let offset = std::mem::offset_of!(sys::verbs_context, context);
+        // SAFETY: an extended context (checked above) is the `context` member of a
+        // verbs_context, which starts `offset` bytes before it (verbs.h's container_of).
+        let vctx = unsafe { ctx.cast::<u8>().sub(offset).cast::<sys::verbs_context>() };
+        // SAFETY: as above; `sz` says how much of the struct this library version has.
+        let (sz, create) = unsafe { ((*vctx).sz, (*vctx).create_qp_ex) };
+        if sz
+            < std::mem::size_of::<sys::verbs_context>()
+                - std::mem::offset_of!(sys::verbs_context, create_qp_ex)
+        {
+            return None;
+        }
+        // SAFETY: the provider's create_qp_ex on its own live context; `ex` is a valid
+        // request whose CQs and PD outlive the QP (it keeps clones of them).
+        let raw = unsafe { create?(ctx, &mut ex) };
+        let raw = NonNull::new(raw)?;
+        init.cap = ex.cap;
+        Some(raw)
+    }
+}
+
 /// A queue pair. It keeps its protection domain and both completion queues alive, so
 /// they are destroyed after it whatever the drop order.
 pub struct QueuePair {
     raw: NonNull<sys::ibv_qp>,
+    /// The extended view when created with [`QueuePairBuilder::extended`].
+    qpx: Option<NonNull<sys::ibv_qp_ex>>,
     qp_type: QpType,
     caps: QpCaps,
     pd: ProtectionDomain,
@@ -686,7 +779,16 @@ impl QueuePair {
         r: &SendRequest<'_>,
         sges: &mut [MaybeUninit<sys::ibv_sge>],
     ) -> Result<sys::ibv_send_wr, Error> {
-        use sys::ibv_wr_opcode::*;
+        self.check(r)?;
+        for (slice, slot) in r.local.iter().zip(sges.iter_mut()) {
+            slot.write(slice.sge());
+        }
+        self.build_wr(r)
+    }
+
+    /// Everything the library would not check, or would check too late: SGE count and
+    /// PD, inline size, operation against QP type, atomic shape.
+    fn check(&self, r: &SendRequest<'_>) -> Result<(), Error> {
         let refuse =
             |why: String| Error::invalid("ibv_post_send", why).on(format!("QP {}", self.qp_num()));
         if r.local.len() > self.caps.max_send_sge as usize {
@@ -697,14 +799,13 @@ impl QueuePair {
             )));
         }
         let mut total: u64 = 0;
-        for (i, (slice, slot)) in r.local.iter().zip(sges.iter_mut()).enumerate() {
+        for (i, slice) in r.local.iter().enumerate() {
             if !ptr::eq(slice.region().pd().as_ptr(), self.pd.as_ptr()) {
                 return Err(refuse(format!(
                     "SGE {i} is in a memory region of another protection domain"
                 )));
             }
             total += u64::from(slice.len());
-            slot.write(slice.sge());
         }
         if r.flags.inline && total > u64::from(self.caps.max_inline_data) {
             return Err(refuse(format!(
@@ -730,6 +831,15 @@ impl QueuePair {
             ) => return Err(refuse("UC QPs do not do RDMA read or atomics".into())),
             _ => {}
         }
+        if let SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } = &r.op {
+            check_atomic(r, remote).map_err(refuse)?;
+        }
+        Ok(())
+    }
+
+    /// The C form of a checked request; `sg_list` is left for the caller.
+    fn build_wr(&self, r: &SendRequest<'_>) -> Result<sys::ibv_send_wr, Error> {
+        use sys::ibv_wr_opcode::*;
         // SAFETY: ibv_send_wr is plain data (null pointers, integers); all-zero is valid.
         let mut wr: sys::ibv_send_wr = unsafe { MaybeUninit::zeroed().assume_init() };
         wr.wr_id = r.wr_id;
@@ -757,7 +867,6 @@ impl QueuePair {
                 wr.wr.rdma = rdma(&remote);
             }
             SendOp::CompareSwap { remote, compare, swap } => {
-                check_atomic(r, &remote).map_err(refuse)?;
                 wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
                 wr.wr.atomic = sys::atomic_t {
                     remote_addr: remote.addr(),
@@ -767,7 +876,6 @@ impl QueuePair {
                 };
             }
             SendOp::FetchAdd { remote, add } => {
-                check_atomic(r, &remote).map_err(refuse)?;
                 wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
                 wr.wr.atomic = sys::atomic_t {
                     remote_addr: remote.addr(),
@@ -787,6 +895,73 @@ impl QueuePair {
         Ok(wr)
     }
 
+    /// Whether this QP posts through the extended send API.
+    pub fn is_extended(&self) -> bool {
+        self.qpx.is_some()
+    }
+
+    /// Posts `requests` between one `ibv_wr_start` and `ibv_wr_complete`, each checked
+    /// first (a refused request posts nothing).
+    fn post_extended(
+        &self,
+        qpx: NonNull<sys::ibv_qp_ex>,
+        requests: &[SendRequest<'_>],
+    ) -> Result<(), Error> {
+        for r in requests {
+            self.check(r)?;
+        }
+        let x = qpx.as_ptr();
+        // SAFETY: a live extended QP; the provider takes the send queue's lock here
+        // and releases it in ibv_wr_complete below, which is always reached.
+        unsafe { sys::ibv_wr_start(x) };
+        for r in requests {
+            // SAFETY: between wr_start and wr_complete on a live extended QP; every
+            // builder called is one this QP type was created with (check() refused the
+            // others), and every SGE names a live registered region the request
+            // borrows, which outlives the call (inline data is copied before it returns).
+            unsafe {
+                (*x).wr_id = r.wr_id;
+                (*x).wr_flags = r.flags.raw();
+                match r.op {
+                    SendOp::Send => sys::ibv_wr_send(x),
+                    SendOp::SendImm(imm) => sys::ibv_wr_send_imm(x, imm.to_be()),
+                    SendOp::Write(t) => sys::ibv_wr_rdma_write(x, t.rkey(), t.addr()),
+                    SendOp::WriteImm(t, imm) => {
+                        sys::ibv_wr_rdma_write_imm(x, t.rkey(), t.addr(), imm.to_be())
+                    }
+                    SendOp::Read(t) => sys::ibv_wr_rdma_read(x, t.rkey(), t.addr()),
+                    SendOp::CompareSwap { remote, compare, swap } => {
+                        sys::ibv_wr_atomic_cmp_swp(x, remote.rkey(), remote.addr(), compare, swap)
+                    }
+                    SendOp::FetchAdd { remote, add } => {
+                        sys::ibv_wr_atomic_fetch_add(x, remote.rkey(), remote.addr(), add)
+                    }
+                }
+                if let Some(dest) = &r.ud {
+                    sys::ibv_wr_set_ud_addr(x, dest.ah.as_ptr(), dest.remote_qpn, dest.remote_qkey);
+                }
+                // An extended QP takes at most one SGE (check() refused more).
+                match (r.flags.inline, r.local.first().map(LocalSlice::sge)) {
+                    (true, Some(sge)) => {
+                        sys::ibv_wr_set_inline_data(x, sge.addr as *mut _, sge.length as usize)
+                    }
+                    (false, Some(sge)) => sys::ibv_wr_set_sge(x, sge.lkey, sge.addr, sge.length),
+                    (_, None) => sys::ibv_wr_set_sge_list(x, 0, ptr::null()),
+                }
+            }
+        }
+        // SAFETY: closes the wr_start above on the same live QP.
+        let rc = unsafe { sys::ibv_wr_complete(x) };
+        if rc != 0 {
+            return Err(Error::from_errno("ibv_wr_complete", rc).on(format!(
+                "QP {}, {} request(s)",
+                self.qp_num(),
+                requests.len()
+            )));
+        }
+        Ok(())
+    }
+
     /// Posts one send work request (`ibv_post_send(3)`). Nothing is allocated.
     ///
     /// # Errors
@@ -796,6 +971,9 @@ impl QueuePair {
     /// queue is full, EINVAL for a QP not in RTS.
     #[inline]
     pub fn post_send(&self, r: &SendRequest<'_>) -> Result<(), Error> {
+        if let Some(qpx) = self.qpx {
+            return self.post_extended(qpx, std::slice::from_ref(r));
+        }
         let mut sges = [MaybeUninit::<sys::ibv_sge>::uninit(); MAX_SGE];
         let mut wr = self.encode(r, &mut sges)?;
         wr.sg_list = sges.as_mut_ptr().cast();
@@ -819,6 +997,14 @@ impl QueuePair {
     pub fn post_send_batch(&self, batch: &mut SendBatch<'_>) -> Result<(), Error> {
         if batch.wrs.is_empty() {
             return Ok(());
+        }
+        if self.qpx.is_some() {
+            batch.clear();
+            return Err(Error::invalid(
+                "ibv_post_send",
+                "an extended QP posts lists with post_send_list, not a SendBatch",
+            )
+            .on(format!("QP {}", self.qp_num())));
         }
         // Link the list now that the vectors no longer move.
         let sge_base = batch.sges.as_mut_ptr();
@@ -864,6 +1050,9 @@ impl QueuePair {
     /// its list were posted).
     pub fn post_send_list(&self, requests: &[SendRequest<'_>]) -> Result<(), Error> {
         const SGES: usize = 4;
+        if let Some(qpx) = self.qpx {
+            return self.post_extended(qpx, requests);
+        }
         for (k, chunk) in requests.chunks(MAX_POST_LIST).enumerate() {
             let mut wrs = [const { MaybeUninit::<sys::ibv_send_wr>::uninit() }; MAX_POST_LIST];
             let mut sges = [[MaybeUninit::<sys::ibv_sge>::uninit(); SGES]; MAX_POST_LIST];
