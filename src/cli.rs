@@ -236,14 +236,14 @@ mod tests {
             (a.size, a.iters, a.qps, a.gid_index),
             (Some(65536), Some(2000), Some(4), Some(3))
         );
-        assert!(a.report_gbits && a.rdma_cm);
+        assert!(a.report.report_gbits && a.rdma_cm);
         assert_eq!(a.host.as_deref(), Some("server1"));
         let cli = parse(["rdmabench", "atomic-lat", "-A", "CMP_AND_SWAP", "--report-gbits"])
             .unwrap()
             .unwrap();
         let Command::Perf(test, a) = cli.command else { panic!("perf") };
         assert_eq!(test.id(), "atomic_lat");
-        assert!(a.host.is_none() && a.report_gbits);
+        assert!(a.host.is_none() && a.report.report_gbits);
         assert!(parse(["rdmabench", "write-bw", "-s", "12Q"]).unwrap_err().contains("not a size"));
     }
 

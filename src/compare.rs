@@ -7,7 +7,9 @@ use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 
 use crate::cli::CompareArgs;
-use crate::perf::config::{Measure, PerfArgs, TcpArgs, TestConfig, TestKind, Verb, MAX_SWEEP_SIZE};
+use crate::perf::config::{
+    Measure, PerfArgs, ReportArgs, TcpArgs, TestConfig, TestKind, Verb, MAX_SWEEP_SIZE,
+};
 use crate::perf::run::{execute, tool, EXIT_VERDICT};
 use crate::report::compare::{self, CompareReport, Row, Series};
 use crate::report::svg::size_label;
@@ -78,7 +80,7 @@ fn point_config(args: &CompareArgs, s: &Series, size: u64) -> Result<TestConfig,
             iters: Some(budget),
             streams: Some(s.streams),
             port,
-            timeout: args.timeout,
+            report: ReportArgs { timeout: args.timeout, ..Default::default() },
             ..Default::default()
         };
         return TestConfig::from_tcp_args(s.measure, &a);
@@ -95,7 +97,7 @@ fn point_config(args: &CompareArgs, s: &Series, size: u64) -> Result<TestConfig,
         size: Some(size),
         iters: Some(budget),
         port,
-        timeout: args.timeout,
+        report: ReportArgs { timeout: args.timeout, ..Default::default() },
         ..Default::default()
     };
     TestConfig::from_args(TestKind { verb, measure: s.measure }, &a)

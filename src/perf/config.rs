@@ -200,15 +200,23 @@ pub struct PerfArgs {
     /// Atomic operation.
     #[arg(short = 'A', long = "atomic_type", value_enum, value_name = "TYPE")]
     pub atomic_type: Option<AtomicType>,
+    /// The receiver checks a per-message pattern in its buffer after the run.
+    #[arg(long = "validate")]
+    pub validate: bool,
+    /// Output, thresholds, timeout.
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+/// What every test takes alike, RDMA or TCP: output, thresholds, the step timeout.
+#[derive(Clone, Debug, Args)]
+pub struct ReportArgs {
     /// Report Gb/s (10^9 bit/s) instead of MiB/s (2^20 B/s).
     #[arg(long = "report_gbits", alias = "report-gbits")]
     pub report_gbits: bool,
     /// Write the whole run (every size) as one JSON document to FILE.
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// The receiver checks a per-message pattern in its buffer after the run.
-    #[arg(long = "validate")]
-    pub validate: bool,
     /// Exit 1 if the average bandwidth of any size falls below this (report units).
     #[arg(long = "min-bw", value_name = "BW")]
     pub min_bw: Option<f64>,
@@ -218,6 +226,13 @@ pub struct PerfArgs {
     /// Seconds to wait for the peer at each step before giving up.
     #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
+}
+
+impl Default for ReportArgs {
+    /// As the command line without these flags.
+    fn default() -> Self {
+        ReportArgs { report_gbits: false, json: None, min_bw: None, max_lat: None, timeout: 30 }
+    }
 }
 
 /// Accepts `65536`, `64K`, `8M`, `1G` (binary multiples, as perftest).
@@ -327,21 +342,9 @@ pub struct TcpArgs {
     /// Control-channel TCP port (the data streams use a port the server picks).
     #[arg(short = 'p', long = "port")]
     pub port: Option<u16>,
-    /// Report Gb/s instead of MiB/s.
-    #[arg(long = "report_gbits", alias = "report-gbits")]
-    pub report_gbits: bool,
-    /// Write the whole run as JSON.
-    #[arg(long = "json", value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Exit 1 if the average bandwidth of any size falls below this (report units).
-    #[arg(long = "min-bw", value_name = "BW")]
-    pub min_bw: Option<f64>,
-    /// Exit 1 if the typical (median) latency of any size exceeds this many µs.
-    #[arg(long = "max-lat", value_name = "USEC")]
-    pub max_lat: Option<f64>,
-    /// Seconds to wait for the peer at each step before giving up.
-    #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
-    pub timeout: u64,
+    /// Output, thresholds, timeout.
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 /// How long each size runs.
@@ -627,13 +630,13 @@ impl TestConfig {
         if a.validate && a.duration.is_some() {
             return Err("--validate needs -n: a duration run has no known final pattern".into());
         }
-        if a.min_bw.is_some() && !bw {
+        if a.report.min_bw.is_some() && !bw {
             return Err("--min-bw: only bandwidth tests have a bandwidth".into());
         }
-        if a.max_lat.is_some() && bw {
+        if a.report.max_lat.is_some() && bw {
             return Err("--max-lat: only latency tests have a latency".into());
         }
-        if a.timeout == 0 {
+        if a.report.timeout == 0 {
             return Err("--timeout 0: at least 1 second".into());
         }
         if a.rdma_cm && a.host.as_deref().is_some_and(|h| h.is_empty()) {
@@ -664,12 +667,12 @@ impl TestConfig {
             post_list,
             outs: a.outs,
             events: a.events,
-            report_gbits: a.report_gbits,
-            json: a.json.clone(),
-            min_bw: a.min_bw,
-            max_lat: a.max_lat,
+            report_gbits: a.report.report_gbits,
+            json: a.report.json.clone(),
+            min_bw: a.report.min_bw,
+            max_lat: a.report.max_lat,
             port: a.port.unwrap_or(DEFAULT_PORT),
-            timeout: Duration::from_secs(a.timeout),
+            timeout: Duration::from_secs(a.report.timeout),
             pin: Vec::new(),
             bind: None,
         })
@@ -693,7 +696,7 @@ impl TestConfig {
                 streams: Some(t.streams),
                 window: t.window.map(u64::from),
                 nodelay: t.nodelay,
-                timeout: timeout.as_secs().max(1),
+                report: ReportArgs { timeout: timeout.as_secs().max(1), ..Default::default() },
                 ..Default::default()
             };
             TestConfig::from_tcp_args(shared.test.measure, &a)?
@@ -727,7 +730,7 @@ impl TestConfig {
                     RunLength::Duration { margin, .. } => Some(margin),
                     RunLength::Iterations(_) => None,
                 },
-                timeout: timeout.as_secs().max(1),
+                report: ReportArgs { timeout: timeout.as_secs().max(1), ..Default::default() },
                 ..Default::default()
             };
             TestConfig::from_args(shared.test, &a)?
@@ -773,13 +776,13 @@ impl TestConfig {
             }
             Some(w) => Some(w as u32),
         };
-        if a.min_bw.is_some() && !bw {
+        if a.report.min_bw.is_some() && !bw {
             return Err("--min-bw: only bandwidth tests have a bandwidth".into());
         }
-        if a.max_lat.is_some() && bw {
+        if a.report.max_lat.is_some() && bw {
             return Err("--max-lat: only latency tests have a latency".into());
         }
-        if a.timeout == 0 {
+        if a.report.timeout == 0 {
             return Err("--timeout 0: at least 1 second".into());
         }
         let pin = match &a.cpus {
@@ -817,12 +820,12 @@ impl TestConfig {
             post_list: 1,
             outs: None,
             events: false,
-            report_gbits: a.report_gbits,
-            json: a.json.clone(),
-            min_bw: a.min_bw,
-            max_lat: a.max_lat,
+            report_gbits: a.report.report_gbits,
+            json: a.report.json.clone(),
+            min_bw: a.report.min_bw,
+            max_lat: a.report.max_lat,
             port: a.port.unwrap_or(DEFAULT_PORT),
-            timeout: Duration::from_secs(a.timeout),
+            timeout: Duration::from_secs(a.report.timeout),
             pin,
             bind: None,
         })
@@ -846,7 +849,7 @@ mod tests {
     const ATOMIC_BW: TestKind = TestKind { verb: Verb::Atomic, measure: Measure::Bw };
 
     fn cfg(test: TestKind, a: PerfArgs) -> Result<TestConfig, String> {
-        TestConfig::from_args(test, &PerfArgs { timeout: 30, ..a })
+        TestConfig::from_args(test, &a)
     }
 
     #[test]
@@ -947,10 +950,20 @@ mod tests {
                 "multiple of the post list",
             ),
             (WRITE_LAT, PerfArgs { events: true, ..Default::default() }, "polls memory"),
-            (WRITE_BW, PerfArgs { max_lat: Some(5.0), ..Default::default() }, "only latency tests"),
+            (
+                WRITE_BW,
+                PerfArgs {
+                    report: ReportArgs { max_lat: Some(5.0), ..Default::default() },
+                    ..Default::default()
+                },
+                "only latency tests",
+            ),
             (
                 READ_LAT,
-                PerfArgs { min_bw: Some(5.0), ..Default::default() },
+                PerfArgs {
+                    report: ReportArgs { min_bw: Some(5.0), ..Default::default() },
+                    ..Default::default()
+                },
                 "only bandwidth tests",
             ),
             (

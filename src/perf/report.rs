@@ -423,7 +423,7 @@ pub fn cpu_line(side: &str, c: &CpuCost) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::config::{PerfArgs, Verb};
+    use crate::perf::config::{PerfArgs, ReportArgs, Verb};
 
     fn bw_result(avg: f64) -> SizeResult {
         SizeResult {
@@ -503,7 +503,8 @@ mod tests {
     #[test]
     fn thresholds_fail_with_a_reason() {
         let test = TestKind { verb: Verb::Write, measure: Measure::Bw };
-        let args = PerfArgs { min_bw: Some(150.0), timeout: 30, ..Default::default() };
+        let report = ReportArgs { min_bw: Some(150.0), ..Default::default() };
+        let args = PerfArgs { report, ..Default::default() };
         let cfg = TestConfig::from_args(test, &args).unwrap();
         let v = verdict(&cfg, &[bw_result(100.0 * MIB)]);
         assert!(!v.pass);
