@@ -130,6 +130,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, String> {
     }
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create --out {}: {e}", args.out.display()))?;
+    reach_server(args)?;
     let series = series(args.streams);
     let total = series.len() * sizes.len();
     let progress = io::stderr().is_terminal();
@@ -204,6 +205,31 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, String> {
         return Ok(EXIT_VERDICT);
     }
     Ok(0)
+}
+
+/// One connection attempt before the sweep: a wrong host or port fails at once with
+/// one line, instead of each point retrying for its timeout.
+fn reach_server(args: &CompareArgs) -> Result<(), String> {
+    use std::net::{TcpStream, ToSocketAddrs};
+    let port = args.port.unwrap_or(crate::perf::config::DEFAULT_PORT);
+    let host = args.host.as_str();
+    let addrs: Vec<_> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve server '{host}': {e}"))?
+        .collect();
+    let wait = std::time::Duration::from_secs(args.timeout.min(10));
+    let mut last = None;
+    for addr in &addrs {
+        match TcpStream::connect_timeout(addr, wait) {
+            // serve logs this as a client that left before its hello.
+            Ok(_) => return Ok(()),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(format!(
+        "cannot reach `rdmabench serve` at {host}:{port}: {} (is it running there, with -p {port}?)",
+        last.map_or_else(|| "no address".to_string(), |e| e.to_string())
+    ))
 }
 
 /// results.json, results.csv, the charts and report.html into `dir`.

@@ -203,6 +203,8 @@ fn serve_outlives_garbage_disconnects_and_unknown_tests() {
     // 1: a good client.
     let first = client(&["tcp-bw", "-n", "200"]);
     assert!(first.status.success(), "{}", err(&first));
+    // A bare connect and close (compare's reachability check): neither logged nor counted.
+    drop(TcpStream::connect(format!("127.0.0.1:{port}")).unwrap());
     // 2: garbage instead of a hello.
     let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
     s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
@@ -262,4 +264,19 @@ fn serve_outlives_garbage_disconnects_and_unknown_tests() {
         "{log}"
     );
     assert!(lines[6].contains("tcp_lat ok") && lines[7].contains("tcp_bw ok"), "{log}");
+}
+
+#[test]
+fn compare_against_no_server_fails_at_once_with_one_line() {
+    let dir = common::scratch("rdmabench-tcp").join("no-server");
+    let start = std::time::Instant::now();
+    let out = bin()
+        .args(["compare", "127.0.0.1", "-p", "9", "--out", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let e = err(&out);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("cannot reach `rdmabench serve` at 127.0.0.1:9"), "{e}");
+    assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
 }

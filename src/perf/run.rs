@@ -15,7 +15,7 @@ use super::loops::{self, BwOutcome, BwPlan, Clock, LatPlan, LoopError};
 use super::report::{self, EffectiveParams, RunReport, SizeResult, TcpEffective, Validation};
 use crate::measure::cpu::{self, CpuSnapshot};
 use crate::measure::{self, BwStats};
-use crate::session::protocol::{mismatches, Channel, Message};
+use crate::session::protocol::{mismatches, Channel, Message, ProtocolError};
 use crate::transport::{Connection, ConnectionConfig, Op, TransportError};
 
 /// Exit status for a run whose thresholds or validation failed.
@@ -122,7 +122,9 @@ pub fn execute(cfg: &TestConfig, out: &mut dyn Write) -> Result<RunReport, Strin
         }
         None => {
             let listener = ControlListener::bind(cfg.bind, cfg.port)?;
-            let (mut ch, params) = listener.accept_hello(Some(cfg.timeout), cfg.timeout)?;
+            let (mut ch, params) = listener
+                .accept_hello(Some(cfg.timeout), cfg.timeout)?
+                .ok_or("a client connected and closed before its hello")?;
             let diff = mismatches(&params, &cfg.shared);
             if !diff.is_empty() {
                 let msg = format!("parameter mismatch: {}", diff.join("; "));
@@ -207,7 +209,8 @@ impl ControlListener {
     }
 
     /// Waits for one client (up to `wait`, or for ever) and reads its hello, every read
-    /// bounded by `timeout`.
+    /// bounded by `timeout`. `None`: the client closed without a word (a reachability
+    /// check, as `compare` makes before its sweep).
     ///
     /// # Errors
     /// No client in time, or one that does not say hello properly (it is told why).
@@ -215,11 +218,12 @@ impl ControlListener {
         &self,
         wait: Option<Duration>,
         timeout: Duration,
-    ) -> Result<(Channel, SharedParams), String> {
+    ) -> Result<Option<(Channel, SharedParams)>, String> {
         let stream = self.accept(wait)?;
         let mut ch = Channel::new(stream, timeout).map_err(|e| e.to_string())?;
         match ch.recv("hello") {
-            Ok(Message::Hello { params, .. }) => Ok((ch, params)),
+            Ok(Message::Hello { params, .. }) => Ok(Some((ch, params))),
+            Err(ProtocolError::Closed { .. }) => Ok(None),
             Ok(other) => {
                 ch.send_error("expected hello");
                 Err(format!("control channel: expected hello, got {}", other.name()))
