@@ -88,6 +88,11 @@ impl CpuSnapshot {
             process: ffi::os::process_usage().ok(),
         }
     }
+
+    /// Seconds from `before` to this snapshot.
+    pub fn secs_since(&self, before: &CpuSnapshot) -> f64 {
+        self.at.saturating_duration_since(before.at).as_secs_f64()
+    }
 }
 
 /// The CPU cost of one side over one measured window.
@@ -139,7 +144,7 @@ pub fn cost(
     messages: u64,
     cpu_mhz: Option<f64>,
 ) -> CpuCost {
-    let window_s = after.at.saturating_duration_since(before.at).as_secs_f64();
+    let window_s = after.secs_since(before);
     let mut c = CpuCost { window_s, cpu_mhz, ..Default::default() };
     if let (Some(a), Some(b)) = (before.stat, after.stat) {
         let total = b.total().saturating_sub(a.total());

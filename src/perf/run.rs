@@ -829,12 +829,11 @@ fn run_size<C: Connection + Send>(
                 timeout: cfg.timeout,
                 events: cfg.events,
             };
-            let receives = receives_bw;
             if sends(cfg) {
                 let hb = if client && server_idle { Some(Heartbeat::start(ch)?) } else { None };
                 let outcome = if cfg.thread_per_connection() {
                     bw_send_threads(conns, &plan, &cfg.pin)
-                } else if receives {
+                } else if receives_bw {
                     // send_bw -b: this side also receives, on the same queue pairs.
                     let posted = u64::from(cfg.rx_depth).min(iters);
                     let mut recv = loops::Reposting::new(conns.len(), iters, posted, size32, slots);
@@ -853,20 +852,22 @@ fn run_size<C: Connection + Send>(
                 if per_qp.len() > 1 {
                     local.per_qp = per_qp;
                 }
-            } else if receives {
-                let posted = u64::from(cfg.rx_depth).min(iters);
+            } else if receives_bw {
+                let plan = loops::RecvPlan {
+                    size: size32,
+                    iters,
+                    posted: u64::from(cfg.rx_depth).min(iters),
+                    slots,
+                    timeout: cfg.timeout,
+                    events: cfg.events,
+                };
                 let received = if cfg.thread_per_connection() {
                     // Each stream ends by itself (its sender's end of stream).
-                    bw_recv_threads(conns, size32, iters, posted, slots, cfg)
+                    per_connection(conns, &cfg.pin, |conn| {
+                        loops::bw_recv(std::slice::from_mut(conn), &plan, || false)
+                    })
+                    .map(|counts| counts.concat())
                 } else {
-                    let plan = loops::RecvPlan {
-                        size: size32,
-                        iters,
-                        posted,
-                        slots,
-                        timeout: cfg.timeout,
-                        events: cfg.events,
-                    };
                     loops::bw_recv(conns, &plan, || ch.has_pending())
                 }
                 .map_err(|e| e.to_string())?;
@@ -1002,7 +1003,7 @@ fn run_size<C: Connection + Send>(
 /// figures: bandwidth × window, or the latency samples).
 fn cpu_cost(before: &CpuSnapshot, moved: &SizeResult, mhz: Option<f64>) -> cpu::CpuCost {
     let after = CpuSnapshot::now();
-    let window = after_secs(before, &after);
+    let window = after.secs_since(before);
     let (bytes, messages) = match (&moved.bw, &moved.lat) {
         (Some(bw), _) => ((bw.avg_bytes_per_sec * window) as u64, (bw.msg_rate * window) as u64),
         // Latency tests: a cost per message; per byte says nothing about 2-byte ping-pongs.
@@ -1010,10 +1011,6 @@ fn cpu_cost(before: &CpuSnapshot, moved: &SizeResult, mhz: Option<f64>) -> cpu::
         (None, None) => (0, 0),
     };
     cpu::cost(before, &after, bytes, messages, mhz)
-}
-
-fn after_secs(before: &CpuSnapshot, after: &CpuSnapshot) -> f64 {
-    cpu::cost(before, after, 0, 0, None).window_s
 }
 
 /// The CPU for connection `k` from a `--cpus` list (round robin), if any.
@@ -1036,69 +1033,44 @@ fn thread_panicked() -> LoopError {
     LoopError::Transport(TransportError::Broken("a stream's thread panicked".into()))
 }
 
-/// The sender's loop, one thread per connection (TCP streams, iperf3 -P), all on one
-/// clock so their figures aggregate as the QPs of one loop do.
-fn bw_send_threads<C: Connection + Send>(
+/// Runs `each` on every connection in a thread of its own (TCP streams, iperf3 -P),
+/// stream k pinned to the k-th CPU of `cpus`; the results in connection order.
+fn per_connection<C: Connection + Send, T: Send>(
     conns: &mut [C],
-    plan: &BwPlan,
     cpus: &[usize],
-) -> Result<BwOutcome, LoopError> {
-    let clock = Clock::start();
-    let outcomes: Vec<Result<BwOutcome, LoopError>> = std::thread::scope(|scope| {
+    each: impl Fn(&mut C) -> Result<T, LoopError> + Sync,
+) -> Result<Vec<T>, LoopError> {
+    let each = &each;
+    std::thread::scope(|scope| {
         let threads: Vec<_> = conns
             .iter_mut()
             .enumerate()
             .map(|(k, conn)| {
                 scope.spawn(move || {
                     pin_thread(cpus, k)?;
-                    loops::bw_send(std::slice::from_mut(conn), plan, clock, &mut loops::NoRecv)
+                    each(conn)
                 })
             })
             .collect();
         threads.into_iter().map(|t| t.join().unwrap_or_else(|_| Err(thread_panicked()))).collect()
-    });
-    let mut all = BwOutcome { recorders: Vec::new(), windowed: Vec::new() };
-    for o in outcomes {
-        let o = o?;
-        all.recorders.extend(o.recorders);
-        all.windowed.extend(o.windowed);
-    }
-    Ok(all)
+    })
 }
 
-/// The receiver's loop, one thread per connection; messages received per connection.
-fn bw_recv_threads<C: Connection + Send>(
+/// The sender's loop on every stream at once, all on one clock so their figures
+/// aggregate as the QPs of one loop do.
+fn bw_send_threads<C: Connection + Send>(
     conns: &mut [C],
-    size: u32,
-    iters: u64,
-    posted: u64,
-    slots: u32,
-    cfg: &TestConfig,
-) -> Result<Vec<u64>, LoopError> {
-    let counts: Vec<Result<Vec<u64>, LoopError>> = std::thread::scope(|scope| {
-        let threads: Vec<_> = conns
-            .iter_mut()
-            .enumerate()
-            .map(|(k, conn)| {
-                scope.spawn(move || {
-                    pin_thread(&cfg.pin, k)?;
-                    let plan = loops::RecvPlan {
-                        size,
-                        iters,
-                        posted,
-                        slots,
-                        timeout: cfg.timeout,
-                        events: false,
-                    };
-                    loops::bw_recv(std::slice::from_mut(conn), &plan, || false)
-                })
-            })
-            .collect();
-        threads.into_iter().map(|t| t.join().unwrap_or_else(|_| Err(thread_panicked()))).collect()
-    });
-    let mut all = Vec::with_capacity(conns.len());
-    for c in counts {
-        all.extend(c?);
+    plan: &BwPlan,
+    cpus: &[usize],
+) -> Result<BwOutcome, LoopError> {
+    let clock = Clock::start();
+    let outcomes = per_connection(conns, cpus, |conn| {
+        loops::bw_send(std::slice::from_mut(conn), plan, clock, &mut loops::NoRecv)
+    })?;
+    let mut all = BwOutcome { recorders: Vec::new(), windowed: Vec::new() };
+    for o in outcomes {
+        all.recorders.extend(o.recorders);
+        all.windowed.extend(o.windowed);
     }
     Ok(all)
 }
