@@ -228,6 +228,22 @@ pub struct ReportArgs {
     pub timeout: u64,
 }
 
+impl ReportArgs {
+    /// The rules these flags follow in every test; `bw`: a bandwidth test.
+    fn check(&self, bw: bool) -> Result<(), String> {
+        if self.min_bw.is_some() && !bw {
+            return Err("--min-bw: only bandwidth tests have a bandwidth".into());
+        }
+        if self.max_lat.is_some() && bw {
+            return Err("--max-lat: only latency tests have a latency".into());
+        }
+        if self.timeout == 0 {
+            return Err("--timeout 0: at least 1 second".into());
+        }
+        Ok(())
+    }
+}
+
 impl Default for ReportArgs {
     /// As the command line without these flags.
     fn default() -> Self {
@@ -630,15 +646,7 @@ impl TestConfig {
         if a.validate && a.duration.is_some() {
             return Err("--validate needs -n: a duration run has no known final pattern".into());
         }
-        if a.report.min_bw.is_some() && !bw {
-            return Err("--min-bw: only bandwidth tests have a bandwidth".into());
-        }
-        if a.report.max_lat.is_some() && bw {
-            return Err("--max-lat: only latency tests have a latency".into());
-        }
-        if a.report.timeout == 0 {
-            return Err("--timeout 0: at least 1 second".into());
-        }
+        a.report.check(bw)?;
         if a.rdma_cm && a.host.as_deref().is_some_and(|h| h.is_empty()) {
             return Err("-R: HOST must be the RDMA interface's IP address".into());
         }
@@ -776,15 +784,7 @@ impl TestConfig {
             }
             Some(w) => Some(w as u32),
         };
-        if a.report.min_bw.is_some() && !bw {
-            return Err("--min-bw: only bandwidth tests have a bandwidth".into());
-        }
-        if a.report.max_lat.is_some() && bw {
-            return Err("--max-lat: only latency tests have a latency".into());
-        }
-        if a.report.timeout == 0 {
-            return Err("--timeout 0: at least 1 second".into());
-        }
+        a.report.check(bw)?;
         let pin = match &a.cpus {
             None => Vec::new(),
             Some(list) => parse_cpu_list(list)?,
