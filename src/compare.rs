@@ -24,13 +24,9 @@ pub fn default_sizes() -> Vec<u64> {
 
 /// The series a comparison runs, bandwidth first.
 pub fn series(streams: u32) -> Vec<Series> {
-    let rdma = |verb: Verb, measure: Measure, label: &str| Series {
-        id: format!("rdma_{}", TestKind { verb, measure }.id()),
-        label: label.into(),
-        transport: "rdma",
-        test: TestKind { verb, measure }.id(),
-        measure,
-        streams: 1,
+    let rdma = |verb: Verb, measure: Measure, label: &str| {
+        let kind = TestKind { verb, measure };
+        Series { id: format!("rdma_{}", kind.id()), label: label.into(), kind, streams: 1 }
     };
     let tcp = |measure: Measure, streams: u32, label: String| Series {
         id: match measure {
@@ -38,9 +34,7 @@ pub fn series(streams: u32) -> Vec<Series> {
             Measure::Lat => "tcp_lat".into(),
         },
         label,
-        transport: "tcp",
-        test: TestKind { verb: Verb::Tcp, measure }.id(),
-        measure,
+        kind: TestKind { verb: Verb::Tcp, measure },
         streams,
     };
     let mut all = vec![
@@ -69,11 +63,11 @@ fn iterations(budget: u64, size: u64, max: u64) -> u64 {
 /// The client configuration of one point.
 fn point_config(args: &CompareArgs, s: &Series, size: u64) -> Result<TestConfig, String> {
     let port = args.port;
-    let budget = match s.measure {
+    let budget = match s.kind.measure {
         Measure::Bw => iterations(args.bytes, size, 5000),
         Measure::Lat => iterations(args.lat_bytes, size, 1000),
     };
-    if s.transport == "tcp" {
+    if s.kind.verb == Verb::Tcp {
         let a = TcpArgs {
             host: Some(args.host.clone()),
             size: Some(size),
@@ -83,13 +77,8 @@ fn point_config(args: &CompareArgs, s: &Series, size: u64) -> Result<TestConfig,
             report: ReportArgs { timeout: args.timeout, ..Default::default() },
             ..Default::default()
         };
-        return TestConfig::from_tcp_args(s.measure, &a);
+        return TestConfig::from_tcp_args(s.kind.measure, &a);
     }
-    let verb = match s.test {
-        "write_bw" | "write_lat" => Verb::Write,
-        "read_bw" | "read_lat" => Verb::Read,
-        _ => Verb::Send,
-    };
     let a = PerfArgs {
         host: Some(args.host.clone()),
         device: args.device.clone(),
@@ -100,7 +89,7 @@ fn point_config(args: &CompareArgs, s: &Series, size: u64) -> Result<TestConfig,
         report: ReportArgs { timeout: args.timeout, ..Default::default() },
         ..Default::default()
     };
-    TestConfig::from_args(TestKind { verb, measure: s.measure }, &a)
+    TestConfig::from_args(s.kind, &a)
 }
 
 /// Runs the sweep, prints the table and writes the report files. Returns the exit
@@ -295,7 +284,7 @@ mod tests {
         for s in series(4) {
             for size in default_sizes() {
                 let cfg = point_config(&args, &s, size).unwrap();
-                assert_eq!(cfg.shared.test.id(), s.test);
+                assert_eq!(cfg.shared.test, s.kind);
                 assert_eq!(cfg.shared.sizes, [size]);
                 assert_eq!(cfg.host.as_deref(), Some("10.0.0.1"));
             }

@@ -7,24 +7,46 @@ use serde::Serialize;
 
 use super::svg::{self, escape, size_label, Chart, Line, Scale};
 use crate::measure::MIB;
-use crate::perf::config::Measure;
+use crate::perf::config::{Measure, TestKind, Verb};
 use crate::perf::report::SizeResult;
 
 /// One series of the comparison: a test over one transport.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct Series {
     /// `rdma_write_bw`, `tcp_bw_4`, …
     pub id: String,
     /// `RDMA write`, `TCP 4 streams`, …
     pub label: String,
-    /// `rdma` or `tcp`.
-    pub transport: &'static str,
-    /// The test run for it: `write_bw`, `tcp_lat`, …
-    pub test: &'static str,
-    /// `bw` or `lat`.
-    pub measure: Measure,
+    /// The test run for it.
+    pub kind: TestKind,
     /// Connections (TCP streams; 1 for RDMA).
     pub streams: u32,
+}
+
+impl Series {
+    /// `rdma` or `tcp`.
+    pub fn transport(&self) -> &'static str {
+        if self.kind.verb == Verb::Tcp {
+            "tcp"
+        } else {
+            "rdma"
+        }
+    }
+}
+
+/// In results.json: `id`, `label`, `transport`, `test` (`write_bw`, …), `measure`, `streams`.
+impl Serialize for Series {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = ser.serialize_struct("Series", 6)?;
+        st.serialize_field("id", &self.id)?;
+        st.serialize_field("label", &self.label)?;
+        st.serialize_field("transport", self.transport())?;
+        st.serialize_field("test", self.kind.id())?;
+        st.serialize_field("measure", &self.kind.measure)?;
+        st.serialize_field("streams", &self.streams)?;
+        st.end()
+    }
 }
 
 /// One point: a series at one size.
@@ -67,7 +89,7 @@ impl CompareReport {
     }
 
     fn of(&self, m: Measure) -> impl Iterator<Item = &Series> {
-        self.series.iter().filter(move |s| s.measure == m)
+        self.series.iter().filter(move |s| s.kind.measure == m)
     }
 
     /// Points that failed.
@@ -186,8 +208,8 @@ pub fn csv(report: &CompareReport) -> String {
             o,
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
             s.id,
-            s.transport,
-            s.test,
+            s.transport(),
+            s.kind.id(),
             s.streams,
             r.size,
             res.map_or(String::new(), |x| x.iterations.to_string()),
@@ -334,9 +356,7 @@ mod tests {
         Series {
             id: id.into(),
             label: id.to_uppercase(),
-            transport: "rdma",
-            test: "x",
-            measure: m,
+            kind: TestKind { verb: Verb::Write, measure: m },
             streams: 1,
         }
     }
@@ -408,7 +428,7 @@ mod tests {
         assert_eq!(lines.len(), 7);
         let cols = lines[0].split(',').count();
         assert!(lines.iter().all(|l| l.split(',').count() == cols), "{c}");
-        assert!(lines[2].starts_with("a_bw,rdma,x,1,65536,10,600.0000,"));
+        assert!(lines[2].starts_with("a_bw,rdma,write_bw,1,65536,10,600.0000,"));
         assert!(lines[3].ends_with("\"the peer stopped: 'boom'\""));
     }
 
