@@ -1,5 +1,6 @@
 //! Every `unsafe` line of rdmabench: safe wrappers over Linux ibverbs (through the
-//! [`rdma-sys`](https://docs.rs/rdma-sys) bindings) and, later, Windows NetworkDirect.
+//! [`rdma-sys`](https://docs.rs/rdma-sys) bindings) and Windows NetworkDirect
+//! (bindings of our own in [`nd`], compiled and tested on every target).
 //!
 //! This crate is what you take for your own criterion microbenchmarks of verbs
 //! operations; the `rdmabench` binary is built on nothing else.
@@ -36,6 +37,7 @@
 //! ownership, so the release order of the C library is kept by construction.
 #![deny(missing_docs, unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
+pub mod nd;
 pub mod os;
 pub mod types;
 #[cfg(target_os = "linux")]

@@ -1,0 +1,118 @@
+//! `IND2CompletionQueue`: results by polling (`GetResults`), and completion events by
+//! an overlapped `Notify`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::adapter::{create, Adapter, AdapterShared};
+use super::com::ComPtr;
+use super::overlapped::Overlapped;
+use super::status::{check, NdError, ND_PENDING};
+use super::sys::{self, ND2_RESULT};
+
+/// A completion queue.
+pub struct CompletionQueue {
+    pub(crate) ptr: ComPtr<sys::IND2CompletionQueue>,
+    notify: Overlapped,
+    armed: bool,
+    fired: bool,
+    depth: u32,
+    _adapter: Arc<AdapterShared>,
+}
+
+impl Adapter {
+    /// Creates a completion queue of `depth` entries (no affinity).
+    ///
+    /// # Errors
+    /// `CreateCompletionQueue` failing (depth over `MaxCompletionQueueDepth`).
+    pub fn create_cq(&self, depth: u32) -> Result<CompletionQueue, NdError> {
+        let a = &self.shared;
+        let ptr = create("IND2Adapter::CreateCompletionQueue", |out| {
+            // SAFETY: live adapter and its overlapped file; out-pointer valid.
+            unsafe {
+                (a.ptr.vtbl().CreateCompletionQueue)(
+                    a.ptr.as_raw(),
+                    &sys::IID_IND2CompletionQueue,
+                    a.file,
+                    depth,
+                    0,
+                    0,
+                    out,
+                )
+            }
+        })?;
+        Ok(CompletionQueue {
+            ptr,
+            notify: Overlapped::new()?,
+            armed: false,
+            fired: false,
+            depth,
+            _adapter: self.shared.clone(),
+        })
+    }
+}
+
+impl CompletionQueue {
+    /// Its depth.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// Moves up to `out.len()` results into `out`; returns how many.
+    #[inline]
+    pub fn poll(&mut self, out: &mut [ND2_RESULT]) -> usize {
+        let n = u32::try_from(out.len()).unwrap_or(u32::MAX);
+        // SAFETY: live CQ; `out` has room for `n` results.
+        let got = unsafe { (self.ptr.vtbl().GetResults)(self.ptr.as_raw(), out.as_mut_ptr(), n) };
+        (got as usize).min(out.len())
+    }
+
+    /// Asks for an event on the next completion (`Notify(ND_CQ_NOTIFY_ANY)`). Poll
+    /// once more after arming: results that arrived before do not fire it.
+    ///
+    /// # Errors
+    /// `Notify` failing.
+    pub fn arm(&mut self) -> Result<(), NdError> {
+        if self.armed || self.fired {
+            return Ok(());
+        }
+        let ov = self.notify.start();
+        // SAFETY: live CQ; the OVERLAPPED stays put (boxed) until the request ends.
+        let hr = unsafe { (self.ptr.vtbl().Notify)(self.ptr.as_raw(), sys::ND_CQ_NOTIFY_ANY, ov) };
+        check("IND2CompletionQueue::Notify", hr)?;
+        if hr == ND_PENDING {
+            self.armed = true;
+        } else {
+            self.fired = true;
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for the armed event: `true` when it fired (or nothing
+    /// was armed), `false` on timeout, the event staying armed.
+    ///
+    /// # Errors
+    /// The notification failing (the CQ overran or the adapter went away).
+    pub fn wait(&mut self, timeout: Duration) -> Result<bool, NdError> {
+        if std::mem::take(&mut self.fired) || !self.armed {
+            return Ok(true);
+        }
+        match self.notify.wait(&self.ptr, Some(timeout))? {
+            Some(hr) => {
+                self.armed = false;
+                check("IND2CompletionQueue::Notify", hr)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+impl Drop for CompletionQueue {
+    fn drop(&mut self) {
+        if self.armed {
+            // The provider must not complete into a freed OVERLAPPED.
+            self.notify.cancel(&self.ptr);
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! Microsoft NetworkDirect (NDSPI v2): bindings written from the public headers, and
+//! safe wrappers over them, one file per ND object.
+//!
+//! Everything here compiles on every target: the layout of the bindings is tested in
+//! Linux CI, and so are the wrappers, driven by an in-process software provider
+//! (feature `soft-provider`, tests only) that fills the same vtables. Only provider
+//! discovery and the events pending requests are waited on are Windows-only.
+//!
+//! ```text
+//! discover() / open_adapter(ip) ─► Adapter ─┬─► CompletionQueue
+//!                                           ├─► MemoryRegion (owns its buffer)
+//!                                           ├─► QueuePair (holds its CQs)
+//!                                           ├─► Connector (connect / accept)
+//!                                           └─► Listener
+//! ```
+//!
+//! Every object is one [`com::ComPtr`] (AddRef/Release written once) plus an `Arc` of
+//! the adapter, so the adapter and its overlapped file outlive what was made from it.
+//! Errors are [`NdError`]s: the call and the HRESULT with its ND name.
+
+pub mod adapter;
+pub mod addr;
+pub mod com;
+pub mod connector;
+pub mod cq;
+pub mod listener;
+pub mod mr;
+pub mod overlapped;
+pub mod provider;
+pub mod qp;
+#[cfg(feature = "soft-provider")]
+pub mod soft;
+pub mod status;
+pub mod sys;
+#[cfg(windows)]
+mod win;
+
+pub use adapter::Adapter;
+pub use connector::Connector;
+pub use cq::CompletionQueue;
+pub use listener::Listener;
+pub use mr::{MemoryRegion, MrFlags, NdSlice};
+pub use provider::{discover, open_adapter, register, Discovery, OpenError, Provider};
+pub use qp::{OpFlags, QpCaps, QueuePair};
+pub use status::NdError;
+pub use sys::{ND2_ADAPTER_INFO as AdapterInfo, ND2_RESULT as NdResult};
