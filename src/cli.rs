@@ -101,6 +101,10 @@ pub struct DevicesArgs {
     /// JSON on stdout instead of text (schema in docs/json.md).
     #[arg(long)]
     pub json: bool,
+    /// RDMA interface: verbs, or nd (NetworkDirect; -d then takes an adapter's IP).
+    /// Default: nd on Windows, verbs elsewhere.
+    #[arg(long = "backend", value_enum, value_name = "API")]
+    pub backend: Option<crate::transport::Backend>,
 }
 
 /// `rdmabench serve`.

@@ -51,7 +51,9 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, String> {
 }
 
 fn devices(args: &DevicesArgs, out: &mut dyn Write) -> Result<u8, String> {
-    let inventory = inventory::collect(args.device.as_deref()).map_err(|e| e.to_string())?;
+    let backend = args.backend.unwrap_or_else(transport::Backend::native);
+    let inventory =
+        inventory::collect(args.device.as_deref(), backend).map_err(|e| e.to_string())?;
     let text = if args.json {
         report::to_json(&inventory)
     } else {

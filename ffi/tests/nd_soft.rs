@@ -6,10 +6,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use rdmabench_ffi::nd::sys;
 use rdmabench_ffi::nd::{
-    self, soft, status, Adapter, CompletionQueue, Connector, MemoryRegion, MrFlags, NdResult,
-    OpFlags, QpCaps, QueuePair,
+    self, soft, status, Adapter, CompletionQueue, Connector, MemoryRegion, MrFlags, NdCompletion,
+    OpFlags, QpCaps, QueuePair, RequestKind,
 };
 
 /// The provider's object count is process-wide: one test at a time.
@@ -70,8 +69,8 @@ fn connected(a: &Adapter) -> (Side, Side) {
     (client, server)
 }
 
-fn poll_one(cq: &mut CompletionQueue) -> NdResult {
-    let mut out = [NdResult::default(); 4];
+fn poll_one(cq: &mut CompletionQueue) -> NdCompletion {
+    let mut out = [NdCompletion::default(); 4];
     for _ in 0..1000 {
         if cq.poll(&mut out[..1]) == 1 {
             return out[0];
@@ -119,6 +118,7 @@ fn registration_gives_tokens_and_a_remote_view() {
 #[test]
 fn write_read_and_send_move_the_bytes() {
     let _g = serial();
+    soft::install(); // the registered provider lives as long as the process
     let before = soft::live_objects();
     {
         let a = adapter();
@@ -128,11 +128,8 @@ fn write_read_and_send_move_the_bytes() {
         let dst = s.mr.remote().slice(100, 5).unwrap();
         c.qp.write(7, &[c.mr.slice(0, 5).unwrap()], dst, OpFlags::new(true, false)).unwrap();
         let r = poll_one(&mut c.cq);
-        assert_eq!(
-            (r.Status, r.BytesTransferred, r.RequestType),
-            (status::ND_SUCCESS, 5, sys::Nd2RequestTypeWrite)
-        );
-        assert_eq!((r.RequestContext as u64, r.QueuePairContext as u64), (7, 1));
+        assert_eq!((r.status(), r.bytes(), r.kind()), (status::ND_SUCCESS, 5, RequestKind::Write));
+        assert_eq!((r.context(), r.qp_context()), (7, 1));
         assert_eq!(&s.mr.as_slice()[100..105], b"hello");
 
         // RDMA read: server bytes 200..203 come back to client offset 50.
@@ -140,10 +137,7 @@ fn write_read_and_send_move_the_bytes() {
         let src = s.mr.remote().slice(200, 3).unwrap();
         c.qp.read(8, &[c.mr.slice(50, 3).unwrap()], src, OpFlags::new(true, false)).unwrap();
         let r = poll_one(&mut c.cq);
-        assert_eq!(
-            (r.Status, r.RequestType, r.RequestContext as u64),
-            (status::ND_SUCCESS, sys::Nd2RequestTypeRead, 8)
-        );
+        assert_eq!((r.status(), r.kind(), r.context()), (status::ND_SUCCESS, RequestKind::Read, 8));
         assert_eq!(&c.mr.as_slice()[50..53], b"abc");
 
         // Send before the receive is posted: it waits for it, as RC retries would.
@@ -154,21 +148,18 @@ fn write_read_and_send_move_the_bytes() {
             OpFlags::new(true, true),
         )
         .unwrap();
-        let mut none = [NdResult::default(); 1];
+        let mut none = [NdCompletion::default(); 1];
         assert_eq!(c.cq.poll(&mut none), 0, "no send completion before a receive took it");
         s.qp.receive(11, &[s.mr.slice(1000, 64).unwrap()]).unwrap();
         let r = poll_one(&mut s.cq);
         assert_eq!(
-            (r.Status, r.BytesTransferred, r.RequestType),
-            (status::ND_SUCCESS, 4, sys::Nd2RequestTypeReceive)
+            (r.status(), r.bytes(), r.kind()),
+            (status::ND_SUCCESS, 4, RequestKind::Receive)
         );
-        assert_eq!((r.RequestContext as u64, r.QueuePairContext as u64), (11, 2));
+        assert_eq!((r.context(), r.qp_context()), (11, 2));
         assert_eq!(&s.mr.as_slice()[1000..1004], b"ping");
         let r = poll_one(&mut c.cq);
-        assert_eq!(
-            (r.Status, r.RequestType, r.RequestContext as u64),
-            (status::ND_SUCCESS, sys::Nd2RequestTypeSend, 9)
-        );
+        assert_eq!((r.status(), r.kind(), r.context()), (status::ND_SUCCESS, RequestKind::Send, 9));
 
         // Silent success: nothing to poll.
         c.qp.write(12, &[c.mr.slice(0, 1).unwrap()], dst, OpFlags::new(false, false)).unwrap();
@@ -180,6 +171,7 @@ fn write_read_and_send_move_the_bytes() {
 #[test]
 fn errors_complete_with_their_nd_status() {
     let _g = serial();
+    soft::install(); // the registered provider lives as long as the process
     let before = soft::live_objects();
     {
         let a = adapter();
@@ -189,15 +181,15 @@ fn errors_complete_with_their_nd_status() {
         c.qp.write(1, &[c.mr.slice(0, 8).unwrap()], bad, OpFlags::new(false, false)).unwrap();
         let r = poll_one(&mut c.cq);
         assert_eq!(
-            status::status_name(r.Status),
+            status::status_name(r.status()),
             "ND_ACCESS_VIOLATION",
             "silent success still reports failures"
         );
         // A receive too small: overrun there, remote error here.
         s.qp.receive(2, &[s.mr.slice(0, 2).unwrap()]).unwrap();
         c.qp.send(3, &[c.mr.slice(0, 16).unwrap()], OpFlags::new(true, false)).unwrap();
-        assert_eq!(status::status_name(poll_one(&mut s.cq).Status), "ND_DATA_OVERRUN");
-        assert_eq!(status::status_name(poll_one(&mut c.cq).Status), "ND_REMOTE_ERROR");
+        assert_eq!(status::status_name(poll_one(&mut s.cq).status()), "ND_DATA_OVERRUN");
+        assert_eq!(status::status_name(poll_one(&mut c.cq).status()), "ND_REMOTE_ERROR");
         // Inline beyond the queue pair's inline size is refused at once.
         let e = c.qp.send(4, &[c.mr.slice(0, 100).unwrap()], OpFlags::new(true, true)).unwrap_err();
         assert_eq!(e.name(), "ND_INVALID_PARAMETER_MIX");
@@ -206,7 +198,7 @@ fn errors_complete_with_their_nd_status() {
         s.conn.disconnect().unwrap();
         let r = poll_one(&mut s.cq);
         assert_eq!(
-            (status::status_name(r.Status), r.RequestContext as u64),
+            (status::status_name(r.status()), r.context()),
             ("ND_CANCELED".into(), 5),
             "receives flushed"
         );
@@ -218,7 +210,7 @@ fn errors_complete_with_their_nd_status() {
             OpFlags::new(true, false),
         )
         .unwrap();
-        assert_eq!(status::status_name(poll_one(&mut c.cq).Status), "ND_CONNECTION_ABORTED");
+        assert_eq!(status::status_name(poll_one(&mut c.cq).status()), "ND_CONNECTION_ABORTED");
     }
     assert_eq!(soft::live_objects(), before, "every object released");
 }
@@ -226,6 +218,7 @@ fn errors_complete_with_their_nd_status() {
 #[test]
 fn connection_set_up_fails_cleanly() {
     let _g = serial();
+    soft::install(); // the registered provider lives as long as the process
     let before = soft::live_objects();
     {
         let a = adapter();
@@ -279,6 +272,6 @@ fn completion_events_wake_a_waiter() {
         (qp, mr)
     });
     assert!(cq.wait(Duration::from_secs(2)).unwrap(), "the write's completion fired the event");
-    assert_eq!(poll_one(&mut cq).RequestContext as u64, 1);
+    assert_eq!(poll_one(&mut cq).context(), 1);
     let _ = poster.join().unwrap();
 }

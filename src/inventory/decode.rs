@@ -146,6 +146,18 @@ pub const RXE_VENDOR_ID: u32 = 0xff_ffff;
 /// `vendor_id` of the soft-iWARP driver (siw): "bmt" in ASCII.
 pub const SIW_VENDOR_ID: u32 = 0x62_6d74;
 
+/// PCI vendor id of Mellanox (what NetworkDirect's `VendorId` reports).
+pub const MELLANOX_PCI_VENDOR_ID: u32 = 0x15b3;
+
+/// The adapter a PCI vendor/device id pair names (NetworkDirect reports PCI ids; for
+/// Mellanox the PCI device id is the verbs part id).
+pub fn pci_model(vendor_id: u32, device_id: u32) -> Option<String> {
+    match vendor_id {
+        MELLANOX_PCI_VENDOR_ID => mellanox_model(device_id),
+        _ => None,
+    }
+}
+
 /// The adapter a vendor/part id pair names, e.g. `ConnectX-3` or `ConnectX-3 Pro VF`.
 pub fn model(vendor_id: u32, part_id: u32) -> Option<String> {
     match vendor_id {

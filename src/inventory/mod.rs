@@ -1,13 +1,17 @@
 //! The device inventory behind `rdmabench devices`: a backend-neutral model that the
-//! verbs backend fills today and NetworkDirect's adapter query will fill later.
+//! verbs backend fills from the device and port queries, and NetworkDirect from its
+//! adapter query.
 //! The JSON form is documented in docs/json.md.
 
 pub mod decode;
+pub mod nd;
 pub mod sysfs;
 #[cfg(target_os = "linux")]
 mod verbs;
 
 use serde::Serialize;
+
+use crate::transport::Backend;
 
 /// Version of the JSON documents rdmabench writes; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -52,9 +56,40 @@ pub struct DeviceInfo {
     pub numa_node: Option<u32>,
     /// The ports, numbered from 1.
     pub ports: Vec<PortInfo>,
+    /// What only NetworkDirect adapters have (absent for verbs devices).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nd: Option<NdAdapter>,
 }
 
-/// Resource limits that decide what tests can run (`ibv_query_device`).
+/// A NetworkDirect adapter's own facts (`ND2_ADAPTER_INFO` beyond the common limits).
+#[derive(Clone, Debug, Serialize)]
+pub struct NdAdapter {
+    /// The provider (Winsock catalog name and DLL).
+    pub provider: String,
+    /// Adapter id, as the provider resolved it.
+    pub adapter_id: String,
+    /// Local IP addresses it owns.
+    pub addresses: Vec<String>,
+    /// Largest inline payload, bytes.
+    pub max_inline: u32,
+    /// Largest transfer, bytes.
+    pub max_transfer_length: u32,
+    /// SGEs per RDMA read.
+    pub max_read_sge: u32,
+    /// Private data a connect may carry.
+    pub max_caller_data: u32,
+    /// Private data an accept may carry.
+    pub max_callee_data: u32,
+    /// Below this many bytes the provider prefers inline.
+    pub inline_request_threshold: u32,
+    /// From this many bytes the provider treats a request as large.
+    pub large_request_threshold: u32,
+    /// Adapter flags that are set.
+    pub flags: Vec<String>,
+}
+
+/// Resource limits that decide what tests can run (`ibv_query_device`; -1 where
+/// NetworkDirect does not say).
 #[derive(Clone, Debug, Serialize)]
 pub struct DeviceLimits {
     /// Maximum queue pairs.
@@ -183,8 +218,12 @@ impl std::fmt::Display for InventoryError {
 impl std::error::Error for InventoryError {}
 
 /// Collects the inventory of every device, or only of `only` (a device name).
-pub fn collect(only: Option<&str>) -> Result<Inventory, InventoryError> {
-    Ok(Inventory { schema_version: SCHEMA_VERSION, devices: collect_devices(only)? })
+pub fn collect(only: Option<&str>, backend: Backend) -> Result<Inventory, InventoryError> {
+    let devices = match backend {
+        Backend::Nd => nd::collect(only)?,
+        Backend::Verbs => collect_devices(only)?,
+    };
+    Ok(Inventory { schema_version: SCHEMA_VERSION, devices })
 }
 
 #[cfg(target_os = "linux")]
@@ -195,6 +234,6 @@ fn collect_devices(only: Option<&str>) -> Result<Vec<DeviceInfo>, InventoryError
 #[cfg(not(target_os = "linux"))]
 fn collect_devices(_only: Option<&str>) -> Result<Vec<DeviceInfo>, InventoryError> {
     Err(InventoryError::NoRdmaStack(
-        "no RDMA backend for this platform yet: NetworkDirect support is planned".into(),
+        "verbs is Linux's RDMA interface: on this platform use --backend nd (NetworkDirect)".into(),
     ))
 }

@@ -68,6 +68,7 @@ fn describe(device: Device<'_>) -> Result<DeviceInfo, VerbsError> {
         pcie: sysfs::pcie_link(&ibdev_path),
         numa_node: sysfs::numa_node(&ibdev_path),
         ports: ports.iter().map(|(p, a)| port_info(*p, a, &gids)).collect(),
+        nd: None,
     })
 }
 

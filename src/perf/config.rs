@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
-use crate::transport::Service;
+use crate::transport::{Backend, Service};
 
 /// Default TCP port of the control channel (perftest uses 18515; ours differs so both
 /// can run side by side, as the benchmark scripts do).
@@ -203,6 +203,9 @@ pub struct PerfArgs {
     /// The receiver checks a per-message pattern in its buffer after the run.
     #[arg(long = "validate")]
     pub validate: bool,
+    /// RDMA interface: verbs, or nd (NetworkDirect). Default: nd on Windows, verbs elsewhere.
+    #[arg(long = "backend", value_enum, value_name = "API")]
+    pub backend: Option<Backend>,
     /// Output, thresholds, timeout.
     #[command(flatten)]
     pub report: ReportArgs,
@@ -388,6 +391,39 @@ impl RunLength {
     }
 }
 
+/// What NetworkDirect cannot do, refused before anything starts.
+fn nd_rules(test: TestKind, a: &PerfArgs, service: Service) -> Result<(), String> {
+    if test.verb == Verb::Atomic {
+        return Err(format!("{}: atomics are not supported by NetworkDirect", test.id()));
+    }
+    if service != Service::Rc {
+        let name = format!("{service:?}").to_uppercase();
+        return Err(format!(
+            "-c {name}: not supported by NetworkDirect (it connects RC queue pairs only)"
+        ));
+    }
+    if a.rdma_cm {
+        return Err("-R: NetworkDirect connects through its own connector; drop -R".into());
+    }
+    if a.gid_index.is_some() {
+        return Err("-x: NetworkDirect has no GID table; it addresses adapters by IP".into());
+    }
+    if a.mtu.is_some() {
+        return Err("-m: NetworkDirect does not set the path MTU".into());
+    }
+    if a.ib_port.is_some_and(|p| p != 1) {
+        return Err("-i: NetworkDirect adapters have no ports to choose".into());
+    }
+    if let Some(d) = &a.device {
+        if d.parse::<std::net::IpAddr>().is_err() {
+            return Err(format!(
+                "-d {d}: with NetworkDirect, name the adapter by one of its IP addresses"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The parameters both sides must agree on: exchanged, and a mismatch refused.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SharedParams {
@@ -412,6 +448,9 @@ pub struct SharedParams {
     /// TCP tests: streams and socket options (absent for RDMA tests).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpParams>,
+    /// RDMA interface (left out for verbs, as before NetworkDirect existed).
+    #[serde(default, skip_serializing_if = "Backend::is_verbs")]
+    pub backend: Backend,
 }
 
 /// What a TCP test's two sides agree on.
@@ -650,6 +689,10 @@ impl TestConfig {
         if a.rdma_cm && a.host.as_deref().is_some_and(|h| h.is_empty()) {
             return Err("-R: HOST must be the RDMA interface's IP address".into());
         }
+        let backend = a.backend.unwrap_or_else(Backend::native);
+        if backend == Backend::Nd {
+            nd_rules(test, a, service)?;
+        }
         Ok(TestConfig {
             shared: SharedParams {
                 test,
@@ -662,6 +705,7 @@ impl TestConfig {
                 atomic_type: a.atomic_type.unwrap_or(AtomicType::FetchAndAdd),
                 validate: a.validate,
                 tcp: None,
+                backend,
             },
             host: a.host.clone(),
             device: a.device.clone(),
@@ -714,6 +758,7 @@ impl TestConfig {
                 bidirectional: shared.bidirectional,
                 rdma_cm: shared.rdma_cm,
                 atomic_type: (shared.test.verb == Verb::Atomic).then_some(shared.atomic_type),
+                backend: Some(shared.backend),
                 validate: shared.validate,
                 connection: Some(match shared.service {
                     Service::Rc => ConnectionArg::Rc,
@@ -805,6 +850,7 @@ impl TestConfig {
                 atomic_type: AtomicType::FetchAndAdd,
                 validate: false,
                 tcp: Some(TcpParams { streams, window, nodelay: a.nodelay || !bw }),
+                backend: Backend::Verbs,
             },
             host: a.host.clone(),
             device: None,

@@ -204,7 +204,9 @@ pub fn header(test: TestKind, p: &EffectiveParams, role: &str) -> String {
     let _ = writeln!(o, "{RESULT_LINE}");
     let _ = writeln!(o, "{:>width$}", test.title(), width = 20 + test.title().len());
     let _ = writeln!(o, " Dual-port       : OFF\t\tDevice         : {}", p.device);
-    let _ = writeln!(o, " Number of qps   : {}\t\tTransport type : IB", p.qps);
+    let nd = p.link_layer == "NetworkDirect";
+    let transport = if nd { "NetworkDirect" } else { "IB" };
+    let _ = writeln!(o, " Number of qps   : {}\t\tTransport type : {transport}", p.qps);
     let _ = writeln!(o, " Connection type : {}\t\tUsing SRQ      : OFF", p.connection);
     if test.measure == Measure::Lat || role == "client" || p.bidirectional {
         let _ = writeln!(o, " TX depth        : {}", p.tx_depth);
@@ -218,12 +220,15 @@ pub fn header(test: TestKind, p: &EffectiveParams, role: &str) -> String {
             let _ = writeln!(o, " Post List       : {}", p.post_list);
         }
     }
-    let _ = writeln!(o, " Mtu             : {}[B]", p.mtu);
-    let _ = writeln!(
-        o,
-        " Link type       : {}",
-        if p.link_layer == "Ethernet" { "Ethernet" } else { "IB" }
-    );
+    if !nd {
+        // NetworkDirect neither reports nor sets a path MTU.
+        let _ = writeln!(o, " Mtu             : {}[B]", p.mtu);
+    }
+    let link = match p.link_layer.as_str() {
+        "Ethernet" | "NetworkDirect" => p.link_layer.as_str(),
+        _ => "IB",
+    };
+    let _ = writeln!(o, " Link type       : {link}");
     if let Some(g) = p.gid_index {
         let _ = writeln!(o, " GID index       : {g}");
     }

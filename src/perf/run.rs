@@ -16,7 +16,7 @@ use super::report::{self, EffectiveParams, RunReport, SizeResult, TcpEffective, 
 use crate::measure::cpu::{self, CpuSnapshot};
 use crate::measure::{self, BwStats};
 use crate::session::protocol::{mismatches, Channel, Message, ProtocolError};
-use crate::transport::{Connection, ConnectionConfig, Op, TransportError};
+use crate::transport::{Backend, Connection, ConnectionConfig, Op, TransportError};
 
 /// Exit status for a run whose thresholds or validation failed.
 pub const EXIT_VERDICT: u8 = 1;
@@ -162,6 +162,9 @@ fn backend_session(
         let setup = tcp_side::setup(cfg, ch)?;
         return session(cfg, ch, setup, out);
     }
+    if cfg.shared.backend == Backend::Nd {
+        return nd_side::run(cfg, ch, out);
+    }
     #[cfg(target_os = "linux")]
     {
         verbs_side::run(cfg, ch, out)
@@ -169,7 +172,8 @@ fn backend_session(
     #[cfg(not(target_os = "linux"))]
     {
         let _ = out;
-        Err("no RDMA backend for this platform yet: NetworkDirect support is planned".into())
+        Err("verbs is Linux's RDMA interface: on this platform use --backend nd (NetworkDirect)"
+            .into())
     }
 }
 
@@ -667,6 +671,119 @@ mod verbs_side {
             ch.send(&Message::Accept { tool: tool() }).map_err(|e| e.to_string())?;
         }
         let setup = setup(cfg, ch, cm)?;
+        session(cfg, ch, setup, out)
+    }
+}
+
+mod nd_side {
+    use super::*;
+    use crate::transport::nd::{NdEndpoint, NdRole, NdTransport};
+    use crate::transport::Transport;
+
+    fn endpoint_line(ep: &NdEndpoint, at: IpAddr, verb: Verb) -> String {
+        let mut line = match ep.listen {
+            Some(l) => format!(" address: NetworkDirect {l} QP #{}", ep.index),
+            None => format!(" address: NetworkDirect {at} QP #{}", ep.index),
+        };
+        if matches!(verb, Verb::Read | Verb::Write) {
+            line.push_str(&format!(
+                " Token {:#010x} VAddr {:#018x}",
+                ep.buffer.rkey, ep.buffer.addr
+            ));
+        }
+        line
+    }
+
+    /// Opens the adapter that owns the address this side reaches the peer from (or
+    /// `-d IP`), prepares the queue pairs, exchanges endpoints and connects them:
+    /// the client's connector to the server's listener, one QP after the other.
+    pub(super) fn run(
+        cfg: &TestConfig,
+        ch: &mut Channel,
+        out: &mut dyn Write,
+    ) -> Result<RunReport, String> {
+        let s = &cfg.shared;
+        let local = match &cfg.device {
+            Some(d) => d.parse::<IpAddr>().map_err(|_| format!("-d {d}: not an IP address"))?,
+            None => ch.local_ip().ok_or("control channel: no local address")?,
+        };
+        let role = if cfg.is_client() { NdRole::Connect } else { NdRole::Accept };
+        if !cfg.is_client() {
+            ch.send(&Message::Accept { tool: tool() }).map_err(|e| e.to_string())?;
+        }
+        let t = NdTransport::open(local, role, cfg.timeout, cfg.outs)?;
+        let max_size = *s.sizes.iter().max().unwrap_or(&8);
+        let conn_cfg = ConnectionConfig {
+            buf_len: (max_size.max(8) * u64::from(slots_for(max_size))) as usize,
+            service: s.service,
+            tx_depth: if s.test.measure == Measure::Lat {
+                cfg.tx_depth.max(16)
+            } else {
+                cfg.tx_depth
+            },
+            rx_depth: cfg.rx_depth.max(1),
+            max_inline: cfg.inline_size,
+            events: cfg.events,
+        };
+        let mut prepared = Vec::new();
+        let mut mine = Vec::new();
+        for _ in 0..s.qps {
+            let (p, ep) = t.prepare(&conn_cfg).map_err(|e| e.to_string())?;
+            prepared.push(p);
+            mine.push(ep);
+        }
+        let send_mine = |ch: &mut Channel| {
+            ch.send(&Message::Endpoints {
+                mtu: 0,
+                qps: mine.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect(),
+            })
+        };
+        let theirs = if cfg.is_client() {
+            send_mine(ch).map_err(|e| e.to_string())?;
+            ch.recv("endpoints").map_err(|e| e.to_string())?
+        } else {
+            let m = ch.recv("endpoints").map_err(|e| e.to_string())?;
+            send_mine(ch).map_err(|e| e.to_string())?;
+            m
+        };
+        let Message::Endpoints { qps, .. } = theirs else {
+            return Err(format!("control channel: expected endpoints, got {}", theirs.name()));
+        };
+        if qps.len() != mine.len() {
+            return Err(format!("the peer has {} QPs, this side {}", qps.len(), mine.len()));
+        }
+        let peers: Vec<NdEndpoint> = qps
+            .into_iter()
+            .map(serde_json::from_value)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("control channel: malformed endpoint: {e}"))?;
+        let mut conns = Vec::new();
+        for (p, peer) in prepared.into_iter().zip(&peers) {
+            conns.push(t.connect(p, peer).map_err(|e| format!("NetworkDirect: {e}"))?);
+        }
+        let peer_ip = ch.peer_addr().map(|a| a.ip()).unwrap_or(local);
+        let inline = t.capabilities().max_inline.min(cfg.inline_size);
+        let params = params_of(
+            cfg,
+            format!("{local} ({})", t.adapter().provider().name()),
+            "NetworkDirect".into(),
+            None,
+            0,
+            inline,
+            t.read_limit(),
+        );
+        let setup = Setup {
+            local: mine
+                .iter()
+                .map(|e| format!(" local{}", endpoint_line(e, local, s.test.verb)))
+                .collect(),
+            remote: peers
+                .iter()
+                .map(|e| format!(" remote{}", endpoint_line(e, peer_ip, s.test.verb)))
+                .collect(),
+            conns,
+            params,
+        };
         session(cfg, ch, setup, out)
     }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::inventory::{DeviceInfo, Inventory, PortInfo};
+use crate::inventory::{DeviceInfo, Inventory, NdAdapter, PortInfo};
 
 /// Renders the inventory for a terminal.
 pub fn render(inventory: &Inventory, verbose: bool) -> String {
@@ -40,7 +40,26 @@ fn mtu_text(mtu: Option<u32>) -> String {
     mtu.map_or_else(|| "?".to_string(), |m| m.to_string())
 }
 
+/// An ND adapter has no firmware string, GUIDs or ports: its provider and addresses.
+fn nd_lines(out: &mut String, d: &DeviceInfo, nd: &NdAdapter) {
+    let _ = writeln!(out, "{}: {}, NetworkDirect adapter {}", d.name, model_text(d), nd.adapter_id);
+    let _ = writeln!(out, "  provider: {}", nd.provider);
+    let _ = writeln!(out, "  addresses: {}", nd.addresses.join(", "));
+    let _ = writeln!(
+        out,
+        "  inline {} B, max transfer {} B, read limits in/out {} / {}, flags: {}",
+        nd.max_inline,
+        nd.max_transfer_length,
+        d.limits.max_qp_rd_atom,
+        d.limits.max_qp_init_rd_atom,
+        if nd.flags.is_empty() { "none".to_string() } else { nd.flags.join(", ") }
+    );
+}
+
 fn brief_device(out: &mut String, d: &DeviceInfo) {
+    if let Some(nd) = &d.nd {
+        return nd_lines(out, d, nd);
+    }
     let _ = writeln!(
         out,
         "{}: {}, fw {}, node GUID {}",
@@ -83,6 +102,24 @@ fn verbose_device(out: &mut String, d: &DeviceInfo) {
     let field = |out: &mut String, name: &str, value: &dyn std::fmt::Display| {
         let _ = writeln!(out, "  {name:<20} {value}");
     };
+    if let Some(nd) = &d.nd {
+        nd_lines(out, d, nd);
+        let l = &d.limits;
+        field(out, "max WRs per QP", &l.max_qp_wr);
+        field(out, "max SGEs", &l.max_sge);
+        field(out, "max read SGEs", &nd.max_read_sge);
+        field(out, "max CQEs", &l.max_cqe);
+        field(out, "max MR size", &l.max_mr_size);
+        field(
+            out,
+            "private data",
+            &format!("connect {} / accept {} B", nd.max_caller_data, nd.max_callee_data),
+        );
+        field(out, "inline threshold", &nd.inline_request_threshold);
+        field(out, "large threshold", &nd.large_request_threshold);
+        field(out, "atomics", &l.atomic_cap);
+        return;
+    }
     let _ = writeln!(out, "{}", d.name);
     field(out, "model", &model_text(d));
     field(out, "transport", &format!("{} (node type {})", d.transport, d.node_type));
@@ -210,6 +247,7 @@ pub(crate) mod tests {
                         netdev: None,
                     }],
                 }],
+                nd: None,
             }],
         }
     }

@@ -293,9 +293,17 @@ pub fn mismatches(client: &SharedParams, server: &SharedParams) -> Vec<String> {
     let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
         return vec!["parameters".into()];
     };
-    a.iter()
-        .filter(|(k, v)| b.get(*k) != Some(v))
-        .map(|(k, v)| format!("{k}: client {v}, server {}", b.get(k).cloned().unwrap_or_default()))
+    // Keys of both sides: a field one side leaves out (its default) still counts.
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let shown = |m: &serde_json::Map<String, serde_json::Value>, k: &String| match m.get(k) {
+        Some(v) => v.to_string(),
+        None => "(default)".into(),
+    };
+    keys.into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| format!("{k}: client {}, server {}", shown(a, k), shown(b, k)))
         .collect()
 }
 
@@ -318,6 +326,7 @@ mod tests {
             atomic_type: AtomicType::FetchAndAdd,
             validate: false,
             tcp: None,
+            backend: crate::transport::Backend::Verbs,
         }
     }
 
@@ -385,5 +394,10 @@ mod tests {
         b.qps = 2;
         let m = mismatches(&a, &b);
         assert_eq!(m, ["qps: client 1, server 2", "sizes: client [65536], server [4096]"]);
+        // A field one side leaves out (verbs, the default) still differs from a value.
+        let mut nd = params();
+        nd.backend = crate::transport::Backend::Nd;
+        assert_eq!(mismatches(&nd, &a), ["backend: client \"nd\", server (default)"]);
+        assert_eq!(mismatches(&a, &nd), ["backend: client (default), server \"nd\""]);
     }
 }

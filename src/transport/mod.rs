@@ -1,5 +1,5 @@
 //! The one interface every test loop is written against, whatever moves the bytes:
-//! verbs today, NetworkDirect and TCP next.
+//! verbs, NetworkDirect or TCP.
 //!
 //! A [`Transport`] is an opened adapter. It [`prepare`](Transport::prepare)s a
 //! connection — queue pair, completion queue, registered buffer — and describes it in
@@ -12,6 +12,7 @@
 //! What a backend cannot do is in its [`Capabilities`]; test loops check them once, up
 //! front ([`Capabilities::check`]), and never test mode flags while running.
 
+pub mod nd;
 pub mod tcp;
 #[cfg(target_os = "linux")]
 pub mod verbs;
@@ -233,6 +234,43 @@ impl Default for ConnectionConfig {
     }
 }
 
+/// The RDMA interface a test runs over.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// Linux ibverbs.
+    #[default]
+    Verbs,
+    /// Windows NetworkDirect (NDSPI v2).
+    Nd,
+}
+
+impl Backend {
+    /// The platform's own: NetworkDirect on Windows, verbs elsewhere.
+    pub fn native() -> Backend {
+        if cfg!(windows) {
+            Backend::Nd
+        } else {
+            Backend::Verbs
+        }
+    }
+
+    /// Its name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Verbs => "verbs",
+            Backend::Nd => "NetworkDirect",
+        }
+    }
+
+    /// Whether it is verbs (the field is left out of the hello then, as before ND).
+    pub fn is_verbs(&self) -> bool {
+        *self == Backend::Verbs
+    }
+}
+
 /// Transport service (perftest's `-c RC|UC|UD`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum Service {
@@ -355,6 +393,8 @@ pub enum TransportError {
     /// The verbs layer failed.
     #[cfg(target_os = "linux")]
     Verbs(ffi::verbs::Error),
+    /// A NetworkDirect call failed.
+    Nd(ffi::nd::NdError),
     /// The connection is broken (its state says why).
     Broken(String),
 }
@@ -366,6 +406,7 @@ impl fmt::Display for TransportError {
             TransportError::Range(e) => write!(f, "{e}"),
             #[cfg(target_os = "linux")]
             TransportError::Verbs(e) => write!(f, "{e}"),
+            TransportError::Nd(e) => write!(f, "{e}"),
         }
     }
 }

@@ -60,10 +60,12 @@ impl CompletionQueue {
 
     /// Moves up to `out.len()` results into `out`; returns how many.
     #[inline]
-    pub fn poll(&mut self, out: &mut [ND2_RESULT]) -> usize {
+    pub fn poll(&mut self, out: &mut [NdCompletion]) -> usize {
         let n = u32::try_from(out.len()).unwrap_or(u32::MAX);
-        // SAFETY: live CQ; `out` has room for `n` results.
-        let got = unsafe { (self.ptr.vtbl().GetResults)(self.ptr.as_raw(), out.as_mut_ptr(), n) };
+        // SAFETY: live CQ; `out` has room for `n` results, and NdCompletion is a
+        // transparent ND2_RESULT.
+        let got =
+            unsafe { (self.ptr.vtbl().GetResults)(self.ptr.as_raw(), out.as_mut_ptr().cast(), n) };
         (got as usize).min(out.len())
     }
 
@@ -113,6 +115,74 @@ impl Drop for CompletionQueue {
         if self.armed {
             // The provider must not complete into a freed OVERLAPPED.
             self.notify.cancel(&self.ptr);
+        }
+    }
+}
+
+/// What completed (`ND2_REQUEST_TYPE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestKind {
+    /// A receive.
+    Receive,
+    /// A send.
+    Send,
+    /// A memory window bind.
+    Bind,
+    /// A memory window invalidation.
+    Invalidate,
+    /// An RDMA read.
+    Read,
+    /// An RDMA write.
+    Write,
+    /// A value the header does not define.
+    Other(i32),
+}
+
+/// One result of `GetResults` (`ND2_RESULT`), with the contexts read back as the
+/// 64-bit ids they were posted with.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NdCompletion(pub ND2_RESULT);
+
+// SAFETY: the two context pointers are ids we posted, never dereferenced.
+unsafe impl Send for NdCompletion {}
+
+impl NdCompletion {
+    /// The request's context (the id it was posted with).
+    #[inline]
+    pub fn context(&self) -> u64 {
+        self.0.RequestContext as usize as u64
+    }
+
+    /// The queue pair's context.
+    #[inline]
+    pub fn qp_context(&self) -> u64 {
+        self.0.QueuePairContext as usize as u64
+    }
+
+    /// Its status.
+    #[inline]
+    pub fn status(&self) -> sys::HRESULT {
+        self.0.Status
+    }
+
+    /// Bytes received or read.
+    #[inline]
+    pub fn bytes(&self) -> u32 {
+        self.0.BytesTransferred
+    }
+
+    /// What completed.
+    #[inline]
+    pub fn kind(&self) -> RequestKind {
+        match self.0.RequestType {
+            sys::Nd2RequestTypeReceive => RequestKind::Receive,
+            sys::Nd2RequestTypeSend => RequestKind::Send,
+            sys::Nd2RequestTypeBind => RequestKind::Bind,
+            sys::Nd2RequestTypeInvalidate => RequestKind::Invalidate,
+            sys::Nd2RequestTypeRead => RequestKind::Read,
+            sys::Nd2RequestTypeWrite => RequestKind::Write,
+            other => RequestKind::Other(other),
         }
     }
 }

@@ -37,10 +37,10 @@ mod win;
 
 pub use adapter::Adapter;
 pub use connector::Connector;
-pub use cq::CompletionQueue;
+pub use cq::{CompletionQueue, NdCompletion, RequestKind};
 pub use listener::Listener;
 pub use mr::{MemoryRegion, MrFlags, NdSlice};
 pub use provider::{discover, open_adapter, register, Discovery, OpenError, Provider};
 pub use qp::{OpFlags, QpCaps, QueuePair};
 pub use status::NdError;
-pub use sys::{ND2_ADAPTER_INFO as AdapterInfo, ND2_RESULT as NdResult};
+pub use sys::ND2_ADAPTER_INFO as AdapterInfo;
