@@ -271,3 +271,32 @@ fn lab_unknown_device_names_the_real_ones() {
     in_sysfs.sort();
     assert_eq!(found, in_sysfs, "the message lists every device");
 }
+
+#[test]
+fn networkdirect_without_a_provider_is_one_line_naming_what_is_missing() {
+    // The binary has no software provider: on Linux NetworkDirect has nothing to find.
+    let out = rdmabench(&["devices", "--backend", "nd"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr_lines(&out),
+        ["rdmabench: no NetworkDirect provider: NetworkDirect is Windows' RDMA interface; on Linux use verbs"]
+    );
+    // A test over ND: the server fails to open the adapter after the client's hello,
+    // and both sides say why in one line.
+    let port = "19590";
+    let server = Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+        .args(["write-bw", "--backend", "nd", "-p", port, "--timeout", "10"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client =
+        rdmabench(&["write-bw", "--backend", "nd", "-p", port, "--timeout", "10", "127.0.0.1"]);
+    let server = server.wait_with_output().unwrap();
+    for (side, o) in [("client", &client), ("server", &server)] {
+        assert_eq!(o.status.code(), Some(2), "{side}");
+        let lines = stderr_lines(o);
+        assert_eq!(lines.len(), 1, "{side}: {lines:?}");
+        assert!(lines[0].contains("no NetworkDirect provider"), "{side}: {}", lines[0]);
+    }
+}

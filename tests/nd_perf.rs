@@ -266,3 +266,23 @@ fn devices_lists_nd_adapters_in_the_inventory_model() {
     assert_eq!(code, 2);
     assert_eq!(out.trim(), "rdmabench: no RDMA device named '10.1.1.1' (found: 127.0.0.1)");
 }
+
+#[test]
+fn serve_runs_an_nd_client_test() {
+    ffi::nd::soft::install();
+    let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
+    let serve_args: Vec<String> =
+        ["serve", "-p", &port, "--count", "1", "--timeout", "10"].map(String::from).to_vec();
+    let server = std::thread::spawn(move || side(serve_args));
+    std::thread::sleep(Duration::from_millis(100));
+    let (code, out) = side(
+        ["read-lat", "--backend", "nd", "-n", "100", "-p", &port, "--timeout", "10", "127.0.0.1"]
+            .map(String::from)
+            .to_vec(),
+    );
+    let (scode, log) = server.join().unwrap();
+    assert_eq!((code, scode), (0, 0), "{out}\n{log}");
+    assert!(out.contains("Transport type : NetworkDirect"), "{out}");
+    assert_eq!(rows(&out).len(), 1, "{out}");
+    assert!(log.contains("read_lat"), "{log}");
+}

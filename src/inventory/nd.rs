@@ -13,7 +13,7 @@ use super::{decode, DeviceInfo, DeviceLimits, InventoryError, NdAdapter};
 pub fn collect(only: Option<&str>) -> Result<Vec<DeviceInfo>, InventoryError> {
     let d = nd::discover();
     if d.providers.is_empty() {
-        return Err(InventoryError::NoRdmaStack(nd::OpenError::NoProvider(d.problems).to_string()));
+        return Err(InventoryError::Query(nd::OpenError::NoProvider(d.problems).to_string()));
     }
     let mut devices = Vec::new();
     for p in &d.providers {

@@ -193,6 +193,12 @@ mod tests {
     }
 
     #[test]
+    fn the_local_address_for_a_remote_one_comes_from_the_routing_table() {
+        let lo: IpAddr = Ipv4Addr::LOCALHOST.into();
+        assert_eq!(local_for(lo).unwrap(), lo);
+    }
+
+    #[test]
     fn address_lists_are_written_and_read_back() {
         let addrs: Vec<SocketAddr> =
             vec!["10.0.0.1:0".parse().unwrap(), "[2001:db8::5]:0".parse().unwrap()];
