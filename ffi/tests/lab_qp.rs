@@ -698,3 +698,56 @@ fn lab_rc_extended_send_api_does_every_operation() {
     let classic = lab(LoopbackConfig { caps, extended: true, ..Default::default() });
     assert!(!classic.a.qp.is_extended());
 }
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_prepared_requests_repost_with_new_ids_on_both_apis() {
+    for extended in [false, true] {
+        let caps = QpCaps { max_inline_data: 64, ..Default::default() };
+        let mut lb = lab(LoopbackConfig { buf_len: 8192, caps, extended, ..Default::default() });
+        assert_eq!(lb.a.qp.is_extended(), extended);
+        let remote = lb.b.mr.remote();
+        // A read prepared once, posted three times: each brings b's current bytes.
+        let dst = [lb.a.mr.slice(4096, 16).unwrap()];
+        let read = SendRequest::new(0, SendOp::Read(remote.slice(0, 16).unwrap()), &dst).signaled();
+        let mut p = lb.a.qp.prepare_send(&read).unwrap();
+        for id in [11u64, 12, 13] {
+            lb.b.mr.as_mut_slice()[..16].copy_from_slice(&pattern(16, id as u8));
+            lb.a.qp.post_prepared(&mut p, &lb.a.mr, id, true).unwrap();
+            let c = ok(&lb.a.cq, id, WcOpcode::RdmaRead);
+            assert_eq!(c.byte_len(), 16);
+            assert_eq!(
+                &lb.a.mr.as_slice()[4096..4112],
+                &pattern(16, id as u8)[..],
+                "extended {extended}"
+            );
+        }
+        // An inline write, unsignaled then signaled: only the signaled one completes.
+        lb.a.mr.as_mut_slice()[..8].copy_from_slice(b"prepared");
+        let src = [lb.a.mr.slice(0, 8).unwrap()];
+        let write =
+            SendRequest::new(0, SendOp::Write(remote.slice(100, 8).unwrap()), &src).inline();
+        let mut w = lb.a.qp.prepare_send(&write).unwrap();
+        lb.a.qp.post_prepared(&mut w, &lb.a.mr, 20, false).unwrap();
+        lb.a.qp.post_prepared(&mut w, &lb.a.mr, 21, true).unwrap();
+        ok(&lb.a.cq, 21, WcOpcode::RdmaWrite);
+        assert_eq!(&lb.b.mr.as_slice()[100..108], b"prepared");
+        // Posting it on another QP, or naming another region, is refused.
+        let err = lb.b.qp.post_prepared(&mut w, &lb.a.mr, 22, true).unwrap_err();
+        assert!(err.to_string().contains("another QP or region"), "{err}");
+        let err = lb.a.qp.post_prepared(&mut w, &lb.b.mr, 22, true).unwrap_err();
+        assert!(err.to_string().contains("another QP or region"), "{err}");
+        // Two SGEs cannot be prepared.
+        if !extended {
+            let many = lab(LoopbackConfig {
+                caps: QpCaps { max_send_sge: 2, ..Default::default() },
+                ..Default::default()
+            });
+            let two = [many.a.mr.slice(0, 8).unwrap(), many.a.mr.slice(8, 8).unwrap()];
+            let r =
+                SendRequest::new(1, SendOp::Write(many.b.mr.remote().slice(0, 16).unwrap()), &two);
+            let err = many.a.qp.prepare_send(&r).err().unwrap();
+            assert!(err.to_string().contains("at most one SGE"), "{err}");
+        }
+    }
+}

@@ -636,7 +636,7 @@ pub fn lat_round_trip<C: Connection>(
             signaled: true,
             inline: plan.inline,
         };
-        conn.post(&wr)?;
+        conn.post_repeat(&wr)?;
         wait_one(conn, plan, &mut stall, "the round trip's completion")?;
         i += 1;
     }
@@ -717,7 +717,7 @@ pub fn lat_write_pingpong<C: Connection>(
         // Room in the send queue: at most two signaling rounds unconfirmed.
         reap(conn, signaled, &mut reaped, 1)?;
         let signal = i % SIGNAL_EVERY == SIGNAL_EVERY - 1;
-        conn.post(&WorkRequest {
+        conn.post_repeat(&WorkRequest {
             wr_id: i,
             op: Op::Write,
             local_offset: plan.size as usize,
@@ -749,7 +749,7 @@ pub fn lat_send_pingpong<C: Connection>(
     // One send in eight is signaled (their completions come back on the same CQ as
     // the receives and are skipped); the queue holds 16, so it never fills.
     let send = |conn: &mut C, i: u64| {
-        conn.post(&WorkRequest {
+        conn.post_repeat(&WorkRequest {
             wr_id: i,
             op: Op::Send,
             local_offset: 0,

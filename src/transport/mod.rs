@@ -348,6 +348,18 @@ pub trait Connection {
         Ok(())
     }
 
+    /// Posts a request that differs from the previous one given here only in its
+    /// `wr_id` and `signaled` (a latency loop's): a backend may check and encode it
+    /// once and re-post it, as perftest re-posts its one work request. The default
+    /// posts it as new.
+    ///
+    /// # Errors
+    /// As [`post`](Self::post).
+    #[inline]
+    fn post_repeat(&mut self, wr: &WorkRequest) -> Result<(), TransportError> {
+        self.post(wr)
+    }
+
     /// Posts a receive of up to `len` payload bytes at `offset` of the local buffer
     /// (plus [`Capabilities::recv_overhead`] in front, on UD).
     ///

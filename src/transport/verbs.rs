@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use ffi::verbs::{
     Access, AddressHandle, AddressVector, CmConnection, CompletionQueue, ConnectRequest, Context,
-    DeviceList, Error as VerbsError, InitAttr, LocalSlice, MemoryRegion, Mtu, ProtectionDomain,
-    QpCaps, QpEndpoint, QpState, QpType, QueuePair, RemoteBuffer, ResolvedRoute, RtrAttr, RtsAttr,
-    SendOp, SendRequest, UdDest, WcOpcode, WcStatus, DEFAULT_QKEY, GRH_LEN, MAX_POST_LIST,
+    DeviceList, Error as VerbsError, InitAttr, LocalSlice, MemoryRegion, Mtu, PreparedSend,
+    ProtectionDomain, QpCaps, QpEndpoint, QpState, QpType, QueuePair, RemoteBuffer, ResolvedRoute,
+    RtrAttr, RtsAttr, SendOp, SendRequest, UdDest, WcOpcode, WcStatus, DEFAULT_QKEY, GRH_LEN,
+    MAX_POST_LIST,
 };
 use serde::{Deserialize, Serialize};
 
@@ -244,6 +245,7 @@ impl VerbsTransport {
         caps.events = p.events;
         VerbsConnection {
             scratch: (0..64).map(|_| ffi::verbs::Completion::default()).collect(),
+            repeat: None,
             remote,
             remote_qpn,
             ah,
@@ -328,6 +330,8 @@ pub struct VerbsConnection {
     remote_qpn: u32,
     caps: Capabilities,
     scratch: Vec<ffi::verbs::Completion>,
+    /// The request `post_repeat` encoded last, and its encoding.
+    repeat: Option<(WorkRequest, PreparedSend)>,
     // rdma_cm connections (-R) disconnect when dropped, after the QP.
     _cm: Option<CmConnection>,
 }
@@ -347,6 +351,7 @@ impl VerbsConnection {
     /// (rdma_cm).
     pub fn set_remote(&mut self, remote: RemoteBuffer) {
         self.remote = remote;
+        self.repeat = None;
     }
 }
 
@@ -452,6 +457,22 @@ impl Connection for VerbsConnection {
             self.qp.post_send_list(&reqs[..chunk.len()])?;
         }
         Ok(())
+    }
+
+    #[inline]
+    fn post_repeat(&mut self, wr: &WorkRequest) -> Result<(), TransportError> {
+        if let Some((last, prepared)) = &mut self.repeat {
+            if (WorkRequest { wr_id: last.wr_id, signaled: last.signaled, ..*wr }) == *last {
+                return Ok(self.qp.post_prepared(prepared, &self.mr, wr.wr_id, wr.signaled)?);
+            }
+        }
+        if self.ah.is_some() {
+            return self.post(wr); // UD requests carry their destination: not prepared
+        }
+        let local = [self.local_slice(wr)?];
+        let prepared = self.qp.prepare_send(&self.request(wr, &local)?)?;
+        let (_, prepared) = self.repeat.insert((*wr, prepared));
+        Ok(self.qp.post_prepared(prepared, &self.mr, wr.wr_id, wr.signaled)?)
     }
 
     fn post_recv(&mut self, wr_id: u64, offset: usize, len: u32) -> Result<(), TransportError> {

@@ -26,7 +26,7 @@ pub use error::Error;
 pub use mr::{Access, LocalSlice, MemoryRegion};
 pub use pd::ProtectionDomain;
 pub use qp::{
-    AddressVector, GlobalRoute, InitAttr, Mtu, QpCaps, QpState, QpType, QueuePair,
+    AddressVector, GlobalRoute, InitAttr, Mtu, PreparedSend, QpCaps, QpState, QpType, QueuePair,
     QueuePairBuilder, RtrAttr, RtsAttr, SendBatch, SendFlags, SendOp, SendRequest, UdDest,
     DEFAULT_QKEY, GRH_LEN, MAX_POST_LIST, MAX_SGE,
 };

@@ -166,6 +166,11 @@ impl ProtectionDomain {
 }
 
 impl MemoryRegion {
+    /// The verbs handle: an identity for checks within this crate.
+    pub(crate) fn raw(&self) -> NonNull<sys::ibv_mr> {
+        self.raw
+    }
+
     /// Local key, for SGEs.
     pub fn lkey(&self) -> u32 {
         // SAFETY: live registration; plain field read.

@@ -915,40 +915,14 @@ impl QueuePair {
         // and releases it in ibv_wr_complete below, which is always reached.
         unsafe { sys::ibv_wr_start(x) };
         for r in requests {
+            let ud = r.ud.as_ref().map(|d| (d.ah.as_ptr(), d.remote_qpn, d.remote_qkey));
             // SAFETY: between wr_start and wr_complete on a live extended QP; every
             // builder called is one this QP type was created with (check() refused the
             // others), and every SGE names a live registered region the request
             // borrows, which outlives the call (inline data is copied before it returns).
             unsafe {
-                (*x).wr_id = r.wr_id;
-                (*x).wr_flags = r.flags.raw();
-                match r.op {
-                    SendOp::Send => sys::ibv_wr_send(x),
-                    SendOp::SendImm(imm) => sys::ibv_wr_send_imm(x, imm.to_be()),
-                    SendOp::Write(t) => sys::ibv_wr_rdma_write(x, t.rkey(), t.addr()),
-                    SendOp::WriteImm(t, imm) => {
-                        sys::ibv_wr_rdma_write_imm(x, t.rkey(), t.addr(), imm.to_be())
-                    }
-                    SendOp::Read(t) => sys::ibv_wr_rdma_read(x, t.rkey(), t.addr()),
-                    SendOp::CompareSwap { remote, compare, swap } => {
-                        sys::ibv_wr_atomic_cmp_swp(x, remote.rkey(), remote.addr(), compare, swap)
-                    }
-                    SendOp::FetchAdd { remote, add } => {
-                        sys::ibv_wr_atomic_fetch_add(x, remote.rkey(), remote.addr(), add)
-                    }
-                }
-                if let Some(dest) = &r.ud {
-                    sys::ibv_wr_set_ud_addr(x, dest.ah.as_ptr(), dest.remote_qpn, dest.remote_qkey);
-                }
-                // An extended QP takes at most one SGE (check() refused more).
-                match (r.flags.inline, r.local.first().map(LocalSlice::sge)) {
-                    (true, Some(sge)) => {
-                        sys::ibv_wr_set_inline_data(x, sge.addr as *mut _, sge.length as usize)
-                    }
-                    (false, Some(sge)) => sys::ibv_wr_set_sge(x, sge.lkey, sge.addr, sge.length),
-                    (_, None) => sys::ibv_wr_set_sge_list(x, 0, ptr::null()),
-                }
-            }
+                emit_extended(x, r.wr_id, r.flags, &r.op, ud, r.local.first().map(LocalSlice::sge))
+            };
         }
         // SAFETY: closes the wr_start above on the same live QP.
         let rc = unsafe { sys::ibv_wr_complete(x) };
@@ -1162,6 +1136,154 @@ fn check_atomic(r: &SendRequest<'_>, remote: &RemoteSlice) -> Result<(), String>
         return Err("an atomic cannot be inline".into());
     }
     Ok(())
+}
+
+/// Writes one request into an open `ibv_wr_start` … `ibv_wr_complete` span.
+///
+/// # Safety
+/// `x` is a live extended QP between `ibv_wr_start` and `ibv_wr_complete`; `op` is one
+/// the QP was created for; `ud` names a live address handle (UD QPs only); `sge` names
+/// live registered memory (copied before return when inline).
+unsafe fn emit_extended(
+    x: *mut sys::ibv_qp_ex,
+    wr_id: u64,
+    flags: SendFlags,
+    op: &SendOp,
+    ud: Option<(*mut sys::ibv_ah, u32, u32)>,
+    sge: Option<sys::ibv_sge>,
+) {
+    // SAFETY: the caller's contract covers every call below.
+    unsafe {
+        (*x).wr_id = wr_id;
+        (*x).wr_flags = flags.raw();
+        match *op {
+            SendOp::Send => sys::ibv_wr_send(x),
+            SendOp::SendImm(imm) => sys::ibv_wr_send_imm(x, imm.to_be()),
+            SendOp::Write(t) => sys::ibv_wr_rdma_write(x, t.rkey(), t.addr()),
+            SendOp::WriteImm(t, imm) => {
+                sys::ibv_wr_rdma_write_imm(x, t.rkey(), t.addr(), imm.to_be())
+            }
+            SendOp::Read(t) => sys::ibv_wr_rdma_read(x, t.rkey(), t.addr()),
+            SendOp::CompareSwap { remote, compare, swap } => {
+                sys::ibv_wr_atomic_cmp_swp(x, remote.rkey(), remote.addr(), compare, swap)
+            }
+            SendOp::FetchAdd { remote, add } => {
+                sys::ibv_wr_atomic_fetch_add(x, remote.rkey(), remote.addr(), add)
+            }
+        }
+        if let Some((ah, qpn, qkey)) = ud {
+            sys::ibv_wr_set_ud_addr(x, ah, qpn, qkey);
+        }
+        // An extended QP takes at most one SGE (check() refused more).
+        match (flags.inline, sge) {
+            (true, Some(sge)) => {
+                sys::ibv_wr_set_inline_data(x, sge.addr as *mut _, sge.length as usize)
+            }
+            (false, Some(sge)) => sys::ibv_wr_set_sge(x, sge.lkey, sge.addr, sge.length),
+            (_, None) => sys::ibv_wr_set_sge_list(x, 0, ptr::null()),
+        }
+    }
+}
+
+/// A send request checked and encoded once, then posted again and again with only
+/// its id changing: what a latency loop does (perftest keeps one `ibv_send_wr` and
+/// changes nothing but `wr_id`). Made by [`QueuePair::prepare_send`] for one QP and at
+/// most one SGE, on connected QPs.
+pub struct PreparedSend {
+    qp: NonNull<sys::ibv_qp>,
+    region: Option<NonNull<sys::ibv_mr>>,
+    wr: sys::ibv_send_wr,
+    sge: sys::ibv_sge,
+    flags: SendFlags,
+    op: SendOp,
+}
+
+// SAFETY: plain data; the pointers are identities (QP, region) checked on each post
+// and addresses the adapter reads, never dereferenced by Rust.
+unsafe impl Send for PreparedSend {}
+
+impl QueuePair {
+    /// Checks and encodes `r` once, for [`post_prepared`](Self::post_prepared).
+    ///
+    /// # Errors
+    /// As [`post_send`](Self::post_send)'s checks; also refused for UD destinations
+    /// and for more than one SGE.
+    pub fn prepare_send(&self, r: &SendRequest<'_>) -> Result<PreparedSend, Error> {
+        self.check(r)?;
+        if r.ud.is_some() || r.local.len() > 1 {
+            return Err(Error::invalid(
+                "ibv_post_send",
+                "a prepared request has at most one SGE and no UD destination",
+            ));
+        }
+        let mut wr = self.build_wr(r)?;
+        let sge =
+            r.local.first().map_or(sys::ibv_sge { addr: 0, length: 0, lkey: 0 }, LocalSlice::sge);
+        wr.sg_list = ptr::null_mut();
+        Ok(PreparedSend {
+            qp: self.raw,
+            region: r.local.first().map(|l| l.region().raw()),
+            wr,
+            sge,
+            flags: r.flags,
+            op: r.op,
+        })
+    }
+
+    /// Posts a prepared request again under id `wr_id`, asking for a completion or not
+    /// (`signaled`: latency loops signal one request in several). `region` is the
+    /// region its SGE names, borrowed for the call as any post borrows its SGEs.
+    ///
+    /// # Errors
+    /// Refused when `p` was prepared on another QP or over another region; from the
+    /// library as [`post_send`](Self::post_send).
+    #[inline]
+    pub fn post_prepared(
+        &self,
+        p: &mut PreparedSend,
+        region: &MemoryRegion,
+        wr_id: u64,
+        signaled: bool,
+    ) -> Result<(), Error> {
+        if p.qp != self.raw || p.region.is_some_and(|r| r != region.raw()) {
+            return Err(Error::invalid(
+                "ibv_post_send",
+                "a prepared request posted on another QP or region than it was made for",
+            ));
+        }
+        let flags = SendFlags { signaled, ..p.flags };
+        if let Some(qpx) = self.qpx {
+            let x = qpx.as_ptr();
+            let sge = p.region.map(|_| p.sge);
+            // SAFETY: a live extended QP; wr_start/complete bracket one request that
+            // check() accepted for this QP when it was prepared; its SGE names `region`,
+            // live and borrowed across the call (the identity was checked above).
+            let rc = unsafe {
+                sys::ibv_wr_start(x);
+                emit_extended(x, wr_id, flags, &p.op, None, sge);
+                sys::ibv_wr_complete(x)
+            };
+            if rc != 0 {
+                return Err(
+                    Error::from_errno("ibv_wr_complete", rc).on(format!("QP {}", self.qp_num()))
+                );
+            }
+            return Ok(());
+        }
+        p.wr.wr_id = wr_id;
+        p.wr.send_flags = flags.raw();
+        p.wr.next = ptr::null_mut();
+        p.wr.sg_list = if p.region.is_some() { &mut p.sge } else { ptr::null_mut() };
+        let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
+        // SAFETY: live QP; `p.wr` and its one SGE live across the call; the SGE names
+        // `region`, live and borrowed (identity checked above); inline payloads are
+        // copied before the call returns.
+        let rc = unsafe { sys::ibv_post_send(self.raw.as_ptr(), &mut p.wr, &mut bad) };
+        if rc != 0 {
+            return Err(Error::from_errno("ibv_post_send", rc).on(format!("QP {}", self.qp_num())));
+        }
+        Ok(())
+    }
 }
 
 /// Several send work requests posted with one call. Reuse it: after warm-up, pushing
