@@ -588,6 +588,110 @@ impl LatPlan {
     }
 }
 
+/// Where a latency loop's clock reads go. The initiator calls [`tick`](Self::tick)
+/// once per iteration, before its post: the time between two ticks is one round trip
+/// (perftest's way). The two kinds are chosen once per run, so the loops never test
+/// the run's mode.
+pub trait Sampler {
+    /// Marks the start of iteration `i`; `false` when the run is over (that tick only
+    /// closes the last sample).
+    fn tick(&mut self, i: u64) -> bool;
+    /// The samples.
+    fn finish(self) -> LatencyRecorder;
+}
+
+/// Stamps kept before they are folded into the recorder: 16 MiB of `Instant`s.
+const MAX_STAMPS: usize = 1 << 20;
+
+/// An iteration run (`-n`): a tick only stores an `Instant`; the intervals are taken
+/// after the run (or every million stamps), so no clock arithmetic is timed.
+pub struct CountedSampler {
+    stamps: Vec<Instant>,
+    iters: u64,
+    factor: u32,
+    rec: LatencyRecorder,
+}
+
+impl CountedSampler {
+    /// For `plan`'s iterations.
+    pub fn new(plan: &LatPlan) -> Self {
+        let room =
+            usize::try_from(plan.iters.saturating_add(1)).unwrap_or(MAX_STAMPS).min(MAX_STAMPS);
+        CountedSampler {
+            stamps: Vec::with_capacity(room),
+            iters: plan.iters,
+            factor: plan.rtt_factor.max(1),
+            rec: LatencyRecorder::with_buffer(plan.iters),
+        }
+    }
+
+    /// Records the intervals between the stamps, keeping the last as the next start.
+    fn fold(&mut self) {
+        for w in self.stamps.windows(2) {
+            self.rec.record((w[1] - w[0]).as_nanos() as u64 / u64::from(self.factor));
+        }
+        if let Some(&last) = self.stamps.last() {
+            self.stamps.clear();
+            self.stamps.push(last);
+        }
+    }
+}
+
+impl Sampler for CountedSampler {
+    #[inline]
+    fn tick(&mut self, i: u64) -> bool {
+        if self.stamps.len() == self.stamps.capacity() {
+            self.fold();
+        }
+        self.stamps.push(Instant::now());
+        i < self.iters
+    }
+
+    fn finish(mut self) -> LatencyRecorder {
+        self.fold();
+        self.rec
+    }
+}
+
+/// A duration run (`-D`): each tick is read as ns since the start, to keep only the
+/// samples inside the measured window and to stop at the end.
+pub struct TimedSampler {
+    clock: Clock,
+    plan: LatPlan,
+    prev: Option<u64>,
+    rec: LatencyRecorder,
+}
+
+impl TimedSampler {
+    /// For `plan`'s duration.
+    pub fn new(plan: &LatPlan) -> Self {
+        TimedSampler {
+            clock: Clock::start(),
+            plan: *plan,
+            prev: None,
+            rec: LatencyRecorder::default(),
+        }
+    }
+}
+
+impl Sampler for TimedSampler {
+    #[inline]
+    fn tick(&mut self, i: u64) -> bool {
+        let t = self.clock.ns();
+        if let Some(p) = self.prev {
+            if self.plan.keep(p) {
+                self.rec.record(t.saturating_sub(p) / u64::from(self.plan.rtt_factor));
+            }
+        }
+        self.prev = Some(t);
+        !self.plan.over(i, t)
+    }
+
+    fn finish(self) -> LatencyRecorder {
+        self.rec
+    }
+}
+
 fn wait_one<C: Connection>(
     conn: &mut C,
     plan: &LatPlan,
@@ -606,27 +710,15 @@ fn wait_one<C: Connection>(
 /// read_lat / atomic_lat: post one, wait for its completion, repeat. Each sample is a
 /// full round trip: as perftest, the time from one post to the next (one clock read
 /// per operation).
-pub fn lat_round_trip<C: Connection>(
+pub fn lat_round_trip<C: Connection, S: Sampler>(
     conn: &mut C,
     op: Op,
     plan: &LatPlan,
+    mut samples: S,
 ) -> Result<LatencyRecorder, LoopError> {
-    let clock = Clock::start();
-    let mut rec = LatencyRecorder::with_buffer(plan.iters);
     let mut stall = Stall::new(plan.timeout);
-    let mut prev: Option<u64> = None;
     let mut i = 0u64;
-    loop {
-        let t = clock.ns();
-        if let Some(p) = prev {
-            if plan.keep(p) {
-                rec.record(t.saturating_sub(p) / u64::from(plan.rtt_factor));
-            }
-        }
-        if plan.over(i, t) {
-            return Ok(rec);
-        }
-        prev = Some(t);
+    while samples.tick(i) {
         let wr = WorkRequest {
             wr_id: i,
             op,
@@ -640,6 +732,7 @@ pub fn lat_round_trip<C: Connection>(
         wait_one(conn, plan, &mut stall, "the round trip's completion")?;
         i += 1;
     }
+    Ok(samples.finish())
 }
 
 /// write_lat: each side RDMA-writes a message whose last byte is a counter into the
@@ -647,21 +740,19 @@ pub fn lat_round_trip<C: Connection>(
 /// its second slot, so its own counter never looks like the peer's answer. The client
 /// (`initiator`) writes first; each of its samples is the time between two of its
 /// posts, halved. The responder records nothing.
-pub fn lat_write_pingpong<C: Connection>(
+pub fn lat_write_pingpong<C: Connection, S: Sampler>(
     conn: &mut C,
     initiator: bool,
     plan: &LatPlan,
+    mut samples: S,
     mut stop: impl FnMut() -> bool,
 ) -> Result<LatencyRecorder, LoopError> {
     // As perftest: the spin loop reads memory only; one write in SIGNAL_EVERY is
     // signaled, and completions are reaped only when the send queue needs room.
     const SIGNAL_EVERY: u64 = 8;
-    let clock = Clock::start();
-    let mut rec = LatencyRecorder::with_buffer(plan.iters);
     let last = plan.size as usize - 1;
     let mut wcs = [Completion::default(); 8];
     let (mut signaled, mut reaped) = (0u64, 0u64);
-    let mut prev_post: Option<u64> = None;
     let mut i = 0u64;
     let mut stall = Stall::new(plan.timeout);
     // Reaps until at most `keep` signaled writes are unconfirmed.
@@ -691,29 +782,20 @@ pub fn lat_write_pingpong<C: Connection>(
                 spins = spins.wrapping_add(1);
                 if !initiator && spins % 65536 == 0 && stop() {
                     reap(conn, signaled, &mut reaped, 0)?;
-                    return Ok(rec);
+                    return Ok(samples.finish());
                 }
                 stall.idle("the peer's write")?;
             }
             stall.progressed();
         }
         // The only clock read of an iteration; the responder measures nothing.
-        let now = if initiator { clock.ns() } else { 0 };
         let finished =
-            if initiator { plan.over(i, now) } else { plan.duration.is_none() && i >= plan.iters };
+            if initiator { !samples.tick(i) } else { plan.duration.is_none() && i >= plan.iters };
         if finished {
             reap(conn, signaled, &mut reaped, 0)?;
-            return Ok(rec);
+            return Ok(samples.finish());
         }
         conn.local_mut()[plan.size as usize + last] = value;
-        if initiator {
-            if let Some(p) = prev_post {
-                if plan.keep(p) {
-                    rec.record(now.saturating_sub(p) / u64::from(plan.rtt_factor));
-                }
-            }
-            prev_post = Some(now);
-        }
         // Room in the send queue: at most two signaling rounds unconfirmed.
         reap(conn, signaled, &mut reaped, 1)?;
         let signal = i % SIGNAL_EVERY == SIGNAL_EVERY - 1;
@@ -730,7 +812,7 @@ pub fn lat_write_pingpong<C: Connection>(
         i += 1;
         if !initiator && plan.iters != u64::MAX && i >= plan.iters {
             reap(conn, signaled, &mut reaped, 0)?;
-            return Ok(rec);
+            return Ok(samples.finish());
         }
     }
 }
@@ -738,14 +820,13 @@ pub fn lat_write_pingpong<C: Connection>(
 /// send_lat: ping-pong of sends. The initiator sends and waits for the answer; the
 /// responder answers each message. Receives, put up by [`post_receives`] before the
 /// run, are reposted as they are used.
-pub fn lat_send_pingpong<C: Connection>(
+pub fn lat_send_pingpong<C: Connection, S: Sampler>(
     conn: &mut C,
     initiator: bool,
     plan: &LatPlan,
+    mut samples: S,
     mut stop: impl FnMut() -> bool,
 ) -> Result<LatencyRecorder, LoopError> {
-    let clock = Clock::start();
-    let mut rec = LatencyRecorder::with_buffer(plan.iters);
     // One send in eight is signaled (their completions come back on the same CQ as
     // the receives and are skipped); the queue holds 16, so it never fills.
     let send = |conn: &mut C, i: u64| {
@@ -762,26 +843,18 @@ pub fn lat_send_pingpong<C: Connection>(
     let mut wcs = [Completion::default(); 8];
     let mut i = 0u64;
     let mut stall = Stall::new(plan.timeout);
-    let mut prev_send: Option<u64> = None;
     let mut recv_posted = plan.recv_posted;
     loop {
         if initiator {
             // One clock read per message: the time between two sends is one round
             // trip, and the answer to the last message closes the last sample.
-            let t = clock.ns();
-            if let Some(p) = prev_send {
-                if plan.keep(p) {
-                    rec.record(t.saturating_sub(p) / u64::from(plan.rtt_factor));
-                }
-            }
-            if plan.over(i, t) {
+            if !samples.tick(i) {
                 // Tell the responder we are done (duration runs).
                 if plan.duration.is_some() {
                     conn.post(&END_MARKER)?;
                 }
-                return Ok(rec);
+                return Ok(samples.finish());
             }
-            prev_send = Some(t);
             send(conn, i)?;
         }
         // Wait for the peer's message, reaping send completions on the way.
@@ -796,14 +869,14 @@ pub fn lat_send_pingpong<C: Connection>(
                         recv_posted += 1;
                     }
                     if c.imm == Some(END_IMM) {
-                        return Ok(rec);
+                        return Ok(samples.finish());
                     }
                     break 'wait;
                 }
             }
             spins = spins.wrapping_add(1);
             if !initiator && spins % 65536 == 0 && stop() {
-                return Ok(rec);
+                return Ok(samples.finish());
             }
         }
         stall.progressed();
@@ -821,7 +894,70 @@ pub fn lat_send_pingpong<C: Connection>(
                 }
                 stall.idle("the last answer's completion")?;
             }
-            return Ok(rec);
+            return Ok(samples.finish());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(iters: u64, duration: Option<(Duration, Duration)>, rtt_factor: u32) -> LatPlan {
+        LatPlan {
+            size: 2,
+            iters,
+            duration,
+            inline: false,
+            rtt_factor,
+            timeout: Duration::from_secs(1),
+            events: false,
+            recv_posted: 0,
+        }
+    }
+
+    #[test]
+    fn a_counted_run_yields_one_sample_per_iteration_across_folds() {
+        // More ticks than the stamp buffer holds: the fold keeps the chain unbroken.
+        let n = MAX_STAMPS as u64 + 5;
+        let mut s = CountedSampler::new(&plan(n, None, 2));
+        let mut i = 0;
+        while s.tick(i) {
+            i += 1;
+        }
+        assert_eq!(i, n, "the tick after the last iteration ends the run");
+        let rec = s.finish();
+        assert_eq!(rec.count(), n, "n + 1 ticks are n intervals");
+    }
+
+    #[test]
+    fn a_counted_run_halves_one_way_samples() {
+        let mut s = CountedSampler::new(&plan(2, None, 2));
+        assert!(s.tick(0));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(s.tick(1));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!s.tick(2));
+        let st = s.finish().stats();
+        assert_eq!(st.samples, 2);
+        // Each interval is ≥ 20 ms, halved: ≥ 10 ms one-way.
+        assert!(st.t_min_us >= 10_000.0 && st.t_min_us < 20_000.0, "{st:?}");
+    }
+
+    #[test]
+    fn a_timed_run_keeps_only_the_window_and_stops_at_the_end() {
+        let total = Duration::from_millis(60);
+        let margin = Duration::from_millis(20);
+        let start = Instant::now();
+        let mut s = TimedSampler::new(&plan(u64::MAX, Some((total, margin)), 1));
+        let mut i = 0;
+        while s.tick(i) {
+            std::thread::sleep(Duration::from_millis(2));
+            i += 1;
+        }
+        assert!(start.elapsed() >= total);
+        let rec = s.finish();
+        // About 20 ms of 2 ms intervals kept out of about 30 taken.
+        assert!(rec.count() > 0 && rec.count() < i, "{} of {i}", rec.count());
     }
 }

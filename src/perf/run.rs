@@ -1004,22 +1004,9 @@ fn run_size<C: Connection + Send>(
                 recv_posted: u64::from(cfg.rx_depth),
             };
             let conn = &mut conns[0];
-            let rec = match s.test.verb {
-                Verb::Read | Verb::Atomic if client => {
-                    let hb = Heartbeat::start(ch)?;
-                    let r = loops::lat_round_trip(conn, op_for(cfg), &plan);
-                    drop(hb);
-                    Some(r.map_err(|e| e.to_string())?)
-                }
-                Verb::Read | Verb::Atomic => None,
-                Verb::Write => Some(
-                    loops::lat_write_pingpong(conn, client, &plan, || ch.has_pending())
-                        .map_err(|e| e.to_string())?,
-                ),
-                Verb::Send | Verb::Tcp => Some(
-                    loops::lat_send_pingpong(conn, client, &plan, || ch.has_pending())
-                        .map_err(|e| e.to_string())?,
-                ),
+            let rec = match plan.duration {
+                None => lat_loop(cfg, conn, ch, &plan, loops::CountedSampler::new(&plan))?,
+                Some(_) => lat_loop(cfg, conn, ch, &plan, loops::TimedSampler::new(&plan))?,
             };
             if client {
                 if let Some(rec) = rec {
@@ -1118,6 +1105,31 @@ fn run_size<C: Connection + Send>(
 
 /// The CPU cost of this side's window, given what the size moved (the client's
 /// figures: bandwidth × window, or the latency samples).
+/// The latency loop of the test, on this side, with the run's kind of sampler.
+fn lat_loop<C: Connection, S: loops::Sampler>(
+    cfg: &TestConfig,
+    conn: &mut C,
+    ch: &mut Channel,
+    plan: &LatPlan,
+    samples: S,
+) -> Result<Option<measure::LatencyRecorder>, String> {
+    let client = cfg.is_client();
+    let rec = match cfg.shared.test.verb {
+        Verb::Read | Verb::Atomic if client => {
+            let hb = Heartbeat::start(ch)?;
+            let r = loops::lat_round_trip(conn, op_for(cfg), plan, samples);
+            drop(hb);
+            r
+        }
+        Verb::Read | Verb::Atomic => return Ok(None),
+        Verb::Write => loops::lat_write_pingpong(conn, client, plan, samples, || ch.has_pending()),
+        Verb::Send | Verb::Tcp => {
+            loops::lat_send_pingpong(conn, client, plan, samples, || ch.has_pending())
+        }
+    };
+    rec.map(Some).map_err(|e| e.to_string())
+}
+
 fn cpu_cost(before: &CpuSnapshot, moved: &SizeResult, mhz: Option<f64>) -> cpu::CpuCost {
     let after = CpuSnapshot::now();
     let window = after.secs_since(before);
