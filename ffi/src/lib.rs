@@ -37,6 +37,7 @@
 //! ownership, so the release order of the C library is kept by construction.
 #![deny(missing_docs, unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
+mod buffer;
 pub mod nd;
 pub mod os;
 pub mod types;

@@ -446,6 +446,58 @@ struct Setup<C> {
     remote: Vec<String>,
 }
 
+/// One RDMA connection's sizes, whatever the backend: a buffer of `slots_for` messages
+/// of the largest size, and latency tests' send queues deep enough for their
+/// unsignaled posts.
+fn rdma_connection(cfg: &TestConfig) -> ConnectionConfig {
+    let s = &cfg.shared;
+    let max_size = *s.sizes.iter().max().unwrap_or(&8);
+    ConnectionConfig {
+        buf_len: (max_size.max(8) * u64::from(slots_for(max_size))) as usize,
+        service: s.service,
+        tx_depth: if s.test.measure == Measure::Lat { cfg.tx_depth.max(16) } else { cfg.tx_depth },
+        rx_depth: cfg.rx_depth.max(1),
+        max_inline: cfg.inline_size,
+        events: cfg.events,
+    }
+}
+
+/// Swaps the endpoint records over the control channel, the client first as perftest
+/// does; returns the peer's records and the MTU it announced.
+fn exchange_endpoints<E: serde::Serialize + serde::de::DeserializeOwned>(
+    cfg: &TestConfig,
+    ch: &mut Channel,
+    mtu: u32,
+    mine: &[E],
+) -> Result<(Vec<E>, u32), String> {
+    let send_mine = |ch: &mut Channel| {
+        ch.send(&Message::Endpoints {
+            mtu,
+            qps: mine.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect(),
+        })
+    };
+    let theirs = if cfg.is_client() {
+        send_mine(ch).map_err(|e| e.to_string())?;
+        ch.recv("endpoints").map_err(|e| e.to_string())?
+    } else {
+        let m = ch.recv("endpoints").map_err(|e| e.to_string())?;
+        send_mine(ch).map_err(|e| e.to_string())?;
+        m
+    };
+    let Message::Endpoints { mtu: peer_mtu, qps } = theirs else {
+        return Err(format!("control channel: expected endpoints, got {}", theirs.name()));
+    };
+    if qps.len() != mine.len() {
+        return Err(format!("the peer has {} QPs, this side {}", qps.len(), mine.len()));
+    }
+    let peers = qps
+        .into_iter()
+        .map(serde_json::from_value)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("control channel: malformed endpoint: {e}"))?;
+    Ok((peers, peer_mtu))
+}
+
 #[cfg(target_os = "linux")]
 mod verbs_side {
     use super::*;
@@ -499,20 +551,7 @@ mod verbs_side {
         cm_listener: Option<CmListener>,
     ) -> Result<Setup<VerbsConnection>, String> {
         let s = &cfg.shared;
-        let max_size = *s.sizes.iter().max().unwrap_or(&8);
-        let slots = slots_for(max_size);
-        let conn_cfg = ConnectionConfig {
-            buf_len: (max_size.max(8) * u64::from(slots)) as usize,
-            service: s.service,
-            tx_depth: if s.test.measure == Measure::Lat {
-                cfg.tx_depth.max(16)
-            } else {
-                cfg.tx_depth
-            },
-            rx_depth: cfg.rx_depth.max(1),
-            max_inline: cfg.inline_size,
-            events: cfg.events,
-        };
+        let conn_cfg = rdma_connection(cfg);
         // Without -x, each side takes the RoCE v2 GID of the address it talks to the
         // peer from: the same kind of GID on both sides.
         let local_ipv4 = ch.local_ipv4();
@@ -592,32 +631,7 @@ mod verbs_side {
             }
             t
         };
-        // Exchange endpoints: the client sends first, as perftest.
-        let send_mine = |ch: &mut Channel| {
-            ch.send(&Message::Endpoints {
-                mtu: t.mtu().bytes(),
-                qps: mine.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect(),
-            })
-        };
-        let theirs = if cfg.is_client() {
-            send_mine(ch).map_err(|e| e.to_string())?;
-            ch.recv("endpoints").map_err(|e| e.to_string())?
-        } else {
-            let m = ch.recv("endpoints").map_err(|e| e.to_string())?;
-            send_mine(ch).map_err(|e| e.to_string())?;
-            m
-        };
-        let Message::Endpoints { mtu: peer_mtu, qps } = theirs else {
-            return Err(format!("control channel: expected endpoints, got {}", theirs.name()));
-        };
-        if qps.len() != mine.len() {
-            return Err(format!("the peer has {} QPs, this side {}", qps.len(), mine.len()));
-        }
-        let peers: Vec<VerbsEndpoint> = qps
-            .into_iter()
-            .map(serde_json::from_value)
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("control channel: malformed endpoint: {e}"))?;
+        let (peers, peer_mtu) = exchange_endpoints(cfg, ch, t.mtu().bytes(), &mine)?;
         let mtu = t.mtu().bytes().min(peer_mtu);
         if s.rdma_cm {
             for (c, peer) in conns.iter_mut().zip(&peers) {
@@ -712,19 +726,7 @@ mod nd_side {
             ch.send(&Message::Accept { tool: tool() }).map_err(|e| e.to_string())?;
         }
         let t = NdTransport::open(local, role, cfg.timeout, cfg.outs)?;
-        let max_size = *s.sizes.iter().max().unwrap_or(&8);
-        let conn_cfg = ConnectionConfig {
-            buf_len: (max_size.max(8) * u64::from(slots_for(max_size))) as usize,
-            service: s.service,
-            tx_depth: if s.test.measure == Measure::Lat {
-                cfg.tx_depth.max(16)
-            } else {
-                cfg.tx_depth
-            },
-            rx_depth: cfg.rx_depth.max(1),
-            max_inline: cfg.inline_size,
-            events: cfg.events,
-        };
+        let conn_cfg = rdma_connection(cfg);
         let mut prepared = Vec::new();
         let mut mine = Vec::new();
         for _ in 0..s.qps {
@@ -732,31 +734,8 @@ mod nd_side {
             prepared.push(p);
             mine.push(ep);
         }
-        let send_mine = |ch: &mut Channel| {
-            ch.send(&Message::Endpoints {
-                mtu: 0,
-                qps: mine.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect(),
-            })
-        };
-        let theirs = if cfg.is_client() {
-            send_mine(ch).map_err(|e| e.to_string())?;
-            ch.recv("endpoints").map_err(|e| e.to_string())?
-        } else {
-            let m = ch.recv("endpoints").map_err(|e| e.to_string())?;
-            send_mine(ch).map_err(|e| e.to_string())?;
-            m
-        };
-        let Message::Endpoints { qps, .. } = theirs else {
-            return Err(format!("control channel: expected endpoints, got {}", theirs.name()));
-        };
-        if qps.len() != mine.len() {
-            return Err(format!("the peer has {} QPs, this side {}", qps.len(), mine.len()));
-        }
-        let peers: Vec<NdEndpoint> = qps
-            .into_iter()
-            .map(serde_json::from_value)
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("control channel: malformed endpoint: {e}"))?;
+        // ND has no path MTU to agree on: 0.
+        let (peers, _) = exchange_endpoints::<NdEndpoint>(cfg, ch, 0, &mine)?;
         let mut conns = Vec::new();
         for (p, peer) in prepared.into_iter().zip(&peers) {
             conns.push(t.connect(p, peer).map_err(|e| format!("NetworkDirect: {e}"))?);

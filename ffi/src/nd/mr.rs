@@ -1,8 +1,7 @@
 //! `IND2MemoryRegion`: a buffer registered with the adapter. Registration may
 //! complete asynchronously (`ND_PENDING`); the tokens are read after it.
 
-use std::alloc::{self, Layout};
-use std::ptr::NonNull;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +10,7 @@ use super::com::ComPtr;
 use super::overlapped::Overlapped;
 use super::status::NdError;
 use super::sys;
+use crate::buffer::PageBuffer;
 use crate::types::{RangeError, RemoteBuffer};
 
 /// Registration rights (`ND_MR_FLAG_*`).
@@ -39,28 +39,6 @@ impl std::ops::BitOr for MrFlags {
     }
 }
 
-/// Page-aligned zeroed memory owned by a region.
-struct PageBuf {
-    ptr: NonNull<u8>,
-    layout: Layout,
-}
-
-impl PageBuf {
-    fn new(len: usize) -> Option<Self> {
-        let layout = Layout::from_size_align(len.max(1), 4096).ok()?;
-        // SAFETY: non-zero size.
-        let ptr = NonNull::new(unsafe { alloc::alloc_zeroed(layout) })?;
-        Some(PageBuf { ptr, layout })
-    }
-}
-
-impl Drop for PageBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
-    }
-}
-
 /// How long registration and deregistration may pend.
 const REGISTRATION_WAIT: Duration = Duration::from_secs(30);
 
@@ -71,7 +49,7 @@ const REGISTRATION_WAIT: Duration = Duration::from_secs(30);
 pub struct MemoryRegion {
     ptr: ComPtr<sys::IND2MemoryRegion>,
     ov: Overlapped,
-    buf: PageBuf,
+    buf: ManuallyDrop<PageBuffer>,
     len: usize,
     flags: MrFlags,
     local_token: u32,
@@ -110,7 +88,7 @@ impl Adapter {
                     )
                 }
             })?;
-        let buf = PageBuf::new(len)
+        let buf = PageBuffer::new(len)
             .ok_or(NdError::new("IND2MemoryRegion::Register", super::status::ND_NO_MEMORY))?;
         let mut ov = Overlapped::new()?;
         let p = ov.start();
@@ -127,7 +105,7 @@ impl Adapter {
         Ok(MemoryRegion {
             ptr,
             ov,
-            buf,
+            buf: ManuallyDrop::new(buf),
             len,
             flags,
             local_token,
@@ -144,13 +122,11 @@ impl Drop for MemoryRegion {
         let hr = unsafe { (self.ptr.vtbl().Deregister)(self.ptr.as_raw(), p) };
         let done =
             self.ov.finish(&self.ptr, "IND2MemoryRegion::Deregister", hr, Some(REGISTRATION_WAIT));
-        if done.is_err() {
-            // The adapter may still use the memory: leak it rather than free it.
-            std::mem::forget(std::mem::replace(
-                &mut self.buf,
-                PageBuf { ptr: NonNull::dangling(), layout: Layout::new::<()>() },
-            ));
+        if done.is_ok() {
+            // SAFETY: deregistered: the adapter no longer uses the memory; dropped once.
+            unsafe { ManuallyDrop::drop(&mut self.buf) };
         }
+        // Otherwise the adapter may still use the memory: it is leaked, not freed.
     }
 }
 

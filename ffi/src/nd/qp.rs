@@ -17,6 +17,17 @@ use super::status::{check, NdError, ND_INVALID_PARAMETER_MIX};
 use super::sys::{self, ND2_SGE};
 use crate::types::RemoteSlice;
 
+/// The shared signature of `IND2QueuePair::Read` and `::Write`.
+type OneSided = unsafe extern "system" fn(
+    *mut sys::IND2QueuePair,
+    *mut c_void,
+    *const ND2_SGE,
+    u32,
+    u64,
+    u32,
+    u32,
+) -> sys::HRESULT;
+
 /// Most SGEs one request may carry here (requests are built on the stack).
 pub const MAX_SGE: usize = 4;
 
@@ -192,20 +203,7 @@ impl QueuePair {
         remote: RemoteSlice,
         flags: OpFlags,
     ) -> Result<(), NdError> {
-        let (sge, n) = sges("IND2QueuePair::Write", local)?;
-        // SAFETY: as `send`; the remote range is the peer's to check against its token.
-        let hr = unsafe {
-            (self.ptr.vtbl().Write)(
-                self.ptr.as_raw(),
-                context as usize as *mut c_void,
-                sge.as_ptr(),
-                n,
-                remote.addr(),
-                remote.rkey(),
-                flags.0,
-            )
-        };
-        check("IND2QueuePair::Write", hr).map(drop)
+        self.one_sided("IND2QueuePair::Write", self.ptr.vtbl().Write, context, local, remote, flags)
     }
 
     /// RDMA-reads `remote` into `local`.
@@ -220,10 +218,26 @@ impl QueuePair {
         remote: RemoteSlice,
         flags: OpFlags,
     ) -> Result<(), NdError> {
-        let (sge, n) = sges("IND2QueuePair::Read", local)?;
-        // SAFETY: as `write`.
+        self.one_sided("IND2QueuePair::Read", self.ptr.vtbl().Read, context, local, remote, flags)
+    }
+
+    /// `Read` and `Write` share their signature: the slot is the only difference.
+    #[inline]
+    fn one_sided(
+        &self,
+        call: &'static str,
+        slot: OneSided,
+        context: u64,
+        local: &[NdSlice<'_>],
+        remote: RemoteSlice,
+        flags: OpFlags,
+    ) -> Result<(), NdError> {
+        let (sge, n) = sges(call, local)?;
+        // SAFETY: live QP and one of its own vtable slots; `sge` lists `n` entries of
+        // registered memory, read during the call; the remote range is the peer's to
+        // check against its token.
         let hr = unsafe {
-            (self.ptr.vtbl().Read)(
+            slot(
                 self.ptr.as_raw(),
                 context as usize as *mut c_void,
                 sge.as_ptr(),
@@ -233,7 +247,7 @@ impl QueuePair {
                 flags.0,
             )
         };
-        check("IND2QueuePair::Read", hr).map(drop)
+        check(call, hr).map(drop)
     }
 
     /// Completes every outstanding request with `ND_CANCELED`.

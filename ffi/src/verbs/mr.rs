@@ -1,11 +1,11 @@
 //! `ibv_reg_mr(3)`: registered memory, and the local and remote ranges of it that work
 //! requests name.
 
-use std::alloc::{self, Layout};
 use std::ops::BitOr;
 use std::ptr::NonNull;
 
 use super::{sys, Error, ProtectionDomain};
+use crate::buffer::PageBuffer;
 use crate::types::{RangeError, RemoteBuffer};
 
 /// Access rights of a memory region (`enum ibv_access_flags`). Combine with `|`.
@@ -44,30 +44,6 @@ impl BitOr for Access {
     type Output = Access;
     fn bitor(self, rhs: Access) -> Access {
         Access(self.0 | rhs.0)
-    }
-}
-
-/// Page-aligned, zeroed memory that a [`MemoryRegion`] owns.
-struct PageBuffer {
-    ptr: NonNull<u8>,
-    layout: Layout,
-}
-
-impl PageBuffer {
-    fn new(len: usize) -> Option<Self> {
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-        let layout = Layout::from_size_align(len.max(1), page.max(4096)).ok()?;
-        // SAFETY: the layout has a non-zero size.
-        let ptr = NonNull::new(unsafe { alloc::alloc_zeroed(layout) })?;
-        Some(PageBuffer { ptr, layout })
-    }
-}
-
-impl Drop for PageBuffer {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
 
@@ -294,14 +270,5 @@ mod tests {
         assert!(!a.contains(Access::REMOTE_WRITE));
         assert!(Access::ALL.contains(a | Access::REMOTE_ATOMIC | Access::REMOTE_WRITE));
         assert_eq!(Access::LOCAL_WRITE.bits(), 1);
-    }
-
-    #[test]
-    fn page_buffers_are_aligned_and_zeroed() {
-        let b = PageBuffer::new(10_000).unwrap();
-        assert_eq!(b.ptr.as_ptr() as usize % 4096, 0);
-        // SAFETY: 10_000 bytes were allocated.
-        let bytes = unsafe { std::slice::from_raw_parts(b.ptr.as_ptr(), 10_000) };
-        assert!(bytes.iter().all(|&x| x == 0));
     }
 }
