@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "9"))
 ITERS = os.environ.get("BENCH_ITERS", "2000")
 DEV = os.environ.get("RDMABENCH_DEVICE", "rxe0")
 FLAGS = ["-d", DEV, "-x", "1", "-n", ITERS]

@@ -252,7 +252,7 @@ fn connection_set_up_fails_cleanly() {
         assert_eq!(c.conn.private_data().unwrap(), b"busy");
         // The port stays taken while the listener lives.
         let e = a.listen(at, 1).err().unwrap();
-        assert_eq!(e.name(), "ND_ADDRESS_ALREADY_EXISTS");
+        assert_eq!(e.name(), "ND_SHARING_VIOLATION");
     }
     assert_eq!(soft::live_objects(), before, "every object released");
 }

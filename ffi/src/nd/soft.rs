@@ -1565,7 +1565,7 @@ unsafe extern "system" fn listener_bind(
     let mut table = lock(&LISTENERS);
     let table = table.get_or_insert_with(HashMap::new);
     if table.get(&addr.port()).and_then(Weak::upgrade).is_some() {
-        return ND_ADDRESS_ALREADY_EXISTS;
+        return ND_SHARING_VIOLATION; // what the SPI documents for an address in use
     }
     table.insert(addr.port(), Arc::downgrade(&l.0));
     let mut g = lock(&l.0.inner);
