@@ -607,6 +607,9 @@ const MAX_STAMPS: usize = 1 << 20;
 /// after the run (or every million stamps), so no clock arithmetic is timed.
 pub struct CountedSampler {
     stamps: Vec<Instant>,
+    /// Stamps to hold before folding (allocated at the first tick: a responder never
+    /// ticks).
+    room: usize,
     iters: u64,
     factor: u32,
     rec: LatencyRecorder,
@@ -615,10 +618,12 @@ pub struct CountedSampler {
 impl CountedSampler {
     /// For `plan`'s iterations.
     pub fn new(plan: &LatPlan) -> Self {
-        let room =
-            usize::try_from(plan.iters.saturating_add(1)).unwrap_or(MAX_STAMPS).min(MAX_STAMPS);
+        let room = usize::try_from(plan.iters.saturating_add(1))
+            .unwrap_or(MAX_STAMPS)
+            .clamp(2, MAX_STAMPS);
         CountedSampler {
-            stamps: Vec::with_capacity(room),
+            stamps: Vec::new(),
+            room,
             iters: plan.iters,
             factor: plan.rtt_factor.max(1),
             rec: LatencyRecorder::with_buffer(plan.iters),
@@ -641,7 +646,11 @@ impl Sampler for CountedSampler {
     #[inline]
     fn tick(&mut self, i: u64) -> bool {
         if self.stamps.len() == self.stamps.capacity() {
-            self.fold();
+            if self.stamps.is_empty() {
+                self.stamps.reserve_exact(self.room);
+            } else {
+                self.fold();
+            }
         }
         self.stamps.push(Instant::now());
         i < self.iters
