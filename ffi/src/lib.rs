@@ -26,9 +26,12 @@
 //!
 //! # Platform support
 //!
-//! [`verbs`] exists on Linux only (it links `libibverbs` and `librdmacm`). The value
-//! types in [`types`] build everywhere, so code that describes devices compiles on
-//! Windows too.
+//! [`verbs`] exists on Linux only (it links `libibverbs` and `librdmacm`). [`nd`]
+//! builds on every target: its bindings are our own, and only provider discovery (the
+//! Winsock catalog) and the events pending requests are waited on are Windows calls.
+//! With the `soft-provider` feature (tests only), [`nd`] also has an in-process
+//! provider that fills the same vtables, so ND code runs and is tested on Linux. The
+//! value types in [`types`] build everywhere.
 //!
 //! # Resource cleanup
 //!
