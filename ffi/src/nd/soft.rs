@@ -111,6 +111,26 @@ unsafe fn ours<'a, S, V>(p: *mut IUnknown, vtbl: &'static V) -> Option<&'a S> {
     (v == (vtbl as *const V).cast()).then(|| unsafe { state::<S, _>(p) })
 }
 
+/// The common end of every `Create…`/`Open…`: the interface asked for must be the
+/// object's own (`S::IIDS[0]`); the object is made with one reference for the caller.
+///
+/// # Safety
+/// `iid` and `out` are valid pointers (the COM contract of those calls).
+unsafe fn make<V, S: Soft>(
+    iid: *const GUID,
+    vtbl: &'static V,
+    state: impl FnOnce() -> S,
+    out: *mut *mut c_void,
+) -> HRESULT {
+    // SAFETY: caller's contract.
+    if unsafe { *iid } != S::IIDS[0] {
+        return E_NOINTERFACE;
+    }
+    // SAFETY: caller's contract.
+    unsafe { *out = new_object(vtbl, state()) };
+    ND_SUCCESS
+}
+
 unsafe extern "system" fn query_interface<S: Soft>(
     this: *mut IUnknown,
     riid: *const GUID,
@@ -275,16 +295,11 @@ unsafe extern "system" fn provider_open_adapter(
     id: u64,
     out: *mut *mut c_void,
 ) -> HRESULT {
-    // SAFETY: valid IID pointer.
-    if unsafe { *iid } != IID_IND2Adapter {
-        return E_NOINTERFACE;
-    }
     if id != ADAPTER_ID {
         return ND_INVALID_PARAMETER_2;
     }
-    // SAFETY: valid out-pointer.
-    unsafe { *out = new_object(&ADAPTER_VTBL, AdapterState) };
-    ND_SUCCESS
+    // SAFETY: the caller passes valid IID and out-pointers.
+    unsafe { make(iid, &ADAPTER_VTBL, || AdapterState, out) }
 }
 
 static PROVIDER_VTBL: IND2ProviderVtbl = IND2ProviderVtbl {
@@ -370,11 +385,6 @@ unsafe extern "system" fn adapter_query_address_list(
     unsafe { query_address_list(list, len) }
 }
 
-fn check_iid(iid: *const GUID, want: GUID) -> bool {
-    // SAFETY: valid IID pointer (COM contract).
-    unsafe { *iid == want }
-}
-
 unsafe extern "system" fn adapter_create_cq(
     _this: *mut IND2Adapter,
     iid: *const GUID,
@@ -384,16 +394,12 @@ unsafe extern "system" fn adapter_create_cq(
     _affinity: KAFFINITY,
     out: *mut *mut c_void,
 ) -> HRESULT {
-    if !check_iid(iid, IID_IND2CompletionQueue) {
-        return E_NOINTERFACE;
-    }
     if depth == 0 || depth > adapter_info().MaxCompletionQueueDepth {
         return ND_INVALID_PARAMETER_3;
     }
-    let cq = CqState(Arc::new(CqShared { inner: Mutex::new(CqInner::default()) }));
-    // SAFETY: valid out-pointer.
-    unsafe { *out = new_object(&CQ_VTBL, cq) };
-    ND_SUCCESS
+    let cq = || CqState(Arc::new(CqShared { inner: Mutex::new(CqInner::default()) }));
+    // SAFETY: the caller passes valid IID and out-pointers.
+    unsafe { make(iid, &CQ_VTBL, cq, out) }
 }
 
 unsafe extern "system" fn adapter_create_mr(
@@ -402,12 +408,8 @@ unsafe extern "system" fn adapter_create_mr(
     _file: HANDLE,
     out: *mut *mut c_void,
 ) -> HRESULT {
-    if !check_iid(iid, IID_IND2MemoryRegion) {
-        return E_NOINTERFACE;
-    }
-    // SAFETY: valid out-pointer.
-    unsafe { *out = new_object(&MR_VTBL, MrState(Mutex::new(None))) };
-    ND_SUCCESS
+    // SAFETY: the caller passes valid IID and out-pointers.
+    unsafe { make(iid, &MR_VTBL, || MrState(Mutex::new(None)), out) }
 }
 
 unsafe extern "system" fn adapter_create_mw(
@@ -449,9 +451,6 @@ unsafe extern "system" fn adapter_create_qp(
     inline: u32,
     out: *mut *mut c_void,
 ) -> HRESULT {
-    if !check_iid(iid, IID_IND2QueuePair) {
-        return E_NOINTERFACE;
-    }
     // SAFETY: the caller passes live COM objects (or null).
     let (Some(rcq), Some(icq)) = (unsafe { ours::<CqState, _>(receive_cq, &CQ_VTBL) }, unsafe {
         ours::<CqState, _>(initiator_cq, &CQ_VTBL)
@@ -465,17 +464,18 @@ unsafe extern "system" fn adapter_create_qp(
     if inline > info.MaxInlineDataSize {
         return ND_INVALID_PARAMETER_9;
     }
-    let qp = QpState(Arc::new(QpShared {
-        context: context as usize,
-        receive_cq: rcq.0.clone(),
-        initiator_cq: icq.0.clone(),
-        receive_depth,
-        inline,
-        inner: Mutex::new(QpInner::default()),
-    }));
-    // SAFETY: valid out-pointer.
-    unsafe { *out = new_object(&QP_VTBL, qp) };
-    ND_SUCCESS
+    let qp = || {
+        QpState(Arc::new(QpShared {
+            context: context as usize,
+            receive_cq: rcq.0.clone(),
+            initiator_cq: icq.0.clone(),
+            receive_depth,
+            inline,
+            inner: Mutex::new(QpInner::default()),
+        }))
+    };
+    // SAFETY: the caller passes valid IID and out-pointers.
+    unsafe { make(iid, &QP_VTBL, qp, out) }
 }
 
 unsafe extern "system" fn adapter_create_qp_srq(
@@ -501,13 +501,9 @@ unsafe extern "system" fn adapter_create_connector(
     _file: HANDLE,
     out: *mut *mut c_void,
 ) -> HRESULT {
-    if !check_iid(iid, IID_IND2Connector) {
-        return E_NOINTERFACE;
-    }
-    let c = ConnState(Arc::new(ConnShared { inner: Mutex::new(ConnInner::default()) }));
-    // SAFETY: valid out-pointer.
-    unsafe { *out = new_object(&CONNECTOR_VTBL, c) };
-    ND_SUCCESS
+    let c = || ConnState(Arc::new(ConnShared { inner: Mutex::new(ConnInner::default()) }));
+    // SAFETY: the caller passes valid IID and out-pointers.
+    unsafe { make(iid, &CONNECTOR_VTBL, c, out) }
 }
 
 unsafe extern "system" fn adapter_create_listener(
@@ -516,13 +512,9 @@ unsafe extern "system" fn adapter_create_listener(
     _file: HANDLE,
     out: *mut *mut c_void,
 ) -> HRESULT {
-    if !check_iid(iid, IID_IND2Listener) {
-        return E_NOINTERFACE;
-    }
-    let l = ListenerState(Arc::new(ListenShared { inner: Mutex::new(ListenInner::default()) }));
-    // SAFETY: valid out-pointer.
-    unsafe { *out = new_object(&LISTENER_VTBL, l) };
-    ND_SUCCESS
+    let l = || ListenerState(Arc::new(ListenShared { inner: Mutex::new(ListenInner::default()) }));
+    // SAFETY: the caller passes valid IID and out-pointers.
+    unsafe { make(iid, &LISTENER_VTBL, l, out) }
 }
 
 static ADAPTER_VTBL: IND2AdapterVtbl = IND2AdapterVtbl {
