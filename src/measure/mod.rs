@@ -220,14 +220,11 @@ pub fn aggregate(streams: &[(BwStats, u64)]) -> BwStats {
 }
 
 /// Latency samples: every one in an HDR histogram (3 significant digits), plus exact
-/// count, min, max, mean and standard deviation. With a sample buffer
-/// ([`LatencyRecorder::with_buffer`]) a sample is only stored while the test runs, as
-/// perftest stores its deltas, and the histogram is filled afterwards: the timed loop
-/// pays a store, not a histogram update.
+/// count, min, max, mean and standard deviation. (The latency loops of `-n` runs keep
+/// timestamps while they run and record the intervals afterwards, so the histogram is
+/// not updated inside the timed loop; see `perf::loops::CountedSampler`.)
 #[derive(Clone, Debug)]
 pub struct LatencyRecorder {
-    /// Raw samples not yet in the histogram; never grows past its capacity.
-    pending: Vec<u64>,
     hist: Histogram<u64>,
     count: u64,
     sum: f64,
@@ -240,7 +237,6 @@ impl Default for LatencyRecorder {
     fn default() -> Self {
         LatencyRecorder {
             // 1 ns .. 1 hour: a sample outside is clamped, never dropped.
-            pending: Vec::new(),
             hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
                 .expect("valid histogram bounds"),
             count: 0,
@@ -277,28 +273,10 @@ pub struct LatStats {
     pub histogram: Vec<[u64; 2]>,
 }
 
-/// Most samples a recorder buffers (8 bytes each); more go straight into the histogram.
-pub const MAX_BUFFERED_SAMPLES: u64 = 1 << 24;
-
 impl LatencyRecorder {
-    /// A recorder that buffers up to `samples` raw samples (at most
-    /// [`MAX_BUFFERED_SAMPLES`]); 0 (or `u64::MAX`, a duration run) records directly.
-    pub fn with_buffer(samples: u64) -> Self {
-        let n = if samples > MAX_BUFFERED_SAMPLES { 0 } else { samples as usize };
-        LatencyRecorder { pending: Vec::with_capacity(n), ..Default::default() }
-    }
-
     /// Records one sample in ns.
     #[inline]
     pub fn record(&mut self, ns: u64) {
-        if self.pending.len() < self.pending.capacity() {
-            self.pending.push(ns);
-        } else {
-            self.record_now(ns);
-        }
-    }
-
-    fn record_now(&mut self, ns: u64) {
         let ns = ns.max(1);
         self.hist.saturating_record(ns);
         self.count += 1;
@@ -311,18 +289,11 @@ impl LatencyRecorder {
 
     /// Number of samples.
     pub fn count(&self) -> u64 {
-        self.count + self.pending.len() as u64
+        self.count
     }
 
     /// The statistics.
     pub fn stats(&self) -> LatStats {
-        if !self.pending.is_empty() {
-            let mut all = self.clone();
-            for ns in std::mem::take(&mut all.pending) {
-                all.record_now(ns);
-            }
-            return all.stats();
-        }
         if self.count == 0 {
             return LatStats::default();
         }
@@ -440,30 +411,6 @@ mod tests {
         assert!((s.t_typical_us - 3.0).abs() < 0.01, "{}", s.t_typical_us);
         assert!(s.p99_us <= s.t_max_us && s.p99_9_us <= s.t_max_us);
         assert_eq!(s.histogram.iter().map(|b| b[1]).sum::<u64>(), 5);
-    }
-
-    #[test]
-    fn buffered_samples_give_the_same_statistics() {
-        let samples: Vec<u64> = (0..5000u64).map(|i| 900 + (i * 7919) % 4000).collect();
-        let mut direct = LatencyRecorder::default();
-        // A buffer smaller than the run: the rest goes straight into the histogram.
-        let mut buffered = LatencyRecorder::with_buffer(3000);
-        for &ns in &samples {
-            direct.record(ns);
-            buffered.record(ns);
-        }
-        assert_eq!(buffered.count(), 5000);
-        let (a, b) = (direct.stats(), buffered.stats());
-        assert_eq!(
-            (a.t_min_us, a.t_max_us, a.t_typical_us, a.p99_us),
-            (b.t_min_us, b.t_max_us, b.t_typical_us, b.p99_us)
-        );
-        assert!(
-            (a.t_avg_us - b.t_avg_us).abs() < 1e-9 && (a.t_stdev_us - b.t_stdev_us).abs() < 1e-6
-        );
-        assert_eq!(a.histogram, b.histogram);
-        // A duration run (unknown count) records directly.
-        assert_eq!(LatencyRecorder::with_buffer(u64::MAX).pending.capacity(), 0);
     }
 
     #[test]

@@ -600,64 +600,80 @@ pub trait Sampler {
     fn finish(self) -> LatencyRecorder;
 }
 
-/// Stamps kept before they are folded into the recorder: 16 MiB of `Instant`s.
-const MAX_STAMPS: usize = 1 << 20;
+/// Most stamps a counted run keeps (128 MiB of `Instant`s); a longer run records each
+/// interval as it comes.
+const MAX_STAMPS: u64 = 1 << 23;
 
-/// An iteration run (`-n`): a tick only stores an `Instant`; the intervals are taken
-/// after the run (or every million stamps), so no clock arithmetic is timed.
+/// An iteration run (`-n`): a tick only stores an `Instant`, as perftest stores its
+/// cycle counts; the intervals are taken after the run, so no clock arithmetic and no
+/// histogram update is timed.
 pub struct CountedSampler {
+    /// The start of each iteration; room for the whole run is reserved at the first
+    /// tick (a responder never ticks, and allocates nothing).
     stamps: Vec<Instant>,
-    /// Stamps to hold before folding (allocated at the first tick: a responder never
-    /// ticks).
+    /// Stamps the run needs: `iters + 1`, or 0 for runs over [`MAX_STAMPS`].
     room: usize,
+    /// The previous tick, once ticks no longer go into `stamps`.
+    last: Option<Instant>,
     iters: u64,
-    factor: u32,
+    factor: u64,
     rec: LatencyRecorder,
 }
 
 impl CountedSampler {
     /// For `plan`'s iterations.
     pub fn new(plan: &LatPlan) -> Self {
-        let room = usize::try_from(plan.iters.saturating_add(1))
-            .unwrap_or(MAX_STAMPS)
-            .clamp(2, MAX_STAMPS);
+        let needed = plan.iters.saturating_add(1);
+        Self::with_room(plan, if needed <= MAX_STAMPS { needed as usize } else { 0 })
+    }
+
+    fn with_room(plan: &LatPlan, room: usize) -> Self {
         CountedSampler {
             stamps: Vec::new(),
             room,
+            last: None,
             iters: plan.iters,
-            factor: plan.rtt_factor.max(1),
-            rec: LatencyRecorder::with_buffer(plan.iters),
+            factor: u64::from(plan.rtt_factor.max(1)),
+            rec: LatencyRecorder::default(),
         }
     }
 
-    /// Records the intervals between the stamps, keeping the last as the next start.
-    fn fold(&mut self) {
-        for w in self.stamps.windows(2) {
-            self.rec.record((w[1] - w[0]).as_nanos() as u64 / u64::from(self.factor));
+    fn record(&mut self, from: Instant, to: Instant) {
+        self.rec.record((to - from).as_nanos() as u64 / self.factor);
+    }
+
+    /// A tick with no reserved room left: the first one reserves it; past it, the
+    /// interval since the previous tick is recorded at once.
+    fn spill(&mut self, now: Instant) {
+        if self.stamps.is_empty() && self.room > 0 {
+            self.stamps.reserve_exact(self.room);
+            self.stamps.push(now);
+            return;
         }
-        if let Some(&last) = self.stamps.last() {
-            self.stamps.clear();
-            self.stamps.push(last);
+        if let Some(prev) = self.last.or_else(|| self.stamps.last().copied()) {
+            self.record(prev, now);
         }
+        self.last = Some(now);
     }
 }
 
 impl Sampler for CountedSampler {
     #[inline]
     fn tick(&mut self, i: u64) -> bool {
-        if self.stamps.len() == self.stamps.capacity() {
-            if self.stamps.is_empty() {
-                self.stamps.reserve_exact(self.room);
-            } else {
-                self.fold();
-            }
+        let now = Instant::now();
+        if self.stamps.len() < self.stamps.capacity() {
+            self.stamps.push(now);
+        } else {
+            self.spill(now);
         }
-        self.stamps.push(Instant::now());
         i < self.iters
     }
 
     fn finish(mut self) -> LatencyRecorder {
-        self.fold();
+        let stamps = std::mem::take(&mut self.stamps);
+        for w in stamps.windows(2) {
+            self.record(w[0], w[1]);
+        }
         self.rec
     }
 }
@@ -926,17 +942,22 @@ mod tests {
     }
 
     #[test]
-    fn a_counted_run_yields_one_sample_per_iteration_across_folds() {
-        // More ticks than the stamp buffer holds: the fold keeps the chain unbroken.
-        let n = MAX_STAMPS as u64 + 5;
-        let mut s = CountedSampler::new(&plan(n, None, 2));
-        let mut i = 0;
-        while s.tick(i) {
-            i += 1;
+    fn a_counted_run_yields_one_sample_per_iteration_past_its_room() {
+        // Fewer stamps reserved than ticks, and none at all (a run over MAX_STAMPS):
+        // the intervals past the room, and the one bridging into them, still count.
+        for room in [1000, 0] {
+            let n = 1005;
+            let mut s = CountedSampler::with_room(&plan(n, None, 2), room);
+            let mut i = 0;
+            while s.tick(i) {
+                i += 1;
+            }
+            assert_eq!(i, n, "the tick after the last iteration ends the run");
+            assert_eq!(s.finish().count(), n, "room {room}: n + 1 ticks are n intervals");
         }
-        assert_eq!(i, n, "the tick after the last iteration ends the run");
-        let rec = s.finish();
-        assert_eq!(rec.count(), n, "n + 1 ticks are n intervals");
+        let whole = CountedSampler::new(&plan(MAX_STAMPS + 1, None, 1));
+        assert_eq!(whole.room, 0, "runs longer than MAX_STAMPS record as they go");
+        assert!(whole.stamps.capacity() == 0, "nothing is allocated before the first tick");
     }
 
     #[test]
