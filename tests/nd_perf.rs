@@ -286,3 +286,38 @@ fn serve_runs_an_nd_client_test() {
     assert_eq!(rows(&out).len(), 1, "{out}");
     assert!(log.contains("read_lat"), "{log}");
 }
+
+#[test]
+fn an_nd_connection_refuses_what_nd_lacks_at_post_time_too() {
+    use rdmabench::transport::nd::{NdRole, NdTransport};
+    use rdmabench::transport::{Connection, ConnectionConfig, Op, Transport, WorkRequest};
+    ffi::nd::soft::install();
+    let ip = ffi::nd::soft::ADDRESS;
+    let timeout = Duration::from_secs(5);
+    let server = NdTransport::open(ip, NdRole::Accept, timeout, None).unwrap();
+    let client = NdTransport::open(ip, NdRole::Connect, timeout, None).unwrap();
+    let cfg = ConnectionConfig::default();
+    let (sp, sep) = server.prepare(&cfg).unwrap();
+    let (cp, cep) = client.prepare(&cfg).unwrap();
+    let accepted = std::thread::spawn(move || {
+        let conn = server.connect(sp, &cep).unwrap();
+        (server, conn)
+    });
+    let mut conn = client.connect(cp, &sep).unwrap();
+    let _server = accepted.join().unwrap();
+    for (op, why) in [
+        (Op::FetchAdd(1), "atomics is not supported by NetworkDirect"),
+        (Op::WriteImm(7), "immediate data is not supported by NetworkDirect"),
+    ] {
+        let wr = WorkRequest {
+            wr_id: 1,
+            op,
+            local_offset: 0,
+            len: 8,
+            remote_offset: 0,
+            signaled: true,
+            inline: false,
+        };
+        assert_eq!(conn.post(&wr).unwrap_err().to_string(), why);
+    }
+}

@@ -293,8 +293,13 @@ impl Connection for NdConnection {
             Op::Send => self.qp.send(wr.wr_id, &local, flags)?,
             Op::Write => self.qp.write(wr.wr_id, &local, remote()?, flags)?,
             Op::Read => self.qp.read(wr.wr_id, &local, remote()?, flags)?,
+            // Atomics and immediate data: the capabilities name what ND lacks.
             other => {
                 self.caps.check(&other, u64::from(wr.len), wr.inline)?;
+                return Err(TransportError::Unsupported(format!(
+                    "{} is not supported by NetworkDirect",
+                    other.name()
+                )));
             }
         }
         Ok(())
