@@ -951,12 +951,22 @@ impl QueuePair {
         let mut sges = [MaybeUninit::<sys::ibv_sge>::uninit(); MAX_SGE];
         let mut wr = self.encode(r, &mut sges)?;
         wr.sg_list = sges.as_mut_ptr().cast();
+        // SAFETY: `wr` and the `num_sge` initialised SGEs live across the call; every
+        // SGE names a live, registered region (LocalSlice borrows it).
+        unsafe { self.post_one(&mut wr) }
+    }
+
+    /// `ibv_post_send` of one encoded request, its errno named with the QP.
+    ///
+    /// # Safety
+    /// `wr` is a checked request whose SGE list is valid for the call and names live
+    /// registered memory; inline payloads are copied before the call returns.
+    #[inline]
+    unsafe fn post_one(&self, wr: &mut sys::ibv_send_wr) -> Result<(), Error> {
         let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
-        // SAFETY: live QP in whatever state (the library checks); `wr` and the
-        // `num_sge` initialised SGEs live across the call; every SGE names a live,
-        // registered region (LocalSlice borrows it), and for inline sends the library
-        // copies the payload before returning.
-        let rc = unsafe { sys::ibv_post_send(self.raw.as_ptr(), &mut wr, &mut bad) };
+        // SAFETY: live QP in whatever state (the library checks); the request is as
+        // the caller guarantees.
+        let rc = unsafe { sys::ibv_post_send(self.raw.as_ptr(), wr, &mut bad) };
         if rc != 0 {
             return Err(Error::from_errno("ibv_post_send", rc).on(format!("QP {}", self.qp_num())));
         }
@@ -1274,15 +1284,9 @@ impl QueuePair {
         p.wr.send_flags = flags.raw();
         p.wr.next = ptr::null_mut();
         p.wr.sg_list = if p.region.is_some() { &mut p.sge } else { ptr::null_mut() };
-        let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
-        // SAFETY: live QP; `p.wr` and its one SGE live across the call; the SGE names
-        // `region`, live and borrowed (identity checked above); inline payloads are
-        // copied before the call returns.
-        let rc = unsafe { sys::ibv_post_send(self.raw.as_ptr(), &mut p.wr, &mut bad) };
-        if rc != 0 {
-            return Err(Error::from_errno("ibv_post_send", rc).on(format!("QP {}", self.qp_num())));
-        }
-        Ok(())
+        // SAFETY: checked when prepared; `p.wr` and its one SGE live across the call;
+        // the SGE names `region`, live and borrowed (identity checked above).
+        unsafe { self.post_one(&mut p.wr) }
     }
 }
 
