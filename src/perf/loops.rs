@@ -647,7 +647,8 @@ impl CountedSampler {
     fn spill(&mut self, now: Instant) {
         if self.stamps.is_empty() && self.room > 0 {
             self.stamps.reserve_exact(self.room);
-            self.stamps.push(now);
+            // The first iteration starts after the allocation, not before it.
+            self.stamps.push(Instant::now());
             return;
         }
         if let Some(prev) = self.last.or_else(|| self.stamps.last().copied()) {
