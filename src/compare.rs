@@ -5,6 +5,7 @@
 
 use std::io::{self, IsTerminal, Write};
 use std::path::Path;
+use std::time::Duration;
 
 use crate::cli::CompareArgs;
 use crate::perf::config::{
@@ -199,27 +200,28 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, String> {
 /// One connection attempt before the sweep: a wrong host or port fails at once with
 /// one line, instead of each point retrying for its timeout.
 fn reach_server(args: &CompareArgs) -> Result<(), String> {
-    use std::net::{TcpStream, ToSocketAddrs};
+    use crate::perf::run::{connect_retrying, ConnectFailure};
     let port = args.port.unwrap_or(crate::perf::config::DEFAULT_PORT);
     let host = args.host.as_str();
-    let addrs: Vec<_> = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve server '{host}': {e}"))?
-        .collect();
-    let wait = std::time::Duration::from_secs(args.timeout.min(10));
-    let mut last = None;
-    for addr in &addrs {
-        match TcpStream::connect_timeout(addr, wait) {
-            // serve logs this as a client that left before its hello.
-            Ok(_) => return Ok(()),
-            Err(e) => last = Some(e),
-        }
+    let wait = Duration::from_secs(args.timeout.min(10));
+    // A server started a moment ago may not listen yet: refusals are retried briefly,
+    // and anything else fails at once.
+    match connect_retrying(host, port, wait, SERVER_STARTING) {
+        // serve logs this as a client that left before its hello.
+        Ok(_) => Ok(()),
+        Err(ConnectFailure::Resolve(e)) => Err(format!("cannot resolve server '{host}': {e}")),
+        Err(f) => Err(format!(
+            "cannot reach `rdmabench serve` at {host}:{port}: {} (is it running there, with -p {port}?)",
+            match f {
+                ConnectFailure::Io(e) => e.to_string(),
+                _ => "no address".to_string(),
+            }
+        )),
     }
-    Err(format!(
-        "cannot reach `rdmabench serve` at {host}:{port}: {} (is it running there, with -p {port}?)",
-        last.map_or_else(|| "no address".to_string(), |e| e.to_string())
-    ))
 }
+
+/// How long `compare` waits for a server that refuses connections (one still starting).
+const SERVER_STARTING: Duration = Duration::from_secs(3);
 
 /// results.json, results.csv, the charts and report.html into `dir`.
 fn write_files(dir: &Path, report: &CompareReport) -> Result<(), String> {

@@ -272,30 +272,54 @@ impl ControlListener {
 /// Connects the control channel to `host:port`. A refused connection is retried
 /// until `timeout`, so a client may start before its server; then one clear error.
 fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String> {
-    let addrs: Vec<_> = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve server '{host}': {e}"))?
-        .collect();
+    let start = Instant::now();
+    connect_retrying(host, port, timeout, timeout).map_err(|f| match f {
+        ConnectFailure::Resolve(e) => format!("cannot resolve server '{host}': {e}"),
+        ConnectFailure::NoAddress => format!("server '{host}' resolves to no address"),
+        ConnectFailure::Io(e) => format!(
+            "cannot reach the server at {host}:{port}: {e} (after {} s; is `rdmabench` running there, with -p {port}?)",
+            start.elapsed().as_secs()
+        ),
+    })
+}
+
+/// Why [`connect_retrying`] gave up.
+pub(crate) enum ConnectFailure {
+    /// The name did not resolve.
+    Resolve(std::io::Error),
+    /// It resolved to no address.
+    NoAddress,
+    /// The last attempt's error.
+    Io(std::io::Error),
+}
+
+/// Connects to `host:port`, each attempt waiting up to `per_try`; a refused connection
+/// (a server still starting) is retried every 100 ms for up to `window`.
+pub(crate) fn connect_retrying(
+    host: &str,
+    port: u16,
+    per_try: Duration,
+    window: Duration,
+) -> Result<TcpStream, ConnectFailure> {
+    let addrs: Vec<_> = (host, port).to_socket_addrs().map_err(ConnectFailure::Resolve)?.collect();
     let start = Instant::now();
     loop {
         let mut last = None;
         for addr in &addrs {
-            match TcpStream::connect_timeout(addr, timeout) {
+            match TcpStream::connect_timeout(addr, per_try) {
                 Ok(s) => return Ok(s),
                 Err(e) => last = Some(e),
             }
         }
         match last {
-            Some(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && start.elapsed() < timeout => {
+            Some(e)
+                if e.kind() == std::io::ErrorKind::ConnectionRefused
+                    && start.elapsed() < window =>
+            {
                 std::thread::sleep(Duration::from_millis(100));
             }
-            Some(e) => {
-                return Err(format!(
-                    "cannot reach the server at {host}:{port}: {e} (after {} s; is `rdmabench` running there, with -p {port}?)",
-                    start.elapsed().as_secs()
-                ))
-            }
-            None => return Err(format!("server '{host}' resolves to no address")),
+            Some(e) => return Err(ConnectFailure::Io(e)),
+            None => return Err(ConnectFailure::NoAddress),
         }
     }
 }
@@ -1255,5 +1279,34 @@ mod tcp_side {
             pinned_cpus: (!cfg.pin.is_empty()).then(|| cfg.pin.clone()),
         });
         Ok(Setup { conns, params, local, remote })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_that_starts_late_is_reached_and_a_missing_one_is_not() {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
+            l.accept().map(drop)
+        });
+        let start = Instant::now();
+        let got =
+            connect_retrying("127.0.0.1", port, Duration::from_secs(1), Duration::from_secs(5));
+        assert!(got.is_ok(), "refusals before the listener exists are retried");
+        assert!(start.elapsed() >= Duration::from_millis(300));
+        late.join().unwrap().unwrap();
+        // Nobody ever listens: the window ends it, with the refusal as the reason.
+        let start = Instant::now();
+        let e =
+            connect_retrying("127.0.0.1", port, Duration::from_secs(1), Duration::from_millis(300));
+        assert!(
+            matches!(e, Err(ConnectFailure::Io(ref e)) if e.kind() == std::io::ErrorKind::ConnectionRefused)
+        );
+        assert!(start.elapsed() < Duration::from_secs(3));
     }
 }
