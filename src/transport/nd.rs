@@ -46,10 +46,10 @@ pub enum NdRole {
 pub struct NdTransport {
     adapter: Adapter,
     local: IpAddr,
-    role: NdRole,
     timeout: Duration,
     read_limit: u32,
     caps: Capabilities,
+    /// The server's listener; a transport without one connects (the client).
     listener: Option<RefCell<Listener>>,
     prepared: std::cell::Cell<u32>,
 }
@@ -124,7 +124,6 @@ impl NdTransport {
         Ok(NdTransport {
             adapter,
             local,
-            role,
             timeout,
             read_limit,
             caps,
@@ -201,12 +200,12 @@ impl Transport for NdTransport {
             )));
         }
         let limits = (self.read_limit, self.read_limit);
-        match (self.role, &self.listener, peer.listen) {
-            (NdRole::Connect, _, Some(at)) => {
+        match (&self.listener, peer.listen) {
+            (None, Some(at)) => {
                 connector.bind(SocketAddr::new(self.local, 0))?;
                 connector.connect(&qp, at, limits, &index.to_le_bytes(), self.timeout)?;
             }
-            (NdRole::Accept, Some(listener), _) => {
+            (Some(listener), _) => {
                 listener.borrow_mut().get_request(&mut connector, self.timeout)?;
                 let asked = connector.private_data()?;
                 if asked != index.to_le_bytes() {
@@ -217,7 +216,7 @@ impl Transport for NdTransport {
                 }
                 connector.accept(&qp, limits, &[], self.timeout)?;
             }
-            _ => {
+            (None, None) => {
                 return Err(TransportError::Broken(
                     "the client's peer record names no listener to connect to".into(),
                 ))
