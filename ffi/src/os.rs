@@ -1,9 +1,11 @@
 //! The few operating-system calls rdmabench needs beyond `std`: the process's own CPU
 //! time and context switches (`getrusage`), pinning a thread to a CPU
-//! (`sched_setaffinity`) and socket buffer sizes (`SO_SNDBUF` / `SO_RCVBUF`).
+//! (`sched_setaffinity`), socket buffer sizes (`SO_SNDBUF` / `SO_RCVBUF`) and the
+//! addresses of the network interfaces (`getifaddrs`).
 //! On platforms without them each function says so instead of guessing.
 
 use std::io;
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// What `getrusage(RUSAGE_SELF)` reports for the whole process, all threads together.
@@ -160,6 +162,87 @@ pub fn socket_buffer(sock: &impl std::os::fd::AsRawFd, which: SocketBuffer) -> i
     Ok(value.max(0) as u32)
 }
 
+/// One IP address of a network interface, as `getifaddrs` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InterfaceAddress {
+    /// The interface's name (`lo`, `eth0`).
+    pub interface: String,
+    /// The address (IPv6 link-local addresses without their scope).
+    pub addr: IpAddr,
+}
+
+/// The IPv4 and IPv6 addresses of every network interface, in the kernel's order.
+///
+/// # Errors
+/// `getifaddrs` failing, or no such call on this platform.
+#[cfg(unix)]
+pub fn interface_addresses() -> io::Result<Vec<InterfaceAddress>> {
+    /// The list `getifaddrs` allocated, freed once when dropped.
+    struct List(*mut libc::ifaddrs);
+    impl Drop for List {
+        fn drop(&mut self) {
+            // SAFETY: the head of a list a successful getifaddrs returned, freed only
+            // here; nothing borrowed from it outlives this guard.
+            unsafe { libc::freeifaddrs(self.0) };
+        }
+    }
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes the head of a list it allocates into `head`.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let list = List(head);
+    let mut out = Vec::new();
+    let mut node = list.0;
+    while !node.is_null() {
+        // SAFETY: a non-null node of the list, alive until `list` is dropped below.
+        let ifa = unsafe { &*node };
+        let addr = if ifa.ifa_name.is_null() { None } else { sockaddr_ip(ifa.ifa_addr) };
+        if let Some(addr) = addr {
+            // SAFETY: a non-null ifa_name is a NUL-terminated string owned by the list.
+            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
+            out.push(InterfaceAddress { interface: name.to_string_lossy().into_owned(), addr });
+        }
+        node = ifa.ifa_next;
+    }
+    drop(list);
+    Ok(out)
+}
+
+/// The IP address in a `sockaddr` of `getifaddrs`'s list; `None` for null or other
+/// families (packet, link).
+#[cfg(unix)]
+fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
+    if sa.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null sockaddr from getifaddrs; every sockaddr starts with its family.
+    let family = i32::from(unsafe { std::ptr::read_unaligned(sa) }.sa_family);
+    match family {
+        libc::AF_INET => {
+            // SAFETY: family AF_INET: the kernel filled a whole sockaddr_in there.
+            let sin = unsafe { std::ptr::read_unaligned(sa.cast::<libc::sockaddr_in>()) };
+            // s_addr holds the address in network order: its bytes in memory are the octets.
+            Some(IpAddr::from(sin.sin_addr.s_addr.to_ne_bytes()))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: family AF_INET6: the kernel filled a whole sockaddr_in6 there.
+            let sin6 = unsafe { std::ptr::read_unaligned(sa.cast::<libc::sockaddr_in6>()) };
+            Some(IpAddr::from(sin6.sin6_addr.s6_addr))
+        }
+        _ => None,
+    }
+}
+
+/// The IPv4 and IPv6 addresses of every network interface.
+///
+/// # Errors
+/// Always: this platform has no `getifaddrs` binding here yet.
+#[cfg(not(unix))]
+pub fn interface_addresses() -> io::Result<Vec<InterfaceAddress>> {
+    Err(io::Error::new(io::ErrorKind::Unsupported, "getifaddrs is not available on this platform"))
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
@@ -190,5 +273,12 @@ mod tests {
         set_socket_buffer(&l, SocketBuffer::Receive, 256 * 1024).unwrap();
         // Linux doubles the request (capped by rmem_max, at least 2 × 128 KiB here).
         assert!(socket_buffer(&l, SocketBuffer::Receive).unwrap() >= 256 * 1024);
+    }
+
+    #[test]
+    fn interface_addresses_include_loopback() {
+        let all = interface_addresses().unwrap();
+        let lo = IpAddr::from([127, 0, 0, 1]);
+        assert!(all.iter().any(|a| a.interface == "lo" && a.addr == lo), "{all:?}");
     }
 }
