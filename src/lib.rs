@@ -14,6 +14,7 @@
 
 pub mod cli;
 pub mod compare;
+pub mod environment;
 pub mod inventory;
 pub mod measure;
 pub mod perf;

@@ -1,0 +1,124 @@
+//! What a result was measured on: the host (kernel, OS, CPU, governor), the RDMA device
+//! and port of an RDMA test, or the network interface of a TCP test. Every result carries
+//! one [`Environment`] per side; the JSON form is documented in docs/json.md
+//! ("environment").
+//!
+//! Each reader takes the root directory to read `/proc`, `/sys`, `/etc` and `/usr/lib`
+//! under (`/` in production), so the tests run over fixture trees. Text read from the
+//! system is [`clean`]ed: control characters and whitespace runs become one space, so a
+//! value never breaks the one-line [`Environment::summary`].
+
+mod host;
+mod net;
+mod rdma;
+mod summary;
+#[cfg(all(test, unix))]
+mod tests;
+
+use std::fs;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use rdma::rdma_core_version;
+
+/// The host a side ran on, and its RDMA device or network interface.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    /// Host name (`/proc/sys/kernel/hostname`).
+    pub hostname: String,
+    /// Linux kernel release (`/proc/sys/kernel/osrelease`); `unknown` elsewhere.
+    pub kernel: String,
+    /// Distribution (`PRETTY_NAME` of `/etc/os-release`), or the platform's name.
+    pub os: String,
+    /// CPU model (`model name` of `/proc/cpuinfo`); `unknown` where it says none.
+    pub cpu_model: String,
+    /// Logical CPUs (`processor` entries of `/proc/cpuinfo`).
+    pub cpus: u32,
+    /// cpufreq governor of CPU 0; `None` without cpufreq (VMs, `intel_idle` only).
+    pub governor: Option<String>,
+    /// rdmabench's version, e.g. `0.1.0`.
+    pub rdmabench: String,
+    /// The RDMA device and port (RDMA tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceEnvironment>,
+    /// The network interface of the test's local address (TCP tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<InterfaceEnvironment>,
+}
+
+/// The RDMA device and port a test ran on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceEnvironment {
+    /// Device name (`mlx4_0`, `rxe0`; a NetworkDirect adapter's IP address).
+    pub name: String,
+    /// Adapter generation (`ConnectX-3`, `Soft-RoCE (rxe)`), where known.
+    pub model: Option<String>,
+    /// Firmware version (`2.42.5000`; rxe `0.0.0`; empty for NetworkDirect).
+    pub firmware: String,
+    /// Link layer of the port: `InfiniBand`, `Ethernet`, or `NetworkDirect`.
+    pub link_layer: String,
+    /// Nominal rate of the port, Gb/s (4X FDR = 56).
+    pub rate_gbps: Option<f64>,
+    /// Active MTU of the port, bytes.
+    pub active_mtu: Option<u32>,
+    /// PCIe link of the device's PCI function; `None` for soft devices.
+    pub pcie: Option<PcieEnvironment>,
+    /// NUMA node of the PCI function.
+    pub numa_node: Option<u32>,
+    /// Kernel driver (`mlx4_core`, `rdma_rxe`); for NetworkDirect, the provider.
+    pub driver: Option<String>,
+    /// rdma-core (libibverbs) version, e.g. `44.0`.
+    pub rdma_core: Option<String>,
+    /// Port number, from 1.
+    pub port: u8,
+}
+
+/// A PCIe link, as `devices` reports it (sysfs's strings and lane counts).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PcieEnvironment {
+    /// Negotiated speed, e.g. `8.0 GT/s PCIe`.
+    pub current_speed: Option<String>,
+    /// Negotiated lane count.
+    pub current_width: Option<u32>,
+    /// Best speed the device and slot support.
+    pub max_speed: Option<String>,
+    /// Widest the device supports.
+    pub max_width: Option<u32>,
+}
+
+/// The network interface that holds a test's local IP address.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InterfaceEnvironment {
+    /// Interface name (`lo`, `eth0`).
+    pub name: String,
+    /// MTU, bytes (`/sys/class/net/<if>/mtu`).
+    pub mtu: Option<u32>,
+    /// Link speed, Mb/s (`/sys/class/net/<if>/speed`); `None` when unknown (-1, `lo`).
+    pub speed_mbps: Option<u64>,
+}
+
+/// `text` on one line: control characters and runs of whitespace (line and paragraph
+/// separators included) become one space; leading and trailing ones go.
+pub fn clean(text: &str) -> String {
+    let words = text.split(|c: char| c.is_whitespace() || c.is_control());
+    words.filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
+/// The [`clean`]ed text of `root/rel`; `None` when unreadable or empty.
+fn read_clean(root: &Path, rel: &str) -> Option<String> {
+    let text = clean(&fs::read_to_string(root.join(rel)).ok()?);
+    (!text.is_empty()).then_some(text)
+}
+
+#[cfg(test)]
+mod clean_tests {
+    use super::clean;
+
+    #[test]
+    fn clean_keeps_one_line_of_words() {
+        assert_eq!(clean("  Intel(R)  Xeon(R)\tCPU\n"), "Intel(R) Xeon(R) CPU");
+        assert_eq!(clean("a\r\nb\u{1b}[31mc\u{7f}d\u{2028}e\u{85}f"), "a b [31mc d e f");
+        assert_eq!(clean("\n\t "), "");
+    }
+}
