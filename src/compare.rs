@@ -7,16 +7,18 @@ use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
 
+use crate::cli::args::timeout;
 use crate::cli::CompareArgs;
-use crate::perf::config::{
-    Measure, PerfArgs, ReportArgs, TcpArgs, TestConfig, TestKind, Verb, MAX_SWEEP_SIZE,
-};
-use crate::perf::run::{execute, tool, EXIT_VERDICT};
+use crate::engine::{self, tool, Side};
+use crate::error::{Error, ErrorKind};
 use crate::report::compare::{self, CompareReport, Row, Series};
 use crate::report::svg::size_label;
+use crate::session::connect::{connect_retrying, ConnectFailure};
+use crate::spec::rules::{self, RdmaRequest, TcpRequest};
+use crate::spec::{Local, Measure, TestKind, TestSpec, Verb, DEFAULT_PORT, MAX_SWEEP_SIZE};
 
-/// Consecutive failed points after which the server is taken for gone.
-const GIVE_UP_AFTER: usize = 3;
+/// How long `compare` waits for a server that refuses connections (one still starting).
+const SERVER_STARTING: Duration = Duration::from_secs(3);
 
 /// The default sweep: 2 B … 8 MiB in steps of ×4.
 pub fn default_sizes() -> Vec<u64> {
@@ -27,7 +29,13 @@ pub fn default_sizes() -> Vec<u64> {
 pub fn series(streams: u32) -> Vec<Series> {
     let rdma = |verb: Verb, measure: Measure, label: &str| {
         let kind = TestKind { verb, measure };
-        Series { id: format!("rdma_{}", kind.id()), label: label.into(), kind, streams: 1 }
+        Series {
+            id: format!("rdma_{}", kind.id()),
+            label: label.into(),
+            kind,
+            tcp: false,
+            streams: 1,
+        }
     };
     let tcp = |measure: Measure, streams: u32, label: String| Series {
         id: match measure {
@@ -35,7 +43,8 @@ pub fn series(streams: u32) -> Vec<Series> {
             Measure::Lat => "tcp_lat".into(),
         },
         label,
-        kind: TestKind { verb: Verb::Tcp, measure },
+        kind: TestKind { verb: Verb::Send, measure },
+        tcp: true,
         streams,
     };
     let mut all = vec![
@@ -61,80 +70,83 @@ fn iterations(budget: u64, size: u64, max: u64) -> u64 {
     (budget / size.max(1)).clamp(5, max)
 }
 
-/// The client configuration of one point.
-fn point_config(args: &CompareArgs, s: &Series, size: u64) -> Result<TestConfig, String> {
-    let port = args.port;
-    let budget = match s.kind.measure {
+/// The spec of one point: the series' test at `size`, perftest's defaults otherwise.
+fn point_spec(args: &CompareArgs, s: &Series, size: u64) -> Result<TestSpec, Error> {
+    let iters = match s.kind.measure {
         Measure::Bw => iterations(args.bytes, size, 5000),
         Measure::Lat => iterations(args.lat_bytes, size, 1000),
     };
-    if s.kind.verb == Verb::Tcp {
-        let a = TcpArgs {
-            host: Some(args.host.clone()),
+    if s.tcp {
+        let r = TcpRequest {
             size: Some(size),
-            iters: Some(budget),
+            iters: Some(iters),
             streams: Some(s.streams),
-            port,
-            report: ReportArgs { timeout: args.timeout, ..Default::default() },
             ..Default::default()
         };
-        return TestConfig::from_tcp_args(s.kind.measure, &a);
+        return rules::tcp(s.kind.measure, &r);
     }
-    let a = PerfArgs {
-        host: Some(args.host.clone()),
-        device: args.device.clone(),
-        gid_index: args.gid_index,
-        size: Some(size),
-        iters: Some(budget),
-        port,
-        report: ReportArgs { timeout: args.timeout, ..Default::default() },
-        ..Default::default()
-    };
-    TestConfig::from_args(s.kind, &a)
+    rules::rdma(s.kind, &RdmaRequest { size: Some(size), iters: Some(iters), ..Default::default() })
 }
 
-/// Runs the sweep, prints the table and writes the report files. Returns the exit
-/// status: 0, or 1 when some points failed (they are in the report, marked).
-///
-/// # Errors
-/// Bad options, an output directory that cannot be written, or a server that is gone.
-pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, String> {
+/// The sizes `--sizes`/`--all-sizes` ask for, checked.
+fn sizes(args: &CompareArgs) -> Result<Vec<u64>, Error> {
     let sizes = match (&args.sizes, args.all_sizes) {
         (_, true) => (1..24).map(|i| 1u64 << i).collect(),
         (Some(list), false) => list.clone(),
         (None, false) => default_sizes(),
     };
     if sizes.is_empty() {
-        return Err("--sizes: give at least one size".into());
+        return Err(Error::usage("--sizes: give at least one size"));
     }
     if let Some(&big) = sizes.iter().find(|&&s| s > MAX_SWEEP_SIZE) {
-        return Err(format!(
+        return Err(Error::usage(format!(
             "--sizes: {big} bytes is over the {MAX_SWEEP_SIZE}-byte limit of a sweep"
-        ));
+        )));
     }
-    if args.streams == 0 || args.streams > 128 {
-        return Err(format!("-P {}: between 1 and 128 streams", args.streams));
+    if args.streams == 0 || args.streams > rules::MAX_STREAMS {
+        return Err(Error::usage(format!(
+            "-P {}: between 1 and {} streams",
+            args.streams,
+            rules::MAX_STREAMS
+        )));
     }
-    if args.timeout == 0 {
-        return Err("--timeout 0: at least 1 second".into());
-    }
+    Ok(sizes)
+}
+
+/// Runs the sweep, prints the table and writes the report files. Returns the exit
+/// status: 0, or 1 when some points failed (they are in the report, marked).
+///
+/// # Errors
+/// Bad options, an output directory that cannot be written, or a server that is gone
+/// (unreachable, or closed mid-sweep: the partial report is written first).
+pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
+    let sizes = sizes(args)?;
+    let local = Local {
+        device: args.device.clone(),
+        gid_index: args.gid_index,
+        port: args.port.unwrap_or(DEFAULT_PORT),
+        timeout: timeout(args.timeout)?,
+        connect_window: SERVER_STARTING,
+        ..Local::default()
+    };
     std::fs::create_dir_all(&args.out)
-        .map_err(|e| format!("cannot create --out {}: {e}", args.out.display()))?;
-    reach_server(args)?;
+        .map_err(|e| Error::io(format!("cannot create --out {}: {e}", args.out.display())))?;
+    reach_server(&args.host, &local)?;
     let series = series(args.streams);
     let total = series.len() * sizes.len();
     let progress = io::stderr().is_terminal();
     let mut report = CompareReport {
-        schema_version: crate::inventory::SCHEMA_VERSION,
+        schema_version: crate::report::SCHEMA_VERSION,
         kind: "compare",
         tool: tool(),
         server: args.host.clone(),
         started: crate::serve::utc_now(),
+        environment: None,
         sizes: sizes.clone(),
         series: series.clone(),
         rows: Vec::with_capacity(total),
     };
-    let mut failed_in_a_row = 0;
+    let side = Side::Client { host: args.host.clone() };
     for s in &series {
         for &size in &sizes {
             if progress {
@@ -143,40 +155,29 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, String> {
                     (0..30).map(|i| if i * total < done * 30 { '#' } else { '.' }).collect();
                 eprint!("\r[{bar}] {done}/{total} {} {:<6}   ", s.id, size_label(size));
             }
-            let outcome =
-                point_config(args, s, size).and_then(|cfg| execute(&cfg, &mut io::sink()));
-            let row = match outcome {
-                Ok(mut r) if !r.results.is_empty() => {
-                    failed_in_a_row = 0;
-                    Row {
-                        series: s.id.clone(),
-                        size,
-                        result: Some(r.results.swap_remove(0)),
-                        error: None,
+            let row = match point_spec(args, s, size) {
+                Ok(spec) => {
+                    let outcome = engine::run(&spec, &side, &local, false, &mut io::sink());
+                    if report.environment.is_none() && outcome.report.peer_params.is_some() {
+                        report.environment = outcome.report.environment.clone();
                     }
+                    let result = outcome.report.results.into_iter().next();
+                    Row { series: s.id.clone(), size, result, error: outcome.error }
                 }
-                Ok(_) => Row {
-                    series: s.id.clone(),
-                    size,
-                    result: None,
-                    error: Some("no result".into()),
-                },
-                Err(e) => {
-                    failed_in_a_row += 1;
-                    Row { series: s.id.clone(), size, result: None, error: Some(e) }
-                }
+                Err(e) => Row { series: s.id.clone(), size, result: None, error: Some(e) },
             };
-            let last_error = row.error.clone();
+            // A point's own failure is marked and the sweep goes on; a server that is
+            // gone ends it at once.
+            let gone = row.error.clone().filter(|e| e.kind.peer_gone());
             report.rows.push(row);
-            if failed_in_a_row >= GIVE_UP_AFTER {
+            if let Some(e) = gone {
                 if progress {
                     eprintln!();
                 }
                 write_files(&args.out, &report)?;
-                return Err(format!(
-                    "{GIVE_UP_AFTER} points in a row failed, the last: {}; partial results in {}",
-                    last_error.unwrap_or_default(),
-                    args.out.display()
+                return Err(Error::new(
+                    e.kind,
+                    format!("the server is gone ({e}); partial results in {}", args.out.display()),
                 ));
             }
         }
@@ -187,47 +188,47 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, String> {
     write_files(&args.out, &report)?;
     let mut text = compare::table(&report);
     text.push_str(&format!(" report: {}\n", args.out.join("report.html").display()));
-    out.write_all(text.as_bytes()).map_err(|e| format!("writing output: {e}"))?;
+    out.write_all(text.as_bytes()).map_err(|e| Error::io(format!("writing output: {e}")))?;
     let _ = out.flush();
     let failed = report.failures();
     if failed > 0 {
         eprintln!("rdmabench: {failed} of {total} points failed (marked FAIL in the report)");
-        return Ok(EXIT_VERDICT);
+        return Ok(crate::EXIT_VERDICT);
     }
     Ok(0)
 }
 
 /// One connection attempt before the sweep: a wrong host or port fails at once with
 /// one line, instead of each point retrying for its timeout.
-fn reach_server(args: &CompareArgs) -> Result<(), String> {
-    use crate::perf::run::{connect_retrying, ConnectFailure};
-    let port = args.port.unwrap_or(crate::perf::config::DEFAULT_PORT);
-    let host = args.host.as_str();
-    let wait = Duration::from_secs(args.timeout.min(10));
+fn reach_server(host: &str, local: &Local) -> Result<(), Error> {
+    let port = local.port;
+    let wait = local.timeout.min(Duration::from_secs(10));
     // A server started a moment ago may not listen yet: refusals are retried briefly,
     // and anything else fails at once.
-    match connect_retrying(host, port, wait, SERVER_STARTING) {
-        // serve logs this as a client that left before its hello.
+    match connect_retrying(host, port, wait, local.connect_window) {
+        // serve takes this as a client that left before its hello.
         Ok(_) => Ok(()),
-        Err(ConnectFailure::Resolve(e)) => Err(format!("cannot resolve server '{host}': {e}")),
-        Err(f) => Err(format!(
-            "cannot reach `rdmabench serve` at {host}:{port}: {} (is it running there, with -p {port}?)",
-            match f {
-                ConnectFailure::Io(e) => e.to_string(),
-                _ => "no address".to_string(),
-            }
+        Err(ConnectFailure::Resolve(e)) => {
+            Err(Error::new(ErrorKind::PeerUnreachable, format!("cannot resolve server '{host}': {e}")))
+        }
+        Err(f) => Err(Error::new(
+            ErrorKind::PeerUnreachable,
+            format!(
+                "cannot reach `rdmabench serve` at {host}:{port}: {} (is it running there, with -p {port}?)",
+                match f {
+                    ConnectFailure::Io(e) => e.to_string(),
+                    _ => "no address".to_string(),
+                }
+            ),
         )),
     }
 }
 
-/// How long `compare` waits for a server that refuses connections (one still starting).
-const SERVER_STARTING: Duration = Duration::from_secs(3);
-
 /// results.json, results.csv, the charts and report.html into `dir`.
-fn write_files(dir: &Path, report: &CompareReport) -> Result<(), String> {
+fn write_files(dir: &Path, report: &CompareReport) -> Result<(), Error> {
     let write = |name: &str, text: &str| {
         std::fs::write(dir.join(name), text)
-            .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))
+            .map_err(|e| Error::io(format!("cannot write {}: {e}", dir.join(name).display())))
     };
     write("results.json", &crate::report::to_json(report))?;
     write("results.csv", &compare::csv(report))?;
@@ -269,7 +270,7 @@ mod tests {
     }
 
     #[test]
-    fn points_get_valid_configs_with_bounded_iterations() {
+    fn points_get_valid_specs_with_bounded_iterations() {
         let args = CompareArgs {
             host: "10.0.0.1".into(),
             out: "x".into(),
@@ -285,10 +286,10 @@ mod tests {
         };
         for s in series(4) {
             for size in default_sizes() {
-                let cfg = point_config(&args, &s, size).unwrap();
-                assert_eq!(cfg.shared.test, s.kind);
-                assert_eq!(cfg.shared.sizes, [size]);
-                assert_eq!(cfg.host.as_deref(), Some("10.0.0.1"));
+                let spec = point_spec(&args, &s, size).unwrap();
+                assert_eq!((spec.kind, spec.id()), (s.kind, s.test_id()));
+                assert_eq!(spec.sizes, [size]);
+                assert_eq!(spec.connections(), s.streams);
             }
         }
         assert_eq!(iterations(64 << 20, 2, 5000), 5000);

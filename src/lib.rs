@@ -1,60 +1,83 @@
 //! rdmabench: RDMA (verbs, NetworkDirect) and TCP benchmarks that keep perftest's habits.
 //!
-//! Architecture, top down:
-//! - [`cli`]: clap flags, parsed once and turned into plain configs;
-//! - [`inventory`]: the backend-neutral device model behind `rdmabench devices`;
-//! - [`transport`]: the backend-neutral [`transport::Transport`] / [`transport::Connection`]
-//!   interface the tests are written against, and its verbs implementation;
-//! - [`report`]: human and JSON printers over finished models.
+//! How a test flows, top down (docs/architecture.md):
+//! - [`cli`]: clap flags, turned into a [`spec::TestSpec`] once;
+//! - [`spec`]: what to run, with perftest's defaults and every rule in [`spec::rules`];
+//! - [`engine`]: runs a spec as client or server — the control [`session`], this
+//!   side's role, one size at a time — and returns a typed outcome;
+//! - [`backend`]: one set-up path per backend (verbs, NetworkDirect, TCP);
+//! - [`transport`]: the backend-neutral `Connection` the loops in [`perf`] drive;
+//! - [`measure`], [`report`]: pure arithmetic, then printers;
+//! - [`error`]: one error type with a kind, mapped once to the exit status;
+//! - [`environment`]: the host, device and interface every result records;
+//! - [`inventory`] (`rdmabench devices`), [`serve`], [`compare`].
 //!
 //! All `unsafe` code lives in the `rdmabench-ffi` crate (imported as `ffi`); this crate
 //! forbids it.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod backend;
 pub mod cli;
 pub mod compare;
+pub mod engine;
 pub mod environment;
+pub mod error;
 pub mod inventory;
 pub mod measure;
 pub mod perf;
 pub mod report;
 pub mod serve;
 pub mod session;
+pub mod spec;
 pub mod transport;
 
 use std::io::{self, Write};
 
-use cli::{Cli, Command, DevicesArgs};
+use cli::{Cli, Command, DevicesArgs, TestArgs};
+use error::{Error, ErrorKind};
 
 /// Exit status for a run that failed for a reason the user can fix (bad input, no
 /// device, peer gone): 2, as perftest and ripgrep use.
 pub const EXIT_ERROR: u8 = 2;
 
+/// Exit status for a run whose thresholds or validation failed.
+pub const EXIT_VERDICT: u8 = 1;
+
 /// Runs a parsed command, writing its report to `out`. Returns the process exit status.
 ///
 /// # Errors
-/// A one-line, user-facing message; the caller prints it and exits [`EXIT_ERROR`].
-pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, String> {
+/// What stopped the command; [`Error::kind`]'s `exit_code` is the exit status.
+pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, Error> {
     match cli.command {
         Command::Devices(args) => devices(&args, out),
-        Command::Perf(test, args) => {
-            let cfg = perf::config::TestConfig::from_args(test, &args)?;
-            perf::run::run(&cfg, out)
-        }
-        Command::Tcp(measure, args) => {
-            let cfg = perf::config::TestConfig::from_tcp_args(measure, &args)?;
-            perf::run::run(&cfg, out)
-        }
+        Command::Perf(kind, args) => test(args.to_test(kind)?, out),
+        Command::Tcp(measure, args) => test(args.to_test(measure)?, out),
         Command::Serve(args) => serve::serve(&args, out),
         Command::Compare(args) => compare::compare(&args, out),
     }
 }
 
-fn devices(args: &DevicesArgs, out: &mut dyn Write) -> Result<u8, String> {
-    let backend = args.backend.unwrap_or_else(transport::Backend::native);
-    let inventory =
-        inventory::collect(args.device.as_deref(), backend).map_err(|e| e.to_string())?;
+/// One test on this side, from the command line.
+fn test(t: TestArgs, out: &mut dyn Write) -> Result<u8, Error> {
+    if let Some(path) = &t.output.json {
+        // Checked (and emptied) before the run: a result is never lost to a bad path,
+        // and an older file never survives to read as this run's.
+        std::fs::write(path, "")
+            .map_err(|e| Error::io(format!("--json {}: {e}", path.display())))?;
+    }
+    let side = match &t.host {
+        Some(host) => engine::Side::Client { host: host.clone() },
+        None => engine::Side::Server,
+    };
+    let outcome = engine::run(&t.spec, &side, &t.local, t.output.report_gbits, out);
+    perf::finish::finish(&t.spec, outcome, &t.output, out)
+}
+
+fn devices(args: &DevicesArgs, out: &mut dyn Write) -> Result<u8, Error> {
+    let backend = args.backend.map_or_else(transport::Backend::native, Into::into);
+    let inventory = inventory::collect(args.device.as_deref(), backend)
+        .map_err(|e| Error::new(ErrorKind::NoDevice, e.to_string()))?;
     let text = if args.json {
         report::to_json(&inventory)
     } else {
@@ -65,9 +88,11 @@ fn devices(args: &DevicesArgs, out: &mut dyn Write) -> Result<u8, String> {
 }
 
 /// Writes a report; a closed pipe (`| head`) is not an error.
-fn write_out(out: &mut dyn Write, text: &str) -> Result<(), String> {
+fn write_out(out: &mut dyn Write, text: &str) -> Result<(), Error> {
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(format!("writing output: {e}")),
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            Err(Error::io(format!("writing output: {e}")))
+        }
         _ => Ok(()),
     }
 }

@@ -6,15 +6,16 @@ fn main() -> ExitCode {
     let cli = match rdmabench::cli::parse(std::env::args_os()) {
         Ok(Some(cli)) => cli,
         Ok(None) => return ExitCode::SUCCESS,
-        Err(msg) => return fail(&msg),
+        Err(e) => return fail(&e),
     };
     match rdmabench::run(cli, &mut std::io::stdout().lock()) {
         Ok(code) => ExitCode::from(code),
-        Err(msg) => fail(&msg),
+        Err(e) => fail(&e),
     }
 }
 
-fn fail(msg: &str) -> ExitCode {
-    eprintln!("rdmabench: {msg}");
-    ExitCode::from(rdmabench::EXIT_ERROR)
+/// One line on stderr; the error's kind decides the status (1 verdict, 2 error).
+fn fail(e: &rdmabench::error::Error) -> ExitCode {
+    eprintln!("rdmabench: {e}");
+    ExitCode::from(e.kind.exit_code())
 }

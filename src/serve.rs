@@ -3,59 +3,57 @@
 //! its side, logs one line, and goes back to listening, whatever the client did.
 
 use std::io::{self, Write};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::cli::args::timeout;
 use crate::cli::ServeArgs;
-use crate::perf::config::{TestConfig, DEFAULT_PORT};
+use crate::engine::serve_client;
+use crate::error::{one_line, Error};
 use crate::perf::report::{bw_in_unit, RunReport};
-use crate::perf::run::{serve_session, ControlListener};
+use crate::session::connect::ControlListener;
+use crate::spec::{Local, DEFAULT_PORT};
 
 /// Serves tests until `--count` is reached (or for ever). Returns the exit status.
 ///
 /// # Errors
 /// Only a listener that cannot be opened; a failing client is logged and served no more.
-pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<u8, String> {
+pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<u8, Error> {
     let port = args.port.unwrap_or(DEFAULT_PORT);
-    if args.timeout == 0 {
-        return Err("--timeout 0: at least 1 second".into());
-    }
-    let timeout = Duration::from_secs(args.timeout);
+    let timeout = timeout(args.timeout)?;
+    let local = Local {
+        device: args.device.clone(),
+        ib_port: args.ib_port.unwrap_or(1),
+        gid_index: args.gid_index,
+        port,
+        bind: args.bind,
+        timeout,
+        connect_window: timeout,
+        pin: Vec::new(),
+    };
     let listener = ControlListener::bind(args.bind, port)?;
     let addr = listener.local_addr().map_or_else(|| format!("port {port}"), |a| a.to_string());
     log(out, &format!("serving on {addr}"));
     let mut served = 0u64;
     while args.count.is_none_or(|n| served < n) {
         // A client that connects and says nothing is dropped after the timeout.
-        let (ch, params) = match listener.accept_hello(None, timeout) {
+        let (ch, spec) = match listener.accept_hello(None, timeout) {
             Ok(Some(accepted)) => accepted,
             // A reachability check (compare's), not a test: neither logged nor counted.
             Ok(None) => continue,
-            Err(msg) => {
-                log(out, &format!("- refused: {msg}"));
+            Err(e) => {
+                log(out, &format!("- refused: {e} ({})", e.kind));
                 served += 1;
                 continue;
             }
         };
         served += 1;
         let peer = ch.peer_addr().map_or_else(|| "?".to_string(), |a| a.to_string());
-        let test = params.test.id();
-        let cfg = match TestConfig::for_served(&params, port, timeout) {
-            Ok(mut cfg) => {
-                cfg.device.clone_from(&args.device);
-                cfg.ib_port = args.ib_port.unwrap_or(1);
-                cfg.gid_index = args.gid_index;
-                cfg
-            }
-            Err(msg) => {
-                let mut ch = ch;
-                ch.send_error(&msg);
-                log(out, &format!("{peer} {test} refused: {msg}"));
-                continue;
-            }
-        };
-        let line = match serve_session(&cfg, ch, &mut io::sink()) {
-            Ok(report) => format!("{peer} {test} ok: {}", summary(&report)),
-            Err(msg) => format!("{peer} {test} FAILED: {msg}"),
+        let test = spec.id();
+        // The client's spec whole: both sides run with the same parameters.
+        let outcome = serve_client(&spec, ch, &local, &mut io::sink());
+        let line = match outcome.error {
+            None => format!("{peer} {test} ok: {}", summary(&outcome.report)),
+            Some(e) => format!("{peer} {test} FAILED: {e} ({})", e.kind),
         };
         log(out, &line);
     }
@@ -78,7 +76,7 @@ pub fn summary(report: &RunReport) -> String {
 }
 
 fn log(out: &mut dyn Write, line: &str) {
-    let _ = writeln!(out, "{} {line}", utc_now());
+    let _ = writeln!(out, "{} {}", utc_now(), one_line(line));
     let _ = out.flush();
 }
 

@@ -19,15 +19,15 @@ fn side(args: Vec<String>) -> (u8, String) {
     let code = match rdmabench::cli::parse(std::iter::once("rdmabench".to_string()).chain(args)) {
         Ok(Some(cli)) => match rdmabench::run(cli, &mut out) {
             Ok(code) => code,
-            Err(msg) => {
-                out.extend_from_slice(format!("rdmabench: {msg}\n").as_bytes());
-                rdmabench::EXIT_ERROR
+            Err(e) => {
+                out.extend_from_slice(format!("rdmabench: {e}\n").as_bytes());
+                e.kind.exit_code()
             }
         },
         Ok(None) => 0,
-        Err(msg) => {
-            out.extend_from_slice(format!("rdmabench: {msg}\n").as_bytes());
-            rdmabench::EXIT_ERROR
+        Err(e) => {
+            out.extend_from_slice(format!("rdmabench: {e}\n").as_bytes());
+            e.kind.exit_code()
         }
     };
     (code, String::from_utf8_lossy(&out).into_owned())
@@ -233,7 +233,7 @@ fn a_missing_peer_and_a_backend_mismatch_end_with_one_line() {
     );
     let (scode, sout) = server.join().unwrap();
     assert_eq!((code, scode), (2, 2), "{out}\n{sout}");
-    assert!(out.contains("backend: client \"nd\", server (default)"), "{out}");
+    assert!(out.contains("backend: client \"nd\", server \"verbs\""), "{out}");
     assert!(sout.contains("parameter mismatch: backend"), "{sout}");
 }
 

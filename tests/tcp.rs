@@ -176,7 +176,7 @@ fn pinned_streams_and_socket_buffers_are_reported() {
 /// One frame of the control protocol, as a foreign client would write it.
 fn frame(json: &str) -> Vec<u8> {
     let mut f = b"RDMB".to_vec();
-    f.extend_from_slice(&1u16.to_be_bytes());
+    f.extend_from_slice(&2u16.to_be_bytes());
     f.extend_from_slice(&[0, 0]);
     f.extend_from_slice(&(json.len() as u32).to_be_bytes());
     f.extend_from_slice(json.as_bytes());
@@ -215,7 +215,7 @@ fn serve_outlives_garbage_disconnects_and_unknown_tests() {
     // 3: a test this version does not know.
     let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
     s.write_all(&frame(
-        r#"{"type":"hello","tool":"x","params":{"test":{"verb":"teleport","measure":"bw"}}}"#,
+        r#"{"type":"hello","tool":"x","spec":{"kind":{"verb":"teleport","measure":"bw"}}}"#,
     ))
     .unwrap();
     let mut answer = Vec::new();
@@ -239,7 +239,7 @@ fn serve_outlives_garbage_disconnects_and_unknown_tests() {
     let _ = long.wait();
     // 5: a hello, then silence and a close before the data streams.
     let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
-    s.write_all(&frame(r#"{"type":"hello","tool":"x","params":{"test":{"verb":"tcp","measure":"bw"},"sizes":[65536],"run":{"iterations":100},"service":"Rc","qps":1,"bidirectional":false,"rdma_cm":false,"atomic_type":"fetch_and_add","validate":false,"tcp":{"streams":1,"window":null,"nodelay":false}}}"#)).unwrap();
+    s.write_all(&frame(r#"{"type":"hello","tool":"x","spec":{"kind":{"verb":"send","measure":"bw"},"sizes":[65536],"run":{"iterations":100},"validate":false,"link":{"transport":"tcp","streams":1,"window":null,"nodelay":false}}}"#)).unwrap();
     drop(s);
     // 6 and 7: good clients after all that.
     let lat = client(&["tcp-lat", "-n", "100"]);

@@ -13,8 +13,7 @@ use serde::Serialize;
 
 use crate::transport::Backend;
 
-/// Version of the JSON documents rdmabench writes; bumped on incompatible changes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub use crate::report::SCHEMA_VERSION;
 
 /// Everything `devices` reports.
 #[derive(Clone, Debug, Serialize)]

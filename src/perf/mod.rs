@@ -1,7 +1,7 @@
-//! The perftest-style tests: `write-bw read-bw send-bw atomic-bw write-lat read-lat
-//! send-lat atomic-lat`, written once against the backend-neutral transport.
+//! The perftest-style loops and what they report: [`loops`] (written once against
+//! the transport's `Connection`), [`report`] (the model, perftest's layout, the
+//! verdict) and [`finish`] (table, JSON, exit status).
 
-pub mod config;
+pub mod finish;
 pub mod loops;
 pub mod report;
-pub mod run;

@@ -5,9 +5,11 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{Measure, RunLength, TestConfig, TestKind};
+use crate::environment::Environment;
+use crate::error::Error;
 use crate::measure::cpu::{CpuCost, CpuSides};
 use crate::measure::{BwStats, LatStats, MIB};
+use crate::spec::{Measure, Output, RunLength, TestKind, TestSpec, Verb};
 
 /// perftest's separator line (87 dashes).
 pub const RESULT_LINE: &str =
@@ -63,20 +65,57 @@ pub struct RunReport {
     pub role: &'static str,
     /// `rdmabench 0.1.0`.
     pub tool: String,
-    /// What actually ran.
-    pub params: EffectiveParams,
+    /// This side's host and device (or interface), and the peer's under `peer`.
+    pub environment: Option<EnvironmentReport>,
+    /// What actually ran on this side (null if the run stopped before set-up).
+    pub params: Option<EffectiveParams>,
+    /// What ran on the peer's side.
+    pub peer_params: Option<EffectiveParams>,
     /// This side's QP address lines.
     pub local: Vec<String>,
     /// The peer's.
     pub remote: Vec<String>,
-    /// One entry per size, in order.
+    /// One entry per size that completed, in order.
     pub results: Vec<SizeResult>,
     /// Thresholds and validation.
     pub verdict: Verdict,
+    /// Why the run stopped early (or failed its verdict): kind and message.
+    pub error: Option<Error>,
+}
+
+impl RunReport {
+    /// An empty report of `test` on `role`'s side.
+    pub fn new(test: &'static str, role: &'static str, tool: String) -> Self {
+        RunReport {
+            schema_version: crate::report::SCHEMA_VERSION,
+            kind: "perf",
+            test,
+            role,
+            tool,
+            environment: None,
+            params: None,
+            peer_params: None,
+            local: Vec::new(),
+            remote: Vec::new(),
+            results: Vec::new(),
+            verdict: Verdict { pass: true, failures: Vec::new() },
+            error: None,
+        }
+    }
+}
+
+/// `environment` in a result: this side's, with the peer's under `peer`.
+#[derive(Clone, Debug, Serialize)]
+pub struct EnvironmentReport {
+    /// This side.
+    #[serde(flatten)]
+    pub local: Environment,
+    /// The peer (null until the two sides described themselves).
+    pub peer: Option<Environment>,
 }
 
 /// The parameters in effect after every default and adjustment.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EffectiveParams {
     /// Device.
     pub device: String,
@@ -117,18 +156,18 @@ pub struct EffectiveParams {
     /// Atomic operation (atomic tests).
     pub atomic_type: Option<String>,
     /// `MiB/s` or `Gb/s`.
-    pub bw_unit: &'static str,
+    pub bw_unit: String,
     /// `one-way (half round trip)` or `round trip`.
-    pub latency_is: &'static str,
+    pub latency_is: String,
     /// Pattern checking.
     pub validate: bool,
     /// TCP tests: streams, the socket buffer granted (null: autotuning), TCP_NODELAY.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpEffective>,
 }
 
 /// A TCP test's socket set-up as it ran.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TcpEffective {
     /// Parallel streams.
     pub streams: u32,
@@ -158,13 +197,13 @@ pub fn bw_in_unit(bytes_per_sec: f64, gbits: bool) -> f64 {
     }
 }
 
-/// Checks `results` against the thresholds of `cfg`.
-pub fn verdict(cfg: &TestConfig, results: &[SizeResult]) -> Verdict {
-    let unit = if cfg.report_gbits { "Gb/sec" } else { "MiB/sec" };
+/// Checks `results` against the thresholds of `output`.
+pub fn verdict(output: &Output, results: &[SizeResult]) -> Verdict {
+    let unit = if output.report_gbits { "Gb/sec" } else { "MiB/sec" };
     let mut failures = Vec::new();
     for r in results {
-        if let (Some(min), Some(bw)) = (cfg.min_bw, &r.bw) {
-            let avg = bw_in_unit(bw.avg_bytes_per_sec, cfg.report_gbits);
+        if let (Some(min), Some(bw)) = (output.min_bw, &r.bw) {
+            let avg = bw_in_unit(bw.avg_bytes_per_sec, output.report_gbits);
             if avg < min {
                 failures.push(format!(
                     "{} B: BW average {avg:.2} {unit} is below --min-bw {min}",
@@ -172,7 +211,7 @@ pub fn verdict(cfg: &TestConfig, results: &[SizeResult]) -> Verdict {
                 ));
             }
         }
-        if let (Some(max), Some(lat)) = (cfg.max_lat, &r.lat) {
+        if let (Some(max), Some(lat)) = (output.max_lat, &r.lat) {
             if lat.t_typical_us > max {
                 failures.push(format!(
                     "{} B: t_typical {:.2} usec is above --max-lat {max}",
@@ -195,14 +234,33 @@ pub fn verdict(cfg: &TestConfig, results: &[SizeResult]) -> Verdict {
     Verdict { pass: failures.is_empty(), failures }
 }
 
-/// perftest's header block.
-pub fn header(test: TestKind, p: &EffectiveParams, role: &str) -> String {
-    if let Some(t) = &p.tcp {
-        return tcp_header(test, p, t);
+/// perftest's header block, with a line per side saying what it ran on.
+pub fn header(
+    spec: &TestSpec,
+    p: &EffectiveParams,
+    role: &str,
+    env: Option<&EnvironmentReport>,
+) -> String {
+    let mut o = match &p.tcp {
+        Some(t) => tcp_header(spec, p, t),
+        None => rdma_header(spec, p, role),
+    };
+    if let Some(env) = env {
+        let _ = writeln!(o, " local host      : {}", env.local.summary());
+        if let Some(peer) = &env.peer {
+            let _ = writeln!(o, " remote host     : {}", peer.summary());
+        }
     }
+    let _ = writeln!(o, "{RESULT_LINE}");
+    o
+}
+
+fn rdma_header(spec: &TestSpec, p: &EffectiveParams, role: &str) -> String {
+    let test = spec.kind;
+    let title = spec.title();
     let mut o = String::new();
     let _ = writeln!(o, "{RESULT_LINE}");
-    let _ = writeln!(o, "{:>width$}", test.title(), width = 20 + test.title().len());
+    let _ = writeln!(o, "{:>width$}", title, width = 20 + title.len());
     let _ = writeln!(o, " Dual-port       : OFF\t\tDevice         : {}", p.device);
     let nd = p.link_layer == "NetworkDirect";
     let transport = if nd { "NetworkDirect" } else { "IB" };
@@ -211,7 +269,7 @@ pub fn header(test: TestKind, p: &EffectiveParams, role: &str) -> String {
     if test.measure == Measure::Lat || role == "client" || p.bidirectional {
         let _ = writeln!(o, " TX depth        : {}", p.tx_depth);
     }
-    if test.verb == super::config::Verb::Send {
+    if test.verb == Verb::Send {
         let _ = writeln!(o, " RX depth        : {}", p.rx_depth);
     }
     if test.measure == Measure::Bw {
@@ -233,7 +291,7 @@ pub fn header(test: TestKind, p: &EffectiveParams, role: &str) -> String {
         let _ = writeln!(o, " GID index       : {g}");
     }
     match test.verb {
-        super::config::Verb::Read | super::config::Verb::Atomic => {
+        Verb::Read | Verb::Atomic => {
             let _ = writeln!(o, " Outstand reads  : {}", p.outs);
         }
         _ => {
@@ -262,14 +320,15 @@ fn header_end(o: &mut String, test: TestKind, p: &EffectiveParams) {
             secs - 2 * margin
         );
     }
-    let _ = writeln!(o, "{RESULT_LINE}");
 }
 
 /// The same block for a TCP test, with the socket set-up in place of the QP's.
-fn tcp_header(test: TestKind, p: &EffectiveParams, t: &TcpEffective) -> String {
+fn tcp_header(spec: &TestSpec, p: &EffectiveParams, t: &TcpEffective) -> String {
+    let test = spec.kind;
+    let title = spec.title();
     let mut o = String::new();
     let _ = writeln!(o, "{RESULT_LINE}");
-    let _ = writeln!(o, "{:>width$}", test.title(), width = 20 + test.title().len());
+    let _ = writeln!(o, "{:>width$}", title, width = 20 + title.len());
     let _ = writeln!(o, " Number of streams: {}\t\tTransport type : TCP", t.streams);
     let _ = writeln!(
         o,
@@ -428,7 +487,6 @@ pub fn cpu_line(side: &str, c: &CpuCost) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::config::{PerfArgs, ReportArgs, Verb};
 
     fn bw_result(avg: f64) -> SizeResult {
         SizeResult {
@@ -507,10 +565,7 @@ mod tests {
 
     #[test]
     fn thresholds_fail_with_a_reason() {
-        let test = TestKind { verb: Verb::Write, measure: Measure::Bw };
-        let report = ReportArgs { min_bw: Some(150.0), ..Default::default() };
-        let args = PerfArgs { report, ..Default::default() };
-        let cfg = TestConfig::from_args(test, &args).unwrap();
+        let cfg = Output { min_bw: Some(150.0), ..Default::default() };
         let v = verdict(&cfg, &[bw_result(100.0 * MIB)]);
         assert!(!v.pass);
         assert_eq!(v.failures, ["65536 B: BW average 100.00 MiB/sec is below --min-bw 150"]);

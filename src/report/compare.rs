@@ -6,9 +6,10 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::svg::{self, escape, size_label, Chart, Line, Scale};
+use crate::error::Error;
 use crate::measure::MIB;
-use crate::perf::config::{Measure, TestKind, Verb};
 use crate::perf::report::SizeResult;
+use crate::spec::{Measure, TestKind};
 
 /// One series of the comparison: a test over one transport.
 #[derive(Clone, Debug)]
@@ -17,8 +18,10 @@ pub struct Series {
     pub id: String,
     /// `RDMA write`, `TCP 4 streams`, …
     pub label: String,
-    /// The test run for it.
+    /// The test run for it (TCP series: `send` over TCP).
     pub kind: TestKind,
+    /// Over TCP streams rather than RDMA queue pairs.
+    pub tcp: bool,
     /// Connections (TCP streams; 1 for RDMA).
     pub streams: u32,
 }
@@ -26,10 +29,19 @@ pub struct Series {
 impl Series {
     /// `rdma` or `tcp`.
     pub fn transport(&self) -> &'static str {
-        if self.kind.verb == Verb::Tcp {
+        if self.tcp {
             "tcp"
         } else {
             "rdma"
+        }
+    }
+
+    /// The test's id: `write_bw`, …, `tcp_bw`, `tcp_lat`.
+    pub fn test_id(&self) -> &'static str {
+        match (self.tcp, self.kind.measure) {
+            (true, Measure::Bw) => "tcp_bw",
+            (true, Measure::Lat) => "tcp_lat",
+            (false, _) => self.kind.id(),
         }
     }
 }
@@ -42,7 +54,7 @@ impl Serialize for Series {
         st.serialize_field("id", &self.id)?;
         st.serialize_field("label", &self.label)?;
         st.serialize_field("transport", self.transport())?;
-        st.serialize_field("test", self.kind.id())?;
+        st.serialize_field("test", self.test_id())?;
         st.serialize_field("measure", &self.kind.measure)?;
         st.serialize_field("streams", &self.streams)?;
         st.end()
@@ -58,8 +70,15 @@ pub struct Row {
     pub size: u64,
     /// What the test reported (the same object as `results[]` of a perf run).
     pub result: Option<SizeResult>,
-    /// Why there is no result.
-    pub error: Option<String>,
+    /// Why there is no result: kind and message.
+    pub error: Option<Error>,
+}
+
+impl Row {
+    /// The error's message, or nothing.
+    pub fn error_message(&self) -> &str {
+        self.error.as_ref().map_or("", |e| e.message.as_str())
+    }
 }
 
 /// results.json.
@@ -75,6 +94,8 @@ pub struct CompareReport {
     pub server: String,
     /// When the sweep started, UTC.
     pub started: String,
+    /// This host and the server's, from the first point that reached it.
+    pub environment: Option<crate::perf::report::EnvironmentReport>,
     /// Sizes swept.
     pub sizes: Vec<u64>,
     /// The series, in table order.
@@ -181,8 +202,7 @@ pub fn table(report: &CompareReport) -> String {
     if failed > 0 {
         let _ = writeln!(o, " {failed} of {} points failed:", report.rows.len());
         for r in report.rows.iter().filter(|r| r.error.is_some()) {
-            let _ =
-                writeln!(o, "   {} {} B: {}", r.series, r.size, r.error.as_deref().unwrap_or(""));
+            let _ = writeln!(o, "   {} {} B: {}", r.series, r.size, r.error_message());
         }
     }
     o
@@ -203,13 +223,13 @@ pub fn csv(report: &CompareReport) -> String {
         let lat = res.and_then(|x| x.lat.as_ref());
         let client = res.and_then(|x| x.cpu.client);
         let server = res.and_then(|x| x.cpu.server);
-        let error = r.error.as_deref().unwrap_or("").replace('"', "'");
+        let error = r.error_message().replace('"', "'");
         let _ = writeln!(
             o,
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
             s.id,
             s.transport(),
-            s.kind.id(),
+            s.test_id(),
             s.streams,
             r.size,
             res.map_or(String::new(), |x| x.iterations.to_string()),
@@ -330,7 +350,7 @@ pub fn html(report: &CompareReport, charts: &[(&str, String)]) -> String {
                         let _ = write!(
                             o,
                             "<td class=\"fail\" title=\"{}\">FAIL</td>",
-                            escape(r.error.as_deref().unwrap_or(""))
+                            escape(r.error_message())
                         );
                     }
                     _ => {
@@ -351,12 +371,14 @@ mod tests {
     use super::*;
     use crate::measure::cpu::{CpuCost, CpuSides};
     use crate::measure::{BwStats, LatStats};
+    use crate::spec::Verb;
 
     fn series(id: &str, m: Measure) -> Series {
         Series {
             id: id.into(),
             label: id.to_uppercase(),
             kind: TestKind { verb: Verb::Write, measure: m },
+            tcp: false,
             streams: 1,
         }
     }
@@ -380,7 +402,7 @@ mod tests {
             series: s.into(),
             size,
             result,
-            error: error.map(String::from),
+            error: error.map(|e| Error::new(crate::error::ErrorKind::Refused, e)),
         };
         CompareReport {
             schema_version: 1,
@@ -388,6 +410,7 @@ mod tests {
             tool: "rdmabench test".into(),
             server: "127.0.0.1".into(),
             started: "2026-11-30T00:00:00Z".into(),
+            environment: None,
             sizes: vec![2, 65536],
             series: vec![
                 series("a_bw", Measure::Bw),

@@ -1,3 +1,5 @@
-//! The control channel between the two sides of a test.
+//! The control channel between the two sides of a test: the frames and messages
+//! ([`protocol`]), and opening it ([`connect`]).
 
+pub mod connect;
 pub mod protocol;

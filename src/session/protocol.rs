@@ -7,13 +7,16 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::perf::config::SharedParams;
+use crate::error::{Error, ErrorKind};
 use crate::perf::report::SizeResult;
+use crate::spec::TestSpec;
 
 /// Four bytes that open every frame.
 pub const MAGIC: [u8; 4] = *b"RDMB";
 /// Protocol version; a peer speaking another is refused with both numbers named.
-pub const VERSION: u16 = 1;
+/// 2: the hello carries the whole spec; errors carry their kind; each side describes
+/// its environment after set-up.
+pub const VERSION: u16 = 2;
 /// Largest payload accepted, bytes.
 pub const MAX_FRAME: u32 = 1 << 20;
 
@@ -26,8 +29,8 @@ pub enum Message {
     Hello {
         /// `rdmabench 0.1.0`.
         tool: String,
-        /// The parameters both sides must share.
-        params: SharedParams,
+        /// The test, whole: a server that serves any test runs exactly this.
+        spec: TestSpec,
     },
     /// Server → client: parameters agreed.
     Accept {
@@ -40,6 +43,13 @@ pub enum Message {
         mtu: u32,
         /// One backend endpoint record per QP.
         qps: Vec<serde_json::Value>,
+    },
+    /// Each way, after set-up: what this side runs on and with.
+    Describe {
+        /// Host, device or interface ([`crate::environment::Environment`]).
+        environment: crate::environment::Environment,
+        /// The parameters in effect on this side.
+        params: crate::perf::report::EffectiveParams,
     },
     /// Each way, before each size: a barrier.
     Ready {
@@ -57,6 +67,9 @@ pub enum Message {
     Error {
         /// One line.
         message: String,
+        /// Why, in a word (absent from peers that do not say).
+        #[serde(default)]
+        kind: Option<ErrorKind>,
     },
     /// Each way: the run is over.
     Done,
@@ -69,6 +82,7 @@ impl Message {
             Message::Hello { .. } => "hello",
             Message::Accept { .. } => "accept",
             Message::Endpoints { .. } => "endpoints",
+            Message::Describe { .. } => "describe",
             Message::Ready { .. } => "ready",
             Message::Heartbeat => "heartbeat",
             Message::Result { .. } => "result",
@@ -98,7 +112,7 @@ pub enum ProtocolError {
     /// Not our protocol, another version, or a malformed message.
     Invalid(String),
     /// The peer sent an error message.
-    Peer(String),
+    Peer(Error),
     /// A socket error.
     Io(io::Error),
 }
@@ -118,13 +132,31 @@ impl std::fmt::Display for ProtocolError {
             }
             ProtocolError::Gone => f.write_str("the peer closed the control connection"),
             ProtocolError::Invalid(why) => write!(f, "control channel: {why}"),
-            ProtocolError::Peer(msg) => write!(f, "the peer stopped: {msg}"),
+            ProtocolError::Peer(e) => write!(f, "the peer stopped: {e}"),
             ProtocolError::Io(e) => write!(f, "control channel: {e}"),
         }
     }
 }
 
 impl std::error::Error for ProtocolError {}
+
+impl From<ProtocolError> for Error {
+    fn from(e: ProtocolError) -> Self {
+        let kind = match &e {
+            ProtocolError::Timeout { .. } => ErrorKind::PeerSilent,
+            ProtocolError::Closed { .. } | ProtocolError::Gone => ErrorKind::PeerClosed,
+            ProtocolError::Invalid(_) => ErrorKind::Refused,
+            // The peer's own reason: its kind, when it says one.
+            ProtocolError::Peer(peer) => peer.kind,
+            ProtocolError::Io(_) => ErrorKind::Io,
+        };
+        let status = match &e {
+            ProtocolError::Peer(peer) => peer.status.clone(),
+            _ => None,
+        };
+        Error { status, ..Error::new(kind, e.to_string()) }
+    }
+}
 
 /// One end of the control channel.
 pub struct Channel {
@@ -177,7 +209,10 @@ impl Channel {
         loop {
             match self.recv_any(waiting_for)? {
                 Message::Heartbeat => continue,
-                Message::Error { message } => return Err(ProtocolError::Peer(message)),
+                Message::Error { message, kind } => {
+                    let kind = kind.unwrap_or(ErrorKind::Refused);
+                    return Err(ProtocolError::Peer(Error::new(kind, message)));
+                }
                 other => return Ok(other),
             }
         }
@@ -240,9 +275,30 @@ impl Channel {
         r.is_ok()
     }
 
-    /// Tells the peer why we stop; errors are ignored (it may be gone already).
-    pub fn send_error(&mut self, message: &str) {
-        let _ = self.send(&Message::Error { message: message.to_string() });
+    /// Whether the peer has closed the connection (or reset it). Never blocks.
+    pub fn peer_closed(&self) -> bool {
+        if self.stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let mut b = [0u8; 1];
+        let r = self.stream.peek(&mut b);
+        let _ = self.stream.set_nonblocking(false);
+        match r {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => matches!(
+                e.kind(),
+                io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::BrokenPipe
+            ),
+        }
+    }
+
+    /// Tells the peer why we stop; errors are ignored (it may be gone already). An
+    /// error that is the peer's own (it closed, it went silent) is not echoed back.
+    pub fn send_error(&mut self, e: &Error) {
+        let _ = self.send(&Message::Error { message: e.message.clone(), kind: Some(e.kind) });
     }
 }
 
@@ -286,48 +342,34 @@ pub fn decode_header(h: &[u8; HEADER_LEN]) -> Result<u32, ProtocolError> {
     Ok(len)
 }
 
-/// Names every parameter that differs: `size: client [65536], server [4096]`.
-pub fn mismatches(client: &SharedParams, server: &SharedParams) -> Vec<String> {
-    let a = serde_json::to_value(client).unwrap_or_default();
-    let b = serde_json::to_value(server).unwrap_or_default();
-    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return vec!["parameters".into()];
-    };
-    // Keys of both sides: a field one side leaves out (its default) still counts.
+/// Names every parameter the two sides must agree on that differs:
+/// `sizes: client [65536], server [4096]`.
+pub fn mismatches(client: &TestSpec, server: &TestSpec) -> Vec<String> {
+    let (a, b) = (client.agreement(), server.agreement());
+    // Keys of both sides: a key only one side has (RDMA vs TCP) still differs.
     let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
     keys.sort();
     keys.dedup();
     let shown = |m: &serde_json::Map<String, serde_json::Value>, k: &String| match m.get(k) {
         Some(v) => v.to_string(),
-        None => "(default)".into(),
+        None => "(none)".into(),
     };
     keys.into_iter()
         .filter(|k| a.get(*k) != b.get(*k))
-        .map(|k| format!("{k}: client {}, server {}", shown(a, k), shown(b, k)))
+        .map(|k| format!("{k}: client {}, server {}", shown(&a, k), shown(&b, k)))
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::config::{AtomicType, Measure, RunLength, TestKind, Verb};
-    use crate::transport::Service;
+    use crate::spec::rules::{self, RdmaRequest};
+    use crate::spec::{Measure, TestKind, Verb};
     use std::net::{TcpListener, TcpStream};
 
-    fn params() -> SharedParams {
-        SharedParams {
-            test: TestKind { verb: Verb::Write, measure: Measure::Bw },
-            sizes: vec![65536],
-            run: RunLength::Iterations(5000),
-            service: Service::Rc,
-            qps: 1,
-            bidirectional: false,
-            rdma_cm: false,
-            atomic_type: AtomicType::FetchAndAdd,
-            validate: false,
-            tcp: None,
-            backend: crate::transport::Backend::Verbs,
-        }
+    fn params() -> TestSpec {
+        let write_bw = TestKind { verb: Verb::Write, measure: Measure::Bw };
+        rules::rdma(write_bw, &RdmaRequest::default()).unwrap()
     }
 
     fn pair(timeout: Duration) -> (Channel, Channel) {
@@ -340,15 +382,20 @@ mod tests {
     #[test]
     fn messages_round_trip_and_heartbeats_are_skipped() {
         let (mut a, mut b) = pair(Duration::from_secs(5));
-        let hello = Message::Hello { tool: "rdmabench test".into(), params: params() };
+        let hello = Message::Hello { tool: "rdmabench test".into(), spec: params() };
         a.send(&Message::Heartbeat).unwrap();
         a.send(&hello).unwrap();
         a.send(&Message::Ready { size: 8 }).unwrap();
         assert_eq!(b.recv("hello").unwrap(), hello);
         assert_eq!(b.recv("ready").unwrap(), Message::Ready { size: 8 });
-        a.send(&Message::Error { message: "parameter mismatch: x".into() }).unwrap();
+        a.send(&Message::Error {
+            message: "parameter mismatch: x".into(),
+            kind: Some(ErrorKind::Mismatch),
+        })
+        .unwrap();
         let err = b.recv("endpoints").unwrap_err();
         assert_eq!(err.to_string(), "the peer stopped: parameter mismatch: x");
+        assert_eq!(Error::from(err).kind, ErrorKind::Mismatch, "the peer's kind travels");
     }
 
     #[test]
@@ -372,7 +419,7 @@ mod tests {
         h[4..6].copy_from_slice(&7u16.to_be_bytes());
         assert_eq!(
             decode_header(&h).unwrap_err().to_string(),
-            "control channel: protocol version mismatch: this side speaks 1, the peer 7"
+            "control channel: protocol version mismatch: this side speaks 2, the peer 7"
         );
         h[4..6].copy_from_slice(&VERSION.to_be_bytes());
         h[8..12].copy_from_slice(&(MAX_FRAME + 1).to_be_bytes());
@@ -391,13 +438,16 @@ mod tests {
         let mut b = params();
         assert!(mismatches(&a, &b).is_empty());
         b.sizes = vec![4096];
-        b.qps = 2;
+        if let crate::spec::Link::Rdma(r) = &mut b.link {
+            r.qps = 2;
+            r.tx_depth = 64; // each side's own, as perftest's -t
+        }
         let m = mismatches(&a, &b);
         assert_eq!(m, ["qps: client 1, server 2", "sizes: client [65536], server [4096]"]);
-        // A field one side leaves out (verbs, the default) still differs from a value.
         let mut nd = params();
-        nd.backend = crate::transport::Backend::Nd;
-        assert_eq!(mismatches(&nd, &a), ["backend: client \"nd\", server (default)"]);
-        assert_eq!(mismatches(&a, &nd), ["backend: client (default), server \"nd\""]);
+        if let crate::spec::Link::Rdma(r) = &mut nd.link {
+            r.backend = crate::transport::Backend::Nd;
+        }
+        assert_eq!(mismatches(&nd, &a), ["backend: client \"nd\", server \"verbs\""]);
     }
 }

@@ -235,9 +235,7 @@ impl Default for ConnectionConfig {
 }
 
 /// The RDMA interface a test runs over.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// Linux ibverbs.
@@ -282,6 +280,17 @@ pub enum Service {
     Ud,
 }
 
+impl Service {
+    /// `RC`, `UC`, `UD`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Rc => "RC",
+            Service::Uc => "UC",
+            Service::Ud => "UD",
+        }
+    }
+}
+
 /// An opened adapter that makes connections.
 pub trait Transport {
     /// A connection after [`prepare`](Self::prepare), before the peer is known.
@@ -317,6 +326,13 @@ pub trait Transport {
 
 /// A connected endpoint: what test loops drive.
 pub trait Connection {
+    /// Whether [`poll`](Self::poll) blocks until a posted receive is complete (up to the
+    /// connection's timeout) instead of returning 0 at once: a TCP stream reads as a
+    /// receiver does. A loop over such a connection cannot look at anything else
+    /// between messages, so each one runs in a thread of its own and ends by its
+    /// sender's end of stream.
+    const BLOCKING_POLL: bool = false;
+
     /// What it can do.
     fn capabilities(&self) -> &Capabilities;
 
@@ -367,7 +383,8 @@ pub trait Connection {
     /// A range outside the buffer, a full receive queue.
     fn post_recv(&mut self, wr_id: u64, offset: usize, len: u32) -> Result<(), TransportError>;
 
-    /// Moves finished work into `out`; returns how many. Allocates nothing.
+    /// Moves finished work into `out`; returns how many. Allocates nothing. Returns
+    /// at once, unless [`BLOCKING_POLL`](Self::BLOCKING_POLL).
     ///
     /// # Errors
     /// The completion queue failing (overrun).
@@ -398,8 +415,14 @@ pub trait Connection {
 /// Why a transport call failed.
 #[derive(Debug)]
 pub enum TransportError {
+    /// No such device or adapter (or no provider at all).
+    NoDevice(String),
     /// The backend cannot do this.
     Unsupported(String),
+    /// The peer closed a data connection.
+    PeerClosed(String),
+    /// Nothing moved on a data connection for the timeout.
+    PeerSilent(String),
     /// A local or remote range does not fit its buffer.
     Range(ffi::types::RangeError),
     /// The verbs layer failed.
@@ -414,7 +437,11 @@ pub enum TransportError {
 impl fmt::Display for TransportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TransportError::Unsupported(why) | TransportError::Broken(why) => f.write_str(why),
+            TransportError::NoDevice(why)
+            | TransportError::Unsupported(why)
+            | TransportError::PeerClosed(why)
+            | TransportError::PeerSilent(why)
+            | TransportError::Broken(why) => f.write_str(why),
             TransportError::Range(e) => write!(f, "{e}"),
             #[cfg(target_os = "linux")]
             TransportError::Verbs(e) => write!(f, "{e}"),
@@ -424,6 +451,24 @@ impl fmt::Display for TransportError {
 }
 
 impl std::error::Error for TransportError {}
+
+impl From<TransportError> for crate::error::Error {
+    fn from(e: TransportError) -> Self {
+        use crate::error::ErrorKind;
+        let kind = match &e {
+            TransportError::NoDevice(_) => ErrorKind::NoDevice,
+            TransportError::Unsupported(_) => ErrorKind::Refused,
+            TransportError::PeerClosed(_) => ErrorKind::PeerClosed,
+            TransportError::PeerSilent(_) => ErrorKind::PeerSilent,
+            TransportError::Range(_) | TransportError::Nd(_) | TransportError::Broken(_) => {
+                ErrorKind::Device
+            }
+            #[cfg(target_os = "linux")]
+            TransportError::Verbs(_) => ErrorKind::Device,
+        };
+        crate::error::Error::new(kind, e.to_string())
+    }
+}
 
 impl From<ffi::types::RangeError> for TransportError {
     fn from(e: ffi::types::RangeError) -> Self {

@@ -91,15 +91,18 @@ impl NdTransport {
     /// from); the server (`NdRole::Accept`) starts listening on it at once.
     ///
     /// # Errors
-    /// No provider or no adapter with that address (one line naming what is
-    /// missing), or the adapter refusing to listen.
+    /// No provider or no adapter with that address (`NoDevice`, one line naming what
+    /// is missing), or the adapter refusing to listen.
     pub fn open(
         local: IpAddr,
         role: NdRole,
         timeout: Duration,
         read_limit: Option<u32>,
-    ) -> Result<Self, String> {
-        let adapter = nd::open_adapter(local).map_err(|e| e.to_string())?;
+    ) -> Result<Self, TransportError> {
+        let adapter = nd::open_adapter(local).map_err(|e| match e {
+            nd::OpenError::Nd(e) => TransportError::Nd(e),
+            other => TransportError::NoDevice(other.to_string()),
+        })?;
         let info = *adapter.info();
         let caps = Capabilities {
             backend: "NetworkDirect",
@@ -116,9 +119,7 @@ impl NdTransport {
         let most = info.MaxOutboundReadLimit.min(info.MaxInboundReadLimit).max(1);
         let read_limit = read_limit.unwrap_or(16).min(most);
         let listener = match role {
-            NdRole::Accept => Some(RefCell::new(
-                adapter.listen(SocketAddr::new(local, 0), 64).map_err(|e| e.to_string())?,
-            )),
+            NdRole::Accept => Some(RefCell::new(adapter.listen(SocketAddr::new(local, 0), 64)?)),
             NdRole::Connect => None,
         };
         Ok(NdTransport {

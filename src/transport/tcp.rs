@@ -65,20 +65,18 @@ fn capabilities() -> Capabilities {
 }
 
 fn broken(what: &str, e: &io::Error, timeout: Duration) -> TransportError {
-    TransportError::Broken(match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-            format!(
-                "TCP {what}: nothing moved for {} s: is the peer still there?",
-                timeout.as_secs()
-            )
-        }
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => TransportError::PeerSilent(format!(
+            "TCP {what}: nothing moved for {} s: is the peer still there?",
+            timeout.as_secs()
+        )),
         io::ErrorKind::BrokenPipe
         | io::ErrorKind::ConnectionReset
-        | io::ErrorKind::UnexpectedEof => {
-            format!("TCP {what}: the peer closed the data connection ({e})")
-        }
-        _ => format!("TCP {what}: {e}"),
-    })
+        | io::ErrorKind::UnexpectedEof => TransportError::PeerClosed(format!(
+            "TCP {what}: the peer closed the data connection ({e})"
+        )),
+        _ => TransportError::Broken(format!("TCP {what}: {e}")),
+    }
 }
 
 /// A posted receive.
@@ -182,6 +180,8 @@ fn granted_window<T>(_: &T) -> Option<u32> {
 }
 
 impl Connection for TcpConnection {
+    const BLOCKING_POLL: bool = true;
+
     fn capabilities(&self) -> &Capabilities {
         &self.caps
     }
@@ -270,7 +270,7 @@ impl Connection for TcpConnection {
                     return Ok(1);
                 }
                 Ok(0) => {
-                    return Err(TransportError::Broken(format!(
+                    return Err(TransportError::PeerClosed(format!(
                         "TCP receive: the peer closed the data connection {} bytes into a {}-byte message",
                         self.filled, head.len
                     )))

@@ -79,18 +79,19 @@ impl VerbsTransport {
     /// # Errors
     /// No such device (the message lists the ones there are), or a query failing.
     pub fn open(opts: &VerbsOptions) -> Result<Self, TransportError> {
-        let list = DeviceList::new()?;
+        // No device list at all: a kernel or library without RDMA.
+        let list = DeviceList::new().map_err(|e| TransportError::NoDevice(e.to_string()))?;
         let device = match &opts.device {
             Some(name) => list.find(name).ok_or_else(|| {
                 let have: Vec<String> = list.iter().map(|d| d.name()).collect();
-                TransportError::Unsupported(format!(
+                TransportError::NoDevice(format!(
                     "no RDMA device named '{name}' (found: {})",
                     have.join(", ")
                 ))
             })?,
             None => list
                 .get(0)
-                .ok_or_else(|| TransportError::Unsupported("no RDMA device found".into()))?,
+                .ok_or_else(|| TransportError::NoDevice("no RDMA device found".into()))?,
         };
         let context = device.open()?;
         let dev = context.query_device()?;

@@ -1,9 +1,14 @@
 //! The command line (clap derive), as close to the flags as possible. Each subcommand
-//! has its own argument group; `run` turns them into plain configs once.
+//! has its own argument group; [`args`] turns a test's flags into a spec once.
+
+pub mod args;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::perf::config::{parse_size, Measure, PerfArgs, TcpArgs, TestKind, Verb};
+pub use args::{BackendArg, PerfArgs, ReportArgs, TcpArgs, TestArgs};
+
+use crate::error::Error;
+use crate::spec::{parse_size, Measure, TestKind, Verb};
 
 /// RDMA and TCP bandwidth/latency benchmarks with perftest's habits.
 #[derive(Debug, Parser)]
@@ -104,7 +109,7 @@ pub struct DevicesArgs {
     /// RDMA interface: verbs, or nd (NetworkDirect; -d then takes an adapter's IP).
     /// Default: nd on Windows, verbs elsewhere.
     #[arg(long = "backend", value_enum, value_name = "API")]
-    pub backend: Option<crate::transport::Backend>,
+    pub backend: Option<BackendArg>,
 }
 
 /// `rdmabench serve`.
@@ -173,7 +178,7 @@ pub struct CompareArgs {
 
 /// Parses `args`. Help and version are printed here and reported as `Ok(None)`; a
 /// usage error becomes its one-line message.
-pub fn parse<I, T>(args: I) -> Result<Option<Cli>, String>
+pub fn parse<I, T>(args: I) -> Result<Option<Cli>, Error>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
@@ -185,7 +190,7 @@ where
             let _ = e.print();
             Ok(None)
         }
-        Err(e) => Err(first_line(&e.render().to_string())),
+        Err(e) => Err(Error::usage(first_line(&e.render().to_string()))),
     }
 }
 
@@ -248,17 +253,20 @@ mod tests {
         let Command::Perf(test, a) = cli.command else { panic!("perf") };
         assert_eq!(test.id(), "atomic_lat");
         assert!(a.host.is_none() && a.report.report_gbits);
-        assert!(parse(["rdmabench", "write-bw", "-s", "12Q"]).unwrap_err().contains("not a size"));
+        assert!(parse(["rdmabench", "write-bw", "-s", "12Q"])
+            .unwrap_err()
+            .message
+            .contains("not a size"));
     }
 
     #[test]
     fn usage_errors_are_one_line_naming_the_problem() {
-        let err = parse(["rdmabench", "devices", "--bogus"]).unwrap_err();
+        let err = parse(["rdmabench", "devices", "--bogus"]).unwrap_err().message;
         assert!(!err.contains('\n'), "{err}");
         assert!(err.contains("--bogus"), "{err}");
-        let err = parse(["rdmabench", "frobnicate"]).unwrap_err();
+        let err = parse(["rdmabench", "frobnicate"]).unwrap_err().message;
         assert!(err.contains("frobnicate"), "{err}");
-        let err = parse(["rdmabench", "devices", "-d"]).unwrap_err();
+        let err = parse(["rdmabench", "devices", "-d"]).unwrap_err().message;
         assert!(err.contains("DEVICE"), "{err}");
     }
 }

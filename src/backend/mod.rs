@@ -1,0 +1,220 @@
+//! One set-up path per backend behind one interface: each [`Backend`] opens its
+//! adapter from the spec and this side's settings, then establishes its connections
+//! with the peer over the control channel. What they share is written here once: the
+//! endpoint exchange, a connection's sizes, the parameters the report shows.
+//!
+//! - [`verbs`]: Linux verbs, endpoints swapped as perftest does (or rdma_cm with `-R`);
+//! - [`nd`]: NetworkDirect, the client's connector to the server's listener;
+//! - [`tcp`]: TCP streams to a data listener the server announces.
+
+pub mod nd;
+pub mod tcp;
+#[cfg(target_os = "linux")]
+pub mod verbs;
+
+use std::net::IpAddr;
+
+use serde::{de::DeserializeOwned, Serialize};
+
+use crate::engine::pattern::slots_for;
+use crate::error::Error;
+use crate::perf::report::EffectiveParams;
+use crate::session::protocol::{Channel, Message};
+use crate::spec::{Local, Measure, TestSpec, Verb};
+use crate::transport::{Connection, ConnectionConfig};
+
+/// What a backend set-up works from.
+pub struct SetupContext<'a> {
+    /// The test.
+    pub spec: &'a TestSpec,
+    /// This side's device, port, timeout.
+    pub local: &'a Local,
+    /// The client's host (None on the server).
+    pub host: Option<&'a str>,
+    /// Report bandwidth in Gb/s (the header names the unit).
+    pub gbits: bool,
+}
+
+impl SetupContext<'_> {
+    /// Whether this side is the client.
+    pub fn client(&self) -> bool {
+        self.host.is_some()
+    }
+}
+
+/// What a set-up ran on, for the environment of the result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attachment {
+    /// A verbs device and port.
+    Device {
+        /// `rxe0`, `mlx4_0`.
+        name: String,
+        /// 1-based.
+        port: u8,
+    },
+    /// A NetworkDirect adapter, by one of its addresses.
+    Adapter(IpAddr),
+    /// The network interface holding this address (TCP).
+    Interface(IpAddr),
+}
+
+/// A backend's connections, ready to run, and what the report says about them.
+pub struct Setup<C> {
+    /// One per QP or stream.
+    pub conns: Vec<C>,
+    /// The parameters in effect.
+    pub params: EffectiveParams,
+    /// This side's address lines.
+    pub local: Vec<String>,
+    /// The peer's.
+    pub remote: Vec<String>,
+    /// What it ran on.
+    pub attachment: Attachment,
+}
+
+/// An RDMA interface or TCP, as the engine drives it.
+pub trait Backend: Sized {
+    /// The connections it makes.
+    type Conn: Connection + Send;
+
+    /// Opens this side's adapter; a server also opens what the client will connect to
+    /// (a listener), before the client is told to go on.
+    ///
+    /// # Errors
+    /// No device, or a failed verb or socket call.
+    fn open(ctx: &SetupContext<'_>, ch: &Channel) -> Result<Self, Error>;
+
+    /// Makes the connections with the peer, exchanging endpoints over `ch`.
+    ///
+    /// # Errors
+    /// A failed verb, a peer that does not fit, a control channel that fails.
+    fn establish(
+        self,
+        ctx: &SetupContext<'_>,
+        ch: &mut Channel,
+    ) -> Result<Setup<Self::Conn>, Error>;
+}
+
+/// Swaps the endpoint records over the control channel, the client first as perftest
+/// does; returns the peer's records and the MTU it announced. `expect`: how many the
+/// peer must send (None: any number).
+///
+/// # Errors
+/// The channel failing, or records that are not what this backend expects.
+pub fn exchange_endpoints<E: Serialize + DeserializeOwned>(
+    ch: &mut Channel,
+    client: bool,
+    mtu: u32,
+    mine: &[E],
+    expect: Option<usize>,
+) -> Result<(Vec<E>, u32), Error> {
+    let qps = mine
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Error::io(format!("encoding an endpoint: {e}")))?;
+    let mine = Message::Endpoints { mtu, qps };
+    let theirs = if client {
+        ch.send(&mine)?;
+        ch.recv("endpoints")?
+    } else {
+        let m = ch.recv("endpoints")?;
+        ch.send(&mine)?;
+        m
+    };
+    let Message::Endpoints { mtu: peer_mtu, qps } = theirs else {
+        return Err(Error::refused(format!(
+            "control channel: expected endpoints, got {}",
+            theirs.name()
+        )));
+    };
+    if let Some(n) = expect {
+        if qps.len() != n {
+            return Err(Error::refused(format!("the peer has {} QPs, this side {n}", qps.len())));
+        }
+    }
+    let peers = qps
+        .into_iter()
+        .map(serde_json::from_value)
+        .collect::<Result<_, _>>()
+        .map_err(|e| Error::refused(format!("control channel: malformed endpoint: {e}")))?;
+    Ok((peers, peer_mtu))
+}
+
+/// One RDMA connection's sizes, whatever the backend: a buffer of `slots_for` messages
+/// of the largest size, and latency tests' send queues deep enough for their
+/// unsignaled posts.
+pub fn rdma_connection(spec: &TestSpec) -> ConnectionConfig {
+    let q = spec.queues();
+    let max = spec.max_size();
+    let service = spec.rdma().map_or(crate::transport::Service::Rc, |r| r.service);
+    ConnectionConfig {
+        buf_len: (max.max(8) * u64::from(slots_for(max))) as usize,
+        service,
+        tx_depth: if spec.kind.measure == Measure::Lat { q.tx_depth.max(16) } else { q.tx_depth },
+        rx_depth: q.rx_depth.max(1),
+        max_inline: q.inline_size,
+        events: q.events,
+    }
+}
+
+/// What an RDMA set-up found, for the report's parameters.
+pub struct Found {
+    /// Device as the report names it.
+    pub device: String,
+    /// `InfiniBand`, `Ethernet`, `NetworkDirect`.
+    pub link_layer: String,
+    /// GID index in use.
+    pub gid_index: Option<u8>,
+    /// Path MTU in use, bytes (0: none).
+    pub mtu: u32,
+    /// Inline size the queue pairs accepted.
+    pub inline: u32,
+    /// Outstanding reads/atomics.
+    pub outs: u32,
+}
+
+/// The parameters in effect on this side, after every default and what the device
+/// granted.
+pub fn params(ctx: &SetupContext<'_>, found: Found) -> EffectiveParams {
+    let spec = ctx.spec;
+    let q = spec.queues();
+    let rdma = spec.rdma();
+    EffectiveParams {
+        device: found.device,
+        ib_port: ctx.local.ib_port,
+        link_layer: found.link_layer,
+        gid_index: found.gid_index,
+        mtu: found.mtu,
+        connection: rdma.map_or("TCP", |r| r.service.name()).to_string(),
+        qps: spec.connections(),
+        sizes: spec.sizes.clone(),
+        run: spec.run,
+        tx_depth: q.tx_depth,
+        rx_depth: q.rx_depth,
+        cq_mod: q.cq_mod,
+        post_list: q.post_list,
+        inline_size: found.inline,
+        outs: found.outs,
+        events: q.events,
+        bidirectional: spec.bidirectional(),
+        rdma_cm: rdma.is_some_and(|r| r.rdma_cm),
+        atomic_type: rdma
+            .filter(|_| spec.kind.verb == Verb::Atomic)
+            .map(|r| format!("{:?}", r.atomic_type)),
+        bw_unit: if ctx.gbits { "Gb/s" } else { "MiB/s" }.into(),
+        latency_is: if spec.kind.rtt_factor() == 2 {
+            "one-way (half round trip)"
+        } else {
+            "round trip"
+        }
+        .into(),
+        validate: spec.validate,
+        tcp: None,
+    }
+}
+
+/// ` local address: …` / ` remote address: …` lines, one per connection.
+pub fn address_lines<E>(side: &str, eps: &[E], line: impl Fn(&E) -> String) -> Vec<String> {
+    eps.iter().map(|e| format!(" {side}{}", line(e))).collect()
+}

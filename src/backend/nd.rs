@@ -1,0 +1,94 @@
+//! NetworkDirect: open the adapter that owns the address this side reaches the peer
+//! from (or `-d IP`), prepare the queue pairs, swap endpoints, and connect them: the
+//! client's connector to the server's listener, one queue pair after the other.
+
+use std::net::IpAddr;
+
+use super::{
+    address_lines, exchange_endpoints, params, rdma_connection, Attachment, Backend, Found, Setup,
+    SetupContext,
+};
+use crate::error::{Error, ErrorKind};
+use crate::session::protocol::Channel;
+use crate::spec::Verb;
+use crate::transport::nd::{NdConnection, NdEndpoint, NdRole, NdTransport};
+use crate::transport::Transport;
+
+/// The NetworkDirect backend, opened (the server's listener waits already).
+pub struct Nd {
+    transport: NdTransport,
+    local: IpAddr,
+}
+
+impl Backend for Nd {
+    type Conn = NdConnection;
+
+    fn open(ctx: &SetupContext<'_>, ch: &Channel) -> Result<Self, Error> {
+        let local = match &ctx.local.device {
+            Some(d) => d
+                .parse::<IpAddr>()
+                .map_err(|_| Error::usage(format!("-d {d}: not an IP address")))?,
+            None => ch.local_ip().ok_or_else(|| Error::io("control channel: no local address"))?,
+        };
+        let role = if ctx.client() { NdRole::Connect } else { NdRole::Accept };
+        let outs = ctx.spec.rdma().and_then(|r| r.outs);
+        let transport = NdTransport::open(local, role, ctx.local.timeout, outs)?;
+        Ok(Nd { transport, local })
+    }
+
+    fn establish(
+        self,
+        ctx: &SetupContext<'_>,
+        ch: &mut Channel,
+    ) -> Result<Setup<NdConnection>, Error> {
+        let Nd { transport: t, local } = self;
+        let conn_cfg = rdma_connection(ctx.spec);
+        let qps = ctx.spec.connections() as usize;
+        let mut prepared = Vec::with_capacity(qps);
+        let mut mine = Vec::with_capacity(qps);
+        for _ in 0..qps {
+            let (p, ep) = t.prepare(&conn_cfg)?;
+            prepared.push(p);
+            mine.push(ep);
+        }
+        // ND has no path MTU to agree on: 0.
+        let (peers, _) = exchange_endpoints::<NdEndpoint>(ch, ctx.client(), 0, &mine, Some(qps))?;
+        let conns = prepared
+            .into_iter()
+            .zip(&peers)
+            .map(|(p, peer)| t.connect(p, peer))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| Error::from(e).context("NetworkDirect"))?;
+        if conns.is_empty() {
+            return Err(Error::new(ErrorKind::Device, "NetworkDirect: no queue pair connected"));
+        }
+        let peer_ip = ch.peer_addr().map_or(local, |a| a.ip());
+        let found = Found {
+            device: format!("{local} ({})", t.adapter().provider().name()),
+            link_layer: "NetworkDirect".into(),
+            gid_index: None,
+            mtu: 0,
+            inline: t.capabilities().max_inline.min(ctx.spec.queues().inline_size),
+            outs: t.read_limit(),
+        };
+        let verb = ctx.spec.kind.verb;
+        Ok(Setup {
+            local: address_lines("local ", &mine, |e| endpoint_line(e, local, verb)),
+            remote: address_lines("remote ", &peers, |e| endpoint_line(e, peer_ip, verb)),
+            attachment: Attachment::Adapter(local),
+            params: params(ctx, found),
+            conns,
+        })
+    }
+}
+
+fn endpoint_line(ep: &NdEndpoint, at: IpAddr, verb: Verb) -> String {
+    let mut line = match ep.listen {
+        Some(l) => format!("address: NetworkDirect {l} QP #{}", ep.index),
+        None => format!("address: NetworkDirect {at} QP #{}", ep.index),
+    };
+    if matches!(verb, Verb::Read | Verb::Write) {
+        line.push_str(&format!(" Token {:#010x} VAddr {:#018x}", ep.buffer.rkey, ep.buffer.addr));
+    }
+    line
+}

@@ -1,0 +1,227 @@
+//! Linux verbs: open the device, prepare one queue pair per `-q`, swap endpoints over
+//! the control channel and connect them (perftest's way), or connect each through
+//! rdma_cm first and swap only the buffers (`-R`).
+
+use std::net::{Ipv4Addr, ToSocketAddrs};
+
+use ffi::verbs::{CmListener, ConnectRequest, Mtu, RemoteBuffer, ResolvedRoute};
+
+use super::{
+    address_lines, exchange_endpoints, params, rdma_connection, Attachment, Backend, Found, Setup,
+    SetupContext,
+};
+use crate::error::{Error, ErrorKind};
+use crate::session::protocol::Channel;
+use crate::spec::Verb;
+use crate::transport::verbs::{VerbsConnection, VerbsEndpoint, VerbsOptions, VerbsTransport};
+use crate::transport::Transport;
+
+/// The verbs backend, opened.
+pub struct Verbs {
+    opened: Opened,
+    local_ipv4: Option<Ipv4Addr>,
+}
+
+enum Opened {
+    /// The device, its queue pairs to be connected by exchanging endpoints.
+    Device(VerbsTransport),
+    /// `-R`: rdma_cm picks the device per connection; the server listens already.
+    Cm(Option<CmListener>),
+}
+
+/// One rdma_cm connection in the making: the client's resolved route, or a request
+/// that reached the server.
+enum CmStep {
+    Connect(ResolvedRoute),
+    Accept(ConnectRequest),
+}
+
+impl Backend for Verbs {
+    type Conn = VerbsConnection;
+
+    fn open(ctx: &SetupContext<'_>, ch: &Channel) -> Result<Self, Error> {
+        // Without -x, each side takes the RoCE v2 GID of the address it talks to the
+        // peer from: the same kind of GID on both sides.
+        let local_ipv4 = ch.local_ipv4();
+        let rdma_cm = ctx.spec.rdma().is_some_and(|r| r.rdma_cm);
+        let opened = match (rdma_cm, ctx.client()) {
+            (false, _) => Opened::Device(open(ctx, ctx.local.device.clone(), local_ipv4)?),
+            (true, true) => Opened::Cm(None),
+            // The server listens for rdma_cm before the client is told to go on.
+            (true, false) => {
+                let any = std::net::SocketAddr::from(([0, 0, 0, 0], ctx.local.port));
+                Opened::Cm(Some(CmListener::bind(any).map_err(|e| cm_error(&e))?))
+            }
+        };
+        Ok(Verbs { opened, local_ipv4 })
+    }
+
+    fn establish(
+        self,
+        ctx: &SetupContext<'_>,
+        ch: &mut Channel,
+    ) -> Result<Setup<VerbsConnection>, Error> {
+        let conn_cfg = rdma_connection(ctx.spec);
+        let qps = ctx.spec.connections() as usize;
+        match self.opened {
+            Opened::Device(t) => {
+                let mut prepared = Vec::with_capacity(qps);
+                let mut mine = Vec::with_capacity(qps);
+                for _ in 0..qps {
+                    let (p, ep) = t.prepare(&conn_cfg)?;
+                    prepared.push(p);
+                    mine.push(ep);
+                }
+                let (peers, peer_mtu) =
+                    exchange_endpoints(ch, ctx.client(), t.mtu().bytes(), &mine, Some(qps))?;
+                let mtu = t.mtu().bytes().min(peer_mtu);
+                let mtu = Mtu::from_bytes(mtu).unwrap_or(t.mtu());
+                let conns = prepared
+                    .into_iter()
+                    .zip(&peers)
+                    .map(|(p, peer)| t.connect_with_mtu(p, peer, mtu))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(finish(ctx, &t, conns, &mine, &peers, mtu.bytes()))
+            }
+            Opened::Cm(listener) => {
+                let (t, mut conns, mine) = cm_connections(ctx, listener.as_ref(), self.local_ipv4)?;
+                // The peer's buffer comes with the endpoints, after the connection.
+                let (peers, _) =
+                    exchange_endpoints(ch, ctx.client(), t.mtu().bytes(), &mine, Some(qps))?;
+                for (c, peer) in conns.iter_mut().zip(&peers) {
+                    c.set_remote(peer.buffer);
+                }
+                Ok(finish(ctx, &t, conns, &mine, &peers, t.mtu().bytes()))
+            }
+        }
+    }
+}
+
+/// Opens `device` (or the first) with this side's port, GID and MTU settings.
+fn open(
+    ctx: &SetupContext<'_>,
+    device: Option<String>,
+    local_ipv4: Option<Ipv4Addr>,
+) -> Result<VerbsTransport, Error> {
+    let rdma = ctx.spec.rdma();
+    let opts = VerbsOptions {
+        device,
+        port: ctx.local.ib_port,
+        gid_index: ctx.local.gid_index,
+        local_ipv4,
+        mtu: rdma.and_then(|r| r.mtu).and_then(Mtu::from_bytes),
+        max_rd_atomic: rdma.and_then(|r| r.outs),
+    };
+    let t = VerbsTransport::open(&opts)?;
+    if ctx.spec.kind.verb == Verb::Atomic && !t.capabilities().atomics {
+        return Err(Error::new(
+            ErrorKind::Refused,
+            format!("{} has no atomic support (atomic_cap NONE)", t.context().name()),
+        ));
+    }
+    Ok(t)
+}
+
+fn cm_error(e: &ffi::verbs::Error) -> Error {
+    Error::new(ErrorKind::Device, format!("-R: {e}"))
+}
+
+/// `-R`: each QP is resolved (client) or requested (server), prepared on the device
+/// rdma_cm routes through, and connected in turn.
+fn cm_connections(
+    ctx: &SetupContext<'_>,
+    listener: Option<&CmListener>,
+    local_ipv4: Option<Ipv4Addr>,
+) -> Result<(VerbsTransport, Vec<VerbsConnection>, Vec<VerbsEndpoint>), Error> {
+    let conn_cfg = rdma_connection(ctx.spec);
+    let timeout = ctx.local.timeout;
+    let mut t: Option<VerbsTransport> = None;
+    let (mut conns, mut mine) = (Vec::new(), Vec::new());
+    for _ in 0..ctx.spec.connections() {
+        let step = match (ctx.host, listener) {
+            (Some(host), _) => {
+                let addr = (host, ctx.local.port)
+                    .to_socket_addrs()
+                    .ok()
+                    .and_then(|mut a| a.next())
+                    .ok_or_else(|| {
+                        Error::new(
+                            ErrorKind::PeerUnreachable,
+                            format!("-R: cannot resolve '{host}'"),
+                        )
+                    })?;
+                CmStep::Connect(ResolvedRoute::resolve(addr, timeout).map_err(|e| cm_error(&e))?)
+            }
+            (None, Some(l)) => CmStep::Accept(l.get_request(timeout).map_err(|e| cm_error(&e))?),
+            (None, None) => {
+                return Err(Error::new(ErrorKind::Device, "-R: the server has no rdma_cm listener"))
+            }
+        };
+        if t.is_none() {
+            let routed = match &step {
+                CmStep::Connect(route) => route.device_name(),
+                CmStep::Accept(request) => request.device_name(),
+            };
+            if let Some(d) = ctx.local.device.as_ref().filter(|d| **d != routed) {
+                return Err(Error::usage(format!(
+                    "-R: the peer is reached through {routed}, not -d {d}"
+                )));
+            }
+            t = Some(open(ctx, Some(routed), local_ipv4)?);
+        }
+        let tr = t.as_ref().ok_or_else(|| Error::new(ErrorKind::Device, "-R: no device"))?;
+        let (p, ep) = tr.prepare(&conn_cfg)?;
+        mine.push(ep);
+        let unknown = RemoteBuffer { addr: 0, len: 0, rkey: 0 };
+        let conn = match step {
+            CmStep::Connect(route) => tr.connect_cm_client(p, route, unknown, timeout),
+            CmStep::Accept(request) => tr.accept_cm(p, request, unknown, timeout),
+        };
+        conns.push(conn?);
+    }
+    let t = t.ok_or_else(|| Error::usage("-R: no queue pair to connect"))?;
+    Ok((t, conns, mine))
+}
+
+fn endpoint_line(ep: &VerbsEndpoint, verb: Verb) -> String {
+    let mut line =
+        format!("address: LID {:#06x} QPN {:#08x} PSN {:#08x}", ep.qp.lid, ep.qp.qpn, ep.qp.psn);
+    if matches!(verb, Verb::Read | Verb::Write | Verb::Atomic) {
+        line.push_str(&format!(" RKey {:#010x} VAddr {:#018x}", ep.buffer.rkey, ep.buffer.addr));
+    }
+    if !ep.qp.gid.is_zero() {
+        let bytes: Vec<String> = ep.qp.gid.0.iter().map(|b| format!("{b:02}")).collect();
+        line.push_str(&format!("\n GID: {}", bytes.join(":")));
+    }
+    line
+}
+
+fn finish(
+    ctx: &SetupContext<'_>,
+    t: &VerbsTransport,
+    conns: Vec<VerbsConnection>,
+    mine: &[VerbsEndpoint],
+    peers: &[VerbsEndpoint],
+    mtu: u32,
+) -> Setup<VerbsConnection> {
+    let inline =
+        conns.first().map_or(0, |c| crate::transport::Connection::capabilities(c).max_inline);
+    let port = ctx.local.ib_port;
+    let link = t.context().query_port(port).map(|p| p.link_layer).unwrap_or(0);
+    let found = Found {
+        device: t.context().name().to_string(),
+        link_layer: if link == 2 { "Ethernet" } else { "InfiniBand" }.into(),
+        gid_index: t.gid_index(),
+        mtu,
+        inline: inline.min(ctx.spec.queues().inline_size),
+        outs: t.max_rd_atomic().into(),
+    };
+    let verb = ctx.spec.kind.verb;
+    Setup {
+        local: address_lines("local ", mine, |e| endpoint_line(e, verb)),
+        remote: address_lines("remote ", peers, |e| endpoint_line(e, verb)),
+        attachment: Attachment::Device { name: t.context().name().to_string(), port },
+        params: params(ctx, found),
+        conns,
+    }
+}

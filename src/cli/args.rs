@@ -1,0 +1,351 @@
+//! The flags of the tests, with perftest's and iperf3's names, and their translation
+//! into a spec ([`crate::spec`]) plus this side's own settings. Nothing here decides a
+//! default or a rule: [`crate::spec::rules`] does.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use crate::error::Error;
+use crate::spec::rules::{self, RdmaRequest, TcpRequest};
+use crate::spec::{
+    parse_cpu_list, parse_size, AtomicType, Local, Measure, Output, TestKind, TestSpec,
+    DEFAULT_PORT,
+};
+use crate::transport::{Backend, Service};
+
+/// perftest's `-c`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "UPPER")]
+pub enum ConnectionArg {
+    /// Reliable connected.
+    Rc,
+    /// Unreliable connected.
+    Uc,
+    /// Unreliable datagram.
+    Ud,
+}
+
+/// perftest's `-A`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AtomicArg {
+    /// Fetch-and-add (default).
+    FetchAndAdd,
+    /// Compare-and-swap.
+    CmpAndSwap,
+}
+
+/// `--backend`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// Linux ibverbs.
+    Verbs,
+    /// Windows NetworkDirect (NDSPI v2).
+    Nd,
+}
+
+impl From<BackendArg> for Backend {
+    fn from(b: BackendArg) -> Backend {
+        match b {
+            BackendArg::Verbs => Backend::Verbs,
+            BackendArg::Nd => Backend::Nd,
+        }
+    }
+}
+
+/// The flags of every perftest-style test, with perftest's names.
+#[derive(Clone, Debug, Default, Args)]
+pub struct PerfArgs {
+    /// Server to connect to; without it, this side is the server.
+    pub host: Option<String>,
+    /// RDMA device (default: the first).
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEV")]
+    pub device: Option<String>,
+    /// Device port.
+    #[arg(short = 'i', long = "ib-port", value_name = "PORT")]
+    pub ib_port: Option<u8>,
+    /// GID index (default: the RoCE v2 IPv4 GID on RoCE, none on InfiniBand).
+    #[arg(short = 'x', long = "gid-index", value_name = "N")]
+    pub gid_index: Option<u8>,
+    /// Message size in bytes (K/M suffixes allowed). Default 65536 (BW), 2 (latency).
+    #[arg(short = 's', long = "size", value_name = "BYTES", value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Sweep sizes 2 B … 8 MiB.
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+    /// Iterations per size. Default 5000 (write_bw), 1000 otherwise.
+    #[arg(short = 'n', long = "iters", value_name = "N")]
+    pub iters: Option<u64>,
+    /// Run for this many seconds instead of a number of iterations.
+    #[arg(short = 'D', long = "duration", value_name = "SECS")]
+    pub duration: Option<u64>,
+    /// Warm-up and cool-down margin excluded from a -D window (default: duration/4).
+    #[arg(short = 'f', long = "margin", value_name = "SECS")]
+    pub margin: Option<u64>,
+    /// Send queue depth. Default 128 (BW), 1 (latency).
+    #[arg(short = 't', long = "tx-depth", value_name = "N")]
+    pub tx_depth: Option<u32>,
+    /// Receive queue depth (send tests). Default 512.
+    #[arg(short = 'r', long = "rx-depth", value_name = "N")]
+    pub rx_depth: Option<u32>,
+    /// Number of queue pairs (BW tests).
+    #[arg(short = 'q', long = "qp", value_name = "N")]
+    pub qps: Option<u32>,
+    /// Connection type: RC, UC or UD, where the operation allows.
+    #[arg(short = 'c', long = "connection", value_enum, value_name = "TYPE")]
+    pub connection: Option<ConnectionArg>,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096 (default: the port's active MTU).
+    #[arg(short = 'm', long = "mtu", value_name = "BYTES")]
+    pub mtu: Option<u32>,
+    /// Largest inline message. Default 220 (write_lat), 236 (send_lat), 188 (UD), 0 (BW).
+    #[arg(short = 'I', long = "inline_size", value_name = "BYTES")]
+    pub inline_size: Option<u32>,
+    /// One signaled completion per N work requests (BW). Default 100.
+    #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
+    pub cq_mod: Option<u32>,
+    /// Work requests chained per post call (BW).
+    #[arg(short = 'l', long = "post_list", value_name = "N")]
+    pub post_list: Option<u32>,
+    /// Both sides send (BW tests); each direction is shown and summed.
+    #[arg(short = 'b', long = "bidirectional")]
+    pub bidirectional: bool,
+    /// TCP port of the control channel (and of rdma_cm with -R).
+    #[arg(short = 'p', long = "port", value_name = "PORT")]
+    pub port: Option<u16>,
+    /// Accepted for perftest compatibility: rdmabench uses a monotonic clock, not the TSC.
+    #[arg(short = 'F', long = "CPU-freq")]
+    pub cpu_freq: bool,
+    /// Connect the test QPs through rdma_cm (HOST must be the RDMA interface's IP).
+    #[arg(short = 'R', long = "rdma_cm")]
+    pub rdma_cm: bool,
+    /// Sleep on completion events instead of busy polling.
+    #[arg(short = 'e', long = "events")]
+    pub events: bool,
+    /// Outstanding RDMA reads/atomics (default: the device's max_qp_rd_atom, at most 16).
+    #[arg(short = 'o', long = "outs", value_name = "N")]
+    pub outs: Option<u32>,
+    /// Atomic operation.
+    #[arg(short = 'A', long = "atomic_type", value_enum, value_name = "TYPE")]
+    pub atomic_type: Option<AtomicArg>,
+    /// The receiver checks a per-message pattern in its buffer after the run.
+    #[arg(long = "validate")]
+    pub validate: bool,
+    /// RDMA interface: verbs, or nd (NetworkDirect). Default: nd on Windows, verbs elsewhere.
+    #[arg(long = "backend", value_enum, value_name = "API")]
+    pub backend: Option<BackendArg>,
+    /// Output, thresholds, timeout.
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+/// What every test takes alike, RDMA or TCP: output, thresholds, the step timeout.
+#[derive(Clone, Debug, Args)]
+pub struct ReportArgs {
+    /// Report Gb/s (10^9 bit/s) instead of MiB/s (2^20 B/s).
+    #[arg(long = "report_gbits", alias = "report-gbits")]
+    pub report_gbits: bool,
+    /// Write the whole run (every size) as one JSON document to FILE.
+    #[arg(long = "json", value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Exit 1 if the average bandwidth of any size falls below this (report units).
+    #[arg(long = "min-bw", value_name = "BW")]
+    pub min_bw: Option<f64>,
+    /// Exit 1 if the typical (median) latency of any size exceeds this many µs.
+    #[arg(long = "max-lat", value_name = "USEC")]
+    pub max_lat: Option<f64>,
+    /// Seconds to wait for the peer at each step before giving up.
+    #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
+}
+
+impl Default for ReportArgs {
+    /// As the command line without these flags.
+    fn default() -> Self {
+        ReportArgs { report_gbits: false, json: None, min_bw: None, max_lat: None, timeout: 30 }
+    }
+}
+
+/// The flags of `tcp-bw` and `tcp-lat`: perftest's where they mean the same, iperf3's
+/// for the rest (`-P`, `-w`, `-N`).
+#[derive(Clone, Debug, Default, Args)]
+pub struct TcpArgs {
+    /// Server to connect to; without it, this side is the server.
+    #[arg(value_name = "HOST")]
+    pub host: Option<String>,
+    /// Message (write) size in bytes; K/M/G suffixes (default 65536 for tcp-bw, 2 for tcp-lat).
+    #[arg(short = 's', long = "size", value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Sweep sizes 2 B … 8 MiB.
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+    /// Messages per stream (default 5000 for tcp-bw, 1000 for tcp-lat).
+    #[arg(short = 'n', long = "iters")]
+    pub iters: Option<u64>,
+    /// Run for this many seconds instead of -n.
+    #[arg(short = 'D', long = "duration", value_name = "SECS")]
+    pub duration: Option<u64>,
+    /// Warm-up and cool-down left out of a -D run, seconds each (default D/4).
+    #[arg(short = 'f', long = "margin", value_name = "SECS")]
+    pub margin: Option<u64>,
+    /// Parallel streams, a thread each (iperf3 -P).
+    #[arg(short = 'P', long = "parallel", value_name = "N")]
+    pub streams: Option<u32>,
+    /// Socket buffer, SO_SNDBUF and SO_RCVBUF, bytes with K/M suffixes (iperf3 -w).
+    #[arg(short = 'w', long = "window", value_parser = parse_size)]
+    pub window: Option<u64>,
+    /// TCP_NODELAY on the data sockets (iperf3 -N; tcp-lat always sets it).
+    #[arg(short = 'N', long = "no-delay")]
+    pub nodelay: bool,
+    /// Pin stream k's thread to the k-th CPU of this list, e.g. 0,2-3.
+    #[arg(long = "cpus", value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Control-channel TCP port (the data streams use a port the server picks).
+    #[arg(short = 'p', long = "port")]
+    pub port: Option<u16>,
+    /// Output, thresholds, timeout.
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+/// A test as the command line gave it: the spec, which side this is, and this side's
+/// own settings.
+#[derive(Clone, Debug)]
+pub struct TestArgs {
+    /// What both sides run.
+    pub spec: TestSpec,
+    /// The server to connect to (None: this side is the server).
+    pub host: Option<String>,
+    /// Device, port, timeout.
+    pub local: Local,
+    /// Output and thresholds.
+    pub output: Output,
+}
+
+impl ReportArgs {
+    /// The output and thresholds, checked against what the test measures.
+    fn output(&self, bw: bool) -> Result<Output, Error> {
+        if self.min_bw.is_some() && !bw {
+            return Err(Error::usage("--min-bw: only bandwidth tests have a bandwidth"));
+        }
+        if self.max_lat.is_some() && bw {
+            return Err(Error::usage("--max-lat: only latency tests have a latency"));
+        }
+        for (flag, v) in [("--min-bw", self.min_bw), ("--max-lat", self.max_lat)] {
+            if v.is_some_and(|v| !v.is_finite() || v < 0.0) {
+                return Err(Error::usage(format!("{flag}: a number, 0 or more")));
+            }
+        }
+        Ok(Output {
+            report_gbits: self.report_gbits,
+            json: self.json.clone(),
+            min_bw: self.min_bw,
+            max_lat: self.max_lat,
+        })
+    }
+
+    /// The per-step timeout.
+    pub fn timeout(&self) -> Result<Duration, Error> {
+        timeout(self.timeout)
+    }
+}
+
+/// `--timeout SECS`: at least 1 second, at most a day.
+pub fn timeout(secs: u64) -> Result<Duration, Error> {
+    match secs {
+        0 => Err(Error::usage("--timeout 0: at least 1 second")),
+        s if s > 86_400 => Err(Error::usage(format!("--timeout {s}: at most 86400 seconds"))),
+        s => Ok(Duration::from_secs(s)),
+    }
+}
+
+impl PerfArgs {
+    /// The flags as a spec request (what `compare` builds directly, too).
+    pub fn request(&self) -> RdmaRequest {
+        RdmaRequest {
+            size: self.size,
+            all: self.all,
+            iters: self.iters,
+            duration: self.duration,
+            margin: self.margin,
+            tx_depth: self.tx_depth,
+            rx_depth: self.rx_depth,
+            qps: self.qps,
+            service: self.connection.map(|c| match c {
+                ConnectionArg::Rc => Service::Rc,
+                ConnectionArg::Uc => Service::Uc,
+                ConnectionArg::Ud => Service::Ud,
+            }),
+            mtu: self.mtu,
+            inline_size: self.inline_size,
+            cq_mod: self.cq_mod,
+            post_list: self.post_list,
+            bidirectional: self.bidirectional,
+            rdma_cm: self.rdma_cm,
+            events: self.events,
+            outs: self.outs,
+            atomic_type: self.atomic_type.map(|a| match a {
+                AtomicArg::FetchAndAdd => AtomicType::FetchAndAdd,
+                AtomicArg::CmpAndSwap => AtomicType::CmpAndSwap,
+            }),
+            validate: self.validate,
+            backend: self.backend.map(Backend::from),
+        }
+    }
+
+    /// The spec, this side's settings and output for `kind`.
+    ///
+    /// # Errors
+    /// One line naming the flag (kind `usage`).
+    pub fn to_test(&self, kind: TestKind) -> Result<TestArgs, Error> {
+        let spec = rules::rdma(kind, &self.request())?;
+        if self.rdma_cm && self.host.as_deref().is_some_and(str::is_empty) {
+            return Err(Error::usage("-R: HOST must be the RDMA interface's IP address"));
+        }
+        let local = Local {
+            device: self.device.clone(),
+            ib_port: self.ib_port.unwrap_or(1),
+            gid_index: self.gid_index,
+            port: self.port.unwrap_or(DEFAULT_PORT),
+            bind: None,
+            timeout: self.report.timeout()?,
+            connect_window: self.report.timeout()?,
+            pin: Vec::new(),
+        };
+        if spec.rdma().is_some_and(|r| r.backend == Backend::Nd) {
+            rules::nd_local_rules(&local)?;
+        }
+        let output = self.report.output(kind.measure == Measure::Bw)?;
+        Ok(TestArgs { spec, host: self.host.clone(), local, output })
+    }
+}
+
+impl TcpArgs {
+    /// The spec, this side's settings and output.
+    ///
+    /// # Errors
+    /// One line naming the flag (kind `usage`).
+    pub fn to_test(&self, measure: Measure) -> Result<TestArgs, Error> {
+        let request = TcpRequest {
+            size: self.size,
+            all: self.all,
+            iters: self.iters,
+            duration: self.duration,
+            margin: self.margin,
+            streams: self.streams,
+            window: self.window,
+            nodelay: self.nodelay,
+        };
+        let spec = rules::tcp(measure, &request)?;
+        let local = Local {
+            port: self.port.unwrap_or(DEFAULT_PORT),
+            timeout: self.report.timeout()?,
+            connect_window: self.report.timeout()?,
+            pin: self.cpus.as_deref().map(parse_cpu_list).transpose()?.unwrap_or_default(),
+            ..Local::default()
+        };
+        let output = self.report.output(measure == Measure::Bw)?;
+        Ok(TestArgs { spec, host: self.host.clone(), local, output })
+    }
+}

@@ -1,0 +1,175 @@
+//! The test engine, as a library: run a [`TestSpec`] as the client or the server and
+//! get a typed [`Outcome`] back — every size that completed, and the error if one
+//! stopped the run. The CLI, `serve` and `compare` drive it; so can your own code
+//! (`examples/engine.rs`).
+//!
+//! How one test flows (docs/architecture.md): the spec is validated once; the client
+//! connects and says hello with the whole spec, the server answers; the backend for
+//! the spec's link opens and establishes its connections ([`crate::backend`]); each
+//! side describes itself; then [`session`] runs each size through [`step`] (this
+//! side's [`role`], worked out once) and [`results`].
+
+pub mod describe;
+pub mod pattern;
+pub mod results;
+pub mod role;
+pub mod session;
+pub mod step;
+pub mod threads;
+
+use std::io::Write;
+
+use crate::backend::{self, SetupContext};
+use crate::environment::Environment;
+use crate::error::{Error, ErrorKind};
+use crate::perf::report::{EnvironmentReport, RunReport};
+use crate::session::connect::{connect, ControlListener};
+use crate::session::protocol::{mismatches, Channel, Message};
+use crate::spec::{Link, Local, TestSpec};
+use crate::transport::Backend;
+
+/// The tool name sent in the handshake: `rdmabench 0.1.0`.
+pub fn tool() -> String {
+    format!("rdmabench {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Which end of the test this side is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// Connects to the server at this host.
+    Client {
+        /// Name or address.
+        host: String,
+    },
+    /// Waits for one client on `Local::bind` and `Local::port`.
+    Server,
+}
+
+/// What a run ended with: the report (every size that completed) and, if the run
+/// stopped early, why.
+#[derive(Debug)]
+pub struct Outcome {
+    /// What was measured.
+    pub report: RunReport,
+    /// Why the run stopped early, if it did.
+    pub error: Option<Error>,
+}
+
+/// Runs `spec` on this side and returns its outcome, printing perftest's header to
+/// `out` as the run starts (the table is the caller's: see
+/// [`crate::perf::finish`]). `gbits`: bandwidth in Gb/s in the header's units.
+pub fn run(
+    spec: &TestSpec,
+    side: &Side,
+    local: &Local,
+    gbits: bool,
+    out: &mut dyn Write,
+) -> Outcome {
+    let client = matches!(side, Side::Client { .. });
+    let mut report = new_report(spec, client);
+    let result = spec.validate().and_then(|()| match side {
+        Side::Client { host } => {
+            let mut ch = hello(spec, host, local)?;
+            let ctx = SetupContext { spec, local, host: Some(host), gbits };
+            guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
+        }
+        Side::Server => {
+            let listener = ControlListener::bind(local.bind, local.port)?;
+            let (mut ch, theirs) =
+                listener.accept_hello(Some(local.timeout), local.timeout)?.ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::PeerClosed,
+                        "a client connected and closed before its hello",
+                    )
+                })?;
+            let diff = mismatches(&theirs, spec);
+            if !diff.is_empty() {
+                let e = Error::new(
+                    ErrorKind::Mismatch,
+                    format!("parameter mismatch: {}", diff.join("; ")),
+                );
+                ch.send_error(&e);
+                return Err(e);
+            }
+            let ctx = SetupContext { spec, local, host: None, gbits };
+            guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
+        }
+    });
+    Outcome { report, error: result.err() }
+}
+
+/// The server's side of one test for a client whose hello (`spec`) is in: what
+/// `rdmabench serve` runs for each client, with the client's parameters whole.
+pub fn serve_client(
+    spec: &TestSpec,
+    mut ch: Channel,
+    local: &Local,
+    out: &mut dyn Write,
+) -> Outcome {
+    let mut report = new_report(spec, false);
+    let result = match spec.validate() {
+        Err(e) => {
+            ch.send_error(&e);
+            Err(e)
+        }
+        Ok(()) => {
+            let ctx = SetupContext { spec, local, host: None, gbits: false };
+            guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
+        }
+    };
+    Outcome { report, error: result.err() }
+}
+
+fn new_report(spec: &TestSpec, client: bool) -> RunReport {
+    let mut report = RunReport::new(spec.id(), if client { "client" } else { "server" }, tool());
+    report.environment = Some(EnvironmentReport { local: Environment::host(), peer: None });
+    report
+}
+
+/// The client's half of the handshake: connect, hello, the server's accept.
+fn hello(spec: &TestSpec, host: &str, local: &Local) -> Result<Channel, Error> {
+    let stream = connect(host, local.port, local.timeout, local.connect_window)?;
+    let mut ch = Channel::new(stream, local.timeout)?;
+    ch.send(&Message::Hello { tool: tool(), spec: spec.clone() })?;
+    match ch.recv("the server's answer") {
+        Ok(Message::Accept { .. }) => Ok(ch),
+        Ok(other) => {
+            Err(Error::refused(format!("control channel: expected accept, got {}", other.name())))
+        }
+        Err(e) => Err(Error::from(e).context("the server refused")),
+    }
+}
+
+/// Runs `f`; if it fails, tells the peer why (it may be gone already).
+fn guarded(
+    ch: &mut Channel,
+    f: impl FnOnce(&mut Channel) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let result = f(ch);
+    if let Err(e) = &result {
+        ch.send_error(e);
+    }
+    result
+}
+
+/// The session over the backend the spec's link names.
+fn dispatch(
+    ctx: &SetupContext<'_>,
+    ch: &mut Channel,
+    report: &mut RunReport,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
+    match &ctx.spec.link {
+        Link::Tcp(_) => session::run::<backend::tcp::Tcp>(ctx, ch, report, out),
+        Link::Rdma(r) if r.backend == Backend::Nd => {
+            session::run::<backend::nd::Nd>(ctx, ch, report, out)
+        }
+        #[cfg(target_os = "linux")]
+        Link::Rdma(_) => session::run::<backend::verbs::Verbs>(ctx, ch, report, out),
+        #[cfg(not(target_os = "linux"))]
+        Link::Rdma(_) => Err(Error::new(
+            ErrorKind::NoDevice,
+            "verbs is Linux's RDMA interface: on this platform use --backend nd (NetworkDirect)",
+        )),
+    }
+}

@@ -1,0 +1,106 @@
+//! After a size ran: each side's CPU window closes, the client's measurement goes to
+//! the server, the target checks the pattern, and both sides end with the same
+//! result to print (with `-b`, both directions and their sum).
+
+use crate::error::Error;
+use crate::measure;
+use crate::measure::cpu::{self, CpuSnapshot};
+use crate::perf::report::{SizeResult, Validation};
+use crate::session::protocol::{Channel, Message};
+use crate::spec::{RunLength, Verb};
+use crate::transport::Connection;
+
+use super::pattern::{check_pattern, check_sum, merge};
+use super::step::Step;
+
+/// Exchanges this side's `local` result with the peer; returns what both print.
+///
+/// # Errors
+/// The control channel failing, or the peer sending something else.
+pub fn exchange<C: Connection>(
+    s: &Step<'_>,
+    ch: &mut Channel,
+    conns: &[C],
+    mut local: SizeResult,
+    cpu_before: &CpuSnapshot,
+    slots: u32,
+) -> Result<SizeResult, Error> {
+    // Each side's CPU window ends here: the client's with its loop, the server's when
+    // the client's result arrives.
+    let mut shown = if s.role.client {
+        local.cpu.client = Some(cpu_cost(cpu_before, &local, s.mhz));
+        ch.send(&Message::Result { result: local.clone() })?;
+        local.clone()
+    } else {
+        let result = recv_result(ch, "the client's result")?;
+        local.cpu.server = Some(cpu_cost(cpu_before, &result, s.mhz));
+        result
+    };
+    let validation =
+        if s.role.pattern_target { validate(s, conns, local.size, slots) } else { None };
+    if s.role.client {
+        let server = recv_result(ch, "the server's result")?;
+        shown.validation = match server.validation {
+            Some(v) => merge(validation, v),
+            None => validation,
+        };
+        shown.cpu.server = server.cpu.server;
+        if server.received_bytes.is_some() {
+            shown.received_bytes = server.received_bytes;
+        }
+        if s.spec.bidirectional() {
+            if let (Some(mine), Some(theirs)) = (local.bw, server.bw) {
+                shown.directions = Some([mine, theirs]);
+                shown.bw = Some(measure::aggregate(&[(mine, 0), (theirs, 0)]));
+            }
+        }
+        ch.send(&Message::Result { result: shown.clone() })?;
+        Ok(shown)
+    } else {
+        local.validation = validation;
+        ch.send(&Message::Result { result: local })?;
+        // The client's final view, so both sides print the same numbers.
+        recv_result(ch, "the final result")
+    }
+}
+
+fn recv_result(ch: &mut Channel, waiting_for: &'static str) -> Result<SizeResult, Error> {
+    match ch.recv(waiting_for)? {
+        Message::Result { result } => Ok(result),
+        other => {
+            Err(Error::refused(format!("control channel: expected result, got {}", other.name())))
+        }
+    }
+}
+
+/// The target's check: the pattern in each QP's buffer, or the atomic counter's sum.
+fn validate<C: Connection>(s: &Step<'_>, conns: &[C], size: u64, slots: u32) -> Option<Validation> {
+    let checked = match s.spec.run {
+        RunLength::Iterations(n) => Some(n),
+        RunLength::Duration { .. } => None,
+    };
+    let mut validation = None;
+    for (q, c) in conns.iter().enumerate() {
+        let v = if s.spec.kind.verb == Verb::Atomic {
+            check_sum(c.local(), checked)
+        } else {
+            check_pattern(c.local(), q, size, checked.unwrap_or(0).min(u64::from(slots)))
+        };
+        validation = merge(validation, v);
+    }
+    validation
+}
+
+/// The CPU cost of this side's window, given what the size moved (the client's
+/// figures: bandwidth × window, or the latency samples).
+fn cpu_cost(before: &CpuSnapshot, moved: &SizeResult, mhz: Option<f64>) -> cpu::CpuCost {
+    let after = CpuSnapshot::now();
+    let window = after.secs_since(before);
+    let (bytes, messages) = match (&moved.bw, &moved.lat) {
+        (Some(bw), _) => ((bw.avg_bytes_per_sec * window) as u64, (bw.msg_rate * window) as u64),
+        // Latency tests: a cost per message; per byte says nothing about 2-byte ping-pongs.
+        (None, Some(lat)) => (0, lat.samples),
+        (None, None) => (0, 0),
+    };
+    cpu::cost(before, &after, bytes, messages, mhz)
+}

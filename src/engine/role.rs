@@ -1,0 +1,109 @@
+//! What this side does in a test, worked out once from the spec and the side: the
+//! per-size step reads these answers and never asks "which verb, which side" again.
+
+use crate::spec::{Measure, TestSpec, Verb};
+
+/// This side's part in every size of a test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Role {
+    /// The client (it connects, initiates latency loops, and sends its results first).
+    pub client: bool,
+    /// Bandwidth: posts the measured operation (the client; both sides with `-b`).
+    pub sends: bool,
+    /// Bandwidth: posts receives and counts what arrives (send tests: the server;
+    /// both sides with `-b`).
+    pub receives: bool,
+    /// Latency: drives the ping-pong or the round trips and records the samples.
+    pub initiates: bool,
+    /// Latency: answers the initiator's messages (write and send ping-pongs).
+    pub responds: bool,
+    /// `--validate`: fills its buffer with the pattern before the size runs.
+    pub pattern_source: bool,
+    /// `--validate`: checks the pattern in its buffer after the size ran.
+    pub pattern_target: bool,
+    /// The server has nothing to do but wait on the control channel while the client
+    /// works alone (one-sided tests): the client tells it every second it is alive.
+    pub heartbeat: bool,
+}
+
+impl Role {
+    /// The role of the client (`client`) or the server in `spec`.
+    pub fn new(spec: &TestSpec, client: bool) -> Role {
+        let both = spec.bidirectional();
+        let verb = spec.kind.verb;
+        let bw = spec.kind.measure == Measure::Bw;
+        let one_sided = matches!(verb, Verb::Read | Verb::Atomic);
+        // Read moves data from the target's buffer to the initiator's: the pattern
+        // starts on the server and is checked on the client.
+        let (source, target) = match verb {
+            Verb::Read => (!client || both, client || both),
+            _ => (client || both, !client || both),
+        };
+        let server_idles = if bw { !spec.kind.receives() && !both } else { one_sided };
+        Role {
+            client,
+            sends: bw && (client || both),
+            receives: bw && spec.kind.receives() && (!client || both),
+            initiates: !bw && client,
+            responds: !bw && !client && !one_sided,
+            pattern_source: spec.validate && verb != Verb::Atomic && source,
+            pattern_target: spec.validate && target,
+            heartbeat: client && server_idles,
+        }
+    }
+
+    /// `client` or `server`.
+    pub fn name(&self) -> &'static str {
+        if self.client {
+            "client"
+        } else {
+            "server"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::rules::{self, RdmaRequest};
+    use crate::spec::TestKind;
+
+    fn role(verb: Verb, measure: Measure, r: RdmaRequest, client: bool) -> Role {
+        Role::new(&rules::rdma(TestKind { verb, measure }, &r).unwrap(), client)
+    }
+
+    #[test]
+    fn each_side_of_each_test_has_one_part() {
+        let d = RdmaRequest::default;
+        let c = role(Verb::Write, Measure::Bw, d(), true);
+        assert!(c.sends && !c.receives && c.heartbeat);
+        let s = role(Verb::Write, Measure::Bw, d(), false);
+        assert!(!s.sends && !s.receives && !s.heartbeat);
+        let s = role(Verb::Send, Measure::Bw, d(), false);
+        assert!(s.receives && !s.sends);
+        assert!(!role(Verb::Send, Measure::Bw, d(), true).heartbeat, "the receiver is busy too");
+        let both = || RdmaRequest { bidirectional: true, ..d() };
+        let s = role(Verb::Send, Measure::Bw, both(), false);
+        assert!(s.sends && s.receives);
+        let s = role(Verb::Read, Measure::Lat, d(), false);
+        assert!(!s.initiates && !s.responds, "a read target only waits");
+        assert!(role(Verb::Read, Measure::Lat, d(), true).heartbeat);
+        let s = role(Verb::Send, Measure::Lat, d(), false);
+        assert!(s.responds && !s.initiates);
+    }
+
+    #[test]
+    fn the_pattern_flows_with_the_data() {
+        let v = || RdmaRequest { validate: true, ..Default::default() };
+        let c = role(Verb::Read, Measure::Bw, v(), true);
+        assert!(c.pattern_target && !c.pattern_source, "a read lands on the client");
+        let s = role(Verb::Write, Measure::Bw, v(), false);
+        assert!(s.pattern_target && !s.pattern_source);
+        let c = role(Verb::Atomic, Measure::Bw, v(), true);
+        assert!(!c.pattern_source, "atomics check a sum, not a pattern");
+        let s = role(Verb::Atomic, Measure::Bw, v(), false);
+        assert!(s.pattern_target);
+        let c = role(Verb::Write, Measure::Bw, RdmaRequest::default(), true);
+        assert!(!c.pattern_source && !c.pattern_target, "only with --validate");
+    }
+}

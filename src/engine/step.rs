@@ -1,0 +1,306 @@
+//! One size of a test on this side: buffers and receives prepared, a barrier, the
+//! loop this side's [`Role`] calls for, then the results exchanged
+//! ([`super::results`]). Generic over the connection; nothing here knows the backend.
+
+use crate::error::{Error, ErrorKind};
+use crate::measure::cpu::CpuSnapshot;
+use crate::measure::{self, BwStats, LatencyRecorder};
+use crate::perf::loops::{self, BwOutcome, BwPlan, Clock, LatPlan, LoopError, RecvPlan};
+use crate::perf::report::SizeResult;
+use crate::session::connect::Heartbeat;
+use crate::session::protocol::{Channel, Message};
+use crate::spec::{AtomicType, Local, Measure, Queues, RunLength, TestSpec, Verb};
+use crate::transport::{Connection, Op};
+
+use super::pattern::{fill_pattern, slots_for};
+use super::role::Role;
+use super::threads::{bw_send_threads, per_connection};
+
+/// What every size of a run shares on this side.
+pub struct Step<'a> {
+    /// The test.
+    pub spec: &'a TestSpec,
+    /// This side's settings (timeout, pinning).
+    pub local: &'a Local,
+    /// This side's part.
+    pub role: Role,
+    /// The queues the loops use.
+    pub queues: Queues,
+    /// The operation a sender posts.
+    pub op: Op,
+    /// CPU clock, MHz, for cycles per byte.
+    pub mhz: Option<f64>,
+}
+
+impl<'a> Step<'a> {
+    /// For `spec` on the client (`client`) or the server.
+    pub fn new(spec: &'a TestSpec, local: &'a Local, client: bool) -> Self {
+        let atomic = spec.rdma().map(|r| r.atomic_type).unwrap_or_default();
+        let op = match spec.kind.verb {
+            Verb::Write => Op::Write,
+            Verb::Read => Op::Read,
+            Verb::Send => Op::Send,
+            Verb::Atomic => match atomic {
+                AtomicType::FetchAndAdd => Op::FetchAdd(1),
+                AtomicType::CmpAndSwap => Op::CompareSwap { compare: 0, swap: 0 },
+            },
+        };
+        Step {
+            spec,
+            local,
+            role: Role::new(spec, client),
+            queues: spec.queues(),
+            op,
+            mhz: crate::measure::cpu::cpu_mhz(),
+        }
+    }
+
+    /// Buffer slots for `size`. A connection whose poll blocks copies each message
+    /// into the kernel: one slot keeps the working set in cache, as iperf3's one
+    /// buffer (TCP tests have no --validate to rotate for).
+    pub fn slots<C: Connection>(&self, size: u64) -> u32 {
+        if C::BLOCKING_POLL {
+            1
+        } else {
+            slots_for(size)
+        }
+    }
+
+    /// Runs one size on this side; returns the result both sides print.
+    ///
+    /// # Errors
+    /// A loop or the control channel failing; a loop failure while the peer has
+    /// closed the control connection is the peer's leaving (`peer_closed`).
+    pub fn run<C: Connection + Send>(
+        &self,
+        ch: &mut Channel,
+        conns: &mut [C],
+        size: u64,
+    ) -> Result<SizeResult, Error> {
+        let slots = self.slots::<C>(size);
+        let size32 = u32::try_from(size)
+            .map_err(|_| Error::usage(format!("{size} bytes is over the message limit")))?;
+        self.prepare(conns, size, slots)?;
+        // A small barrier so the pattern and the receives are in place before the peer starts.
+        ch.send(&Message::Ready { size })?;
+        ch.recv("ready")?;
+        let cpu_before = CpuSnapshot::now();
+        let mut local = SizeResult { size, ..Default::default() };
+        let measured = match self.spec.kind.measure {
+            Measure::Bw => self.bandwidth(ch, conns, size32, slots, &mut local),
+            Measure::Lat => self.latency(ch, &mut conns[0], size32, &mut local),
+        };
+        measured.map_err(|e| self.failed(e, ch, size))?;
+        super::results::exchange(self, ch, conns, local, &cpu_before, slots)
+    }
+
+    /// Zeroes each buffer (stale data cannot pass a check), lays the pattern on the
+    /// source, and posts receives. Receives go up before the barrier: on UC and UD a
+    /// message that finds none is lost.
+    fn prepare<C: Connection>(&self, conns: &mut [C], size: u64, slots: u32) -> Result<(), Error> {
+        for (q, c) in conns.iter_mut().enumerate() {
+            c.local_mut().fill(0);
+            if self.role.pattern_source {
+                fill_pattern(c.local_mut(), q, size, slots);
+            }
+        }
+        let size32 = size as u32;
+        let iters = self.spec.run.iterations();
+        let posted = if self.role.receives {
+            loops::post_receives(conns, size32, u64::from(self.queues.rx_depth).min(iters), slots)
+        } else if self.spec.kind.measure == Measure::Lat && self.spec.kind.receives() {
+            loops::post_receives(&mut conns[..1], size32, u64::from(self.queues.rx_depth), 1)
+        } else {
+            Ok(())
+        };
+        posted.map_err(Error::from)
+    }
+
+    /// A loop's failure, named by its cause: the peer's leaving when the control
+    /// connection shows it closed, the loop's own error otherwise.
+    fn failed(&self, e: Error, ch: &Channel, size: u64) -> Error {
+        if e.kind != ErrorKind::PeerClosed && ch.peer_closed() {
+            let message =
+                format!("the peer closed the control connection during the {size} B run ({e})");
+            return Error { status: e.status, ..Error::new(ErrorKind::PeerClosed, message) };
+        }
+        e
+    }
+
+    /// `blocking`: the connections' poll blocks (no peak: a TCP write completes
+    /// when the kernel has copied it).
+    fn bw_plan(&self, size: u32, slots: u32, blocking: bool) -> BwPlan {
+        let run = self.spec.run;
+        let iters = run.iterations();
+        BwPlan {
+            op: self.op,
+            size,
+            iters,
+            duration: run.duration(),
+            tx_depth: self.queues.tx_depth,
+            cq_mod: self.queues.cq_mod,
+            post_list: self.queues.post_list,
+            inline: u64::from(self.queues.inline_size) >= u64::from(size) && !self.one_sided(),
+            slots,
+            peak: run.duration().is_none() && iters <= 20_000 && !blocking,
+            timeout: self.local.timeout,
+            events: self.queues.events,
+        }
+    }
+
+    fn one_sided(&self) -> bool {
+        matches!(self.spec.kind.verb, Verb::Read | Verb::Atomic)
+    }
+
+    fn bandwidth<C: Connection + Send>(
+        &self,
+        ch: &mut Channel,
+        conns: &mut [C],
+        size: u32,
+        slots: u32,
+        local: &mut SizeResult,
+    ) -> Result<(), Error> {
+        let plan = self.bw_plan(size, slots, C::BLOCKING_POLL);
+        let posted = u64::from(self.queues.rx_depth).min(plan.iters);
+        if self.role.sends {
+            let beat = if self.role.heartbeat { Some(Heartbeat::start(ch)?) } else { None };
+            let outcome = if C::BLOCKING_POLL {
+                bw_send_threads(conns, &plan, &self.local.pin)
+            } else if self.role.receives {
+                // send_bw -b: this side also receives, on the same queue pairs.
+                let mut recv = loops::Reposting::new(conns.len(), plan.iters, posted, size, slots);
+                loops::bw_send(conns, &plan, Clock::start(), &mut recv)
+            } else {
+                loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv)
+            }?;
+            if self.spec.kind.receives() && plan.duration.is_some() {
+                loops::send_end_markers(conns, self.local.timeout)?;
+            }
+            drop(beat);
+            let (total, per_qp, iterations) = bw_result(u64::from(size), &outcome, &self.spec.run);
+            local.bw = Some(total);
+            local.iterations = iterations;
+            if per_qp.len() > 1 {
+                local.per_qp = per_qp;
+            }
+        } else if self.role.receives {
+            let plan = RecvPlan {
+                size,
+                iters: plan.iters,
+                posted,
+                slots,
+                timeout: self.local.timeout,
+                events: plan.events,
+            };
+            let received = if C::BLOCKING_POLL {
+                // Each stream ends by itself (its sender's end of stream).
+                per_connection(conns, &self.local.pin, |conn| {
+                    loops::bw_recv(std::slice::from_mut(conn), &plan, || false)
+                })
+                .map(|counts| counts.concat())
+            } else {
+                loops::bw_recv(conns, &plan, || ch.has_pending())
+            }?;
+            local.iterations = received.first().copied().unwrap_or(0);
+            local.received_bytes = Some(received.iter().sum::<u64>() * u64::from(size));
+        }
+        Ok(())
+    }
+
+    fn latency<C: Connection>(
+        &self,
+        ch: &mut Channel,
+        conn: &mut C,
+        size: u32,
+        local: &mut SizeResult,
+    ) -> Result<(), Error> {
+        let plan = LatPlan {
+            size,
+            iters: self.spec.run.iterations(),
+            duration: self.spec.run.duration(),
+            inline: u64::from(self.queues.inline_size) >= u64::from(size) && !self.one_sided(),
+            rtt_factor: self.spec.kind.rtt_factor(),
+            timeout: self.local.timeout,
+            events: self.queues.events,
+            recv_posted: u64::from(self.queues.rx_depth),
+        };
+        let rec = match plan.duration {
+            None => self.lat_loop(ch, conn, &plan, loops::CountedSampler::new(&plan))?,
+            Some(_) => self.lat_loop(ch, conn, &plan, loops::TimedSampler::new(&plan))?,
+        };
+        if let Some(rec) = rec.filter(|_| self.role.initiates) {
+            local.iterations = rec.count();
+            local.lat = Some(rec.stats());
+        }
+        Ok(())
+    }
+
+    /// The latency loop of the test on this side, with the run's kind of sampler.
+    fn lat_loop<C: Connection, S: loops::Sampler>(
+        &self,
+        ch: &mut Channel,
+        conn: &mut C,
+        plan: &LatPlan,
+        samples: S,
+    ) -> Result<Option<LatencyRecorder>, Error> {
+        let initiates = self.role.initiates;
+        let rec = match self.spec.kind.verb {
+            // A read or atomic target only waits: the initiator works alone.
+            Verb::Read | Verb::Atomic if !initiates => return Ok(None),
+            Verb::Read | Verb::Atomic => {
+                let _beat = if self.role.heartbeat { Some(Heartbeat::start(ch)?) } else { None };
+                loops::lat_round_trip(conn, self.op, plan, samples)
+            }
+            Verb::Write => {
+                loops::lat_write_pingpong(conn, initiates, plan, samples, || ch.has_pending())
+            }
+            Verb::Send => {
+                loops::lat_send_pingpong(conn, initiates, plan, samples, || ch.has_pending())
+            }
+        };
+        Ok(Some(rec?))
+    }
+}
+
+/// Bandwidth of each QP and the total, from what a sender recorded.
+fn bw_result(size: u64, outcome: &BwOutcome, run: &RunLength) -> (BwStats, Vec<BwStats>, u64) {
+    let per: Vec<(BwStats, u64)> = match run {
+        RunLength::Iterations(_) => outcome
+            .recorders
+            .iter()
+            .map(|r| (measure::bw_stats(size, r), r.first_post().unwrap_or(0)))
+            .collect(),
+        RunLength::Duration { .. } => outcome
+            .windowed
+            .iter()
+            .map(|w| {
+                (
+                    measure::windowed_stats(
+                        size,
+                        w.messages,
+                        w.window_ns,
+                        w.interval_ns,
+                        &w.buckets,
+                    ),
+                    0,
+                )
+            })
+            .collect(),
+    };
+    let total = measure::aggregate(&per);
+    let iterations = per.first().map_or(0, |(b, _)| b.messages);
+    (total, per.into_iter().map(|(b, _)| b).collect(), iterations)
+}
+
+impl From<LoopError> for Error {
+    fn from(e: LoopError) -> Self {
+        match e {
+            LoopError::Transport(t) => t.into(),
+            LoopError::Completion { name, .. } => Error {
+                status: Some(name.to_string()),
+                ..Error::new(ErrorKind::Completion, e.to_string())
+            },
+            LoopError::Stalled { .. } => Error::new(ErrorKind::PeerSilent, e.to_string()),
+        }
+    }
+}

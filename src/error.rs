@@ -1,0 +1,171 @@
+//! The one error type of a run, from the failing verb or socket to the exit status.
+//!
+//! Every failure has a [`ErrorKind`] that says *why* in a word a program can branch on
+//! (`compare` stops at once when the server is gone, and keeps going past a point's own
+//! failure), and one line for a person. The kind decides the exit status, here and
+//! nowhere else; `--json` writes both as `"error": {"kind": …, "message": …}`.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a run failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Bad flags or a spec the rules refuse.
+    Usage,
+    /// No RDMA device (or no provider, or no kernel support).
+    NoDevice,
+    /// A verb or an adapter call failed.
+    Device,
+    /// Nothing answers at the peer's address.
+    PeerUnreachable,
+    /// The peer closed the control connection or a data connection.
+    PeerClosed,
+    /// The peer sent nothing, or nothing progressed, for the timeout.
+    PeerSilent,
+    /// The two sides asked for different parameters.
+    Mismatch,
+    /// The peer (or this side) refused what was asked: another protocol or
+    /// version, an operation the backend lacks, a malformed message.
+    Refused,
+    /// Work completed with an error status (`IBV_WC_RETRY_EXC_ERR`, …).
+    Completion,
+    /// A `--min-bw` / `--max-lat` threshold failed.
+    Threshold,
+    /// `--validate` found corrupted bytes.
+    Validation,
+    /// A local file or socket failed.
+    Io,
+}
+
+impl ErrorKind {
+    /// Its name in JSON and logs: `peer_closed`, …
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Usage => "usage",
+            ErrorKind::NoDevice => "no_device",
+            ErrorKind::Device => "device",
+            ErrorKind::PeerUnreachable => "peer_unreachable",
+            ErrorKind::PeerClosed => "peer_closed",
+            ErrorKind::PeerSilent => "peer_silent",
+            ErrorKind::Mismatch => "mismatch",
+            ErrorKind::Refused => "refused",
+            ErrorKind::Completion => "completion",
+            ErrorKind::Threshold => "threshold",
+            ErrorKind::Validation => "validation",
+            ErrorKind::Io => "io",
+        }
+    }
+
+    /// The process exit status: 1 for a verdict (threshold, validation), 2 for
+    /// everything else, as perftest and ripgrep use.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            ErrorKind::Threshold | ErrorKind::Validation => crate::EXIT_VERDICT,
+            _ => crate::EXIT_ERROR,
+        }
+    }
+
+    /// Whether the peer is gone: nothing more can run against it.
+    pub fn peer_gone(self) -> bool {
+        matches!(self, ErrorKind::PeerUnreachable | ErrorKind::PeerClosed)
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A failure: its kind, one line for a person, and (completion errors) the work
+/// completion's status name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Error {
+    /// Why, in a word.
+    pub kind: ErrorKind,
+    /// What, in one line.
+    pub message: String,
+    /// The work completion status (`IBV_WC_RETRY_EXC_ERR`) of a completion error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+impl Error {
+    /// An error of `kind`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error { kind, message: one_line(&message.into()), status: None }
+    }
+
+    /// Bad input.
+    pub fn usage(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Usage, message)
+    }
+
+    /// A local file or socket failed.
+    pub fn io(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Io, message)
+    }
+
+    /// The control channel carried something that is not the protocol.
+    pub fn refused(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Refused, message)
+    }
+
+    /// The same error with `context: ` in front of its message.
+    pub fn context(mut self, context: &str) -> Self {
+        self.message = format!("{context}: {}", self.message);
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Text for one log or terminal line: control characters (newlines, escapes) become
+/// spaces, and it is cut at 500 characters.
+pub fn one_line(text: &str) -> String {
+    const MAX: usize = 500;
+    let mut line: String =
+        text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(MAX).collect();
+    if text.chars().count() > MAX {
+        line.push('…');
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_map_to_exit_codes_and_names_once() {
+        assert_eq!(ErrorKind::Threshold.exit_code(), 1);
+        assert_eq!(ErrorKind::Validation.exit_code(), 1);
+        assert_eq!(ErrorKind::PeerClosed.exit_code(), 2);
+        assert_eq!(ErrorKind::Usage.exit_code(), 2);
+        let json = serde_json::to_string(&ErrorKind::PeerUnreachable).unwrap();
+        assert_eq!(json, "\"peer_unreachable\"");
+        assert_eq!(ErrorKind::NoDevice.to_string(), "no_device");
+        assert!(ErrorKind::PeerClosed.peer_gone() && !ErrorKind::Completion.peer_gone());
+    }
+
+    #[test]
+    fn messages_are_one_printable_line() {
+        let e = Error::usage("bad\nline\x1b[31m red");
+        assert_eq!(e.message, "bad line [31m red");
+        let long = "x".repeat(600);
+        assert_eq!(one_line(&long).chars().count(), 501);
+        assert_eq!(
+            Error::io("disk").context("writing out.json").to_string(),
+            "writing out.json: disk"
+        );
+    }
+}

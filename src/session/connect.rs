@@ -1,0 +1,227 @@
+//! Opening the control channel: the server's listener, the client's connect with
+//! retries, and the heartbeat a client sends while the server only waits.
+
+use std::net::{IpAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use super::protocol::{Channel, Message, ProtocolError};
+use crate::error::{Error, ErrorKind};
+use crate::spec::TestSpec;
+
+/// The server's control-channel listener.
+pub struct ControlListener {
+    listener: TcpListener,
+    port: u16,
+}
+
+impl ControlListener {
+    /// Listens on `bind` (every address when None) and `port`.
+    ///
+    /// # Errors
+    /// The port is taken or the address is not local (kind `io`).
+    pub fn bind(bind: Option<IpAddr>, port: u16) -> Result<Self, Error> {
+        let ip = bind.unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        let listener = TcpListener::bind((ip, port))
+            .map_err(|e| Error::io(format!("cannot listen on {ip} TCP port {port}: {e}")))?;
+        Ok(ControlListener { listener, port })
+    }
+
+    /// The address listened on.
+    pub fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// Waits for one client (up to `wait`, or for ever) and reads its hello, every read
+    /// bounded by `timeout`. `None`: the client closed without a word (a reachability
+    /// check, as `compare` makes before its sweep).
+    ///
+    /// # Errors
+    /// No client in time, or one that does not say hello properly (it is told why).
+    pub fn accept_hello(
+        &self,
+        wait: Option<Duration>,
+        timeout: Duration,
+    ) -> Result<Option<(Channel, TestSpec)>, Error> {
+        let stream = self.accept(wait)?;
+        let mut ch = Channel::new(stream, timeout)?;
+        match ch.recv("hello") {
+            Ok(Message::Hello { spec, .. }) => Ok(Some((ch, spec))),
+            Err(ProtocolError::Closed { .. }) => Ok(None),
+            Ok(other) => {
+                let e = Error::refused(format!(
+                    "control channel: expected hello, got {}",
+                    other.name()
+                ));
+                ch.send_error(&e);
+                Err(e)
+            }
+            Err(e) => {
+                let e = Error::from(e);
+                ch.send_error(&e);
+                Err(e)
+            }
+        }
+    }
+
+    fn accept(&self, wait: Option<Duration>) -> Result<TcpStream, Error> {
+        let port = self.port;
+        let failed = |e: std::io::Error| Error::io(format!("accepting on port {port}: {e}"));
+        let Some(wait) = wait else {
+            return self.listener.accept().map(|(s, _)| s).map_err(failed);
+        };
+        self.listener.set_nonblocking(true).map_err(failed)?;
+        let start = Instant::now();
+        loop {
+            match self.listener.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false).map_err(failed)?;
+                    return Ok(s);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if start.elapsed() > wait {
+                        return Err(Error::new(
+                            ErrorKind::PeerUnreachable,
+                            format!(
+                                "no client connected to port {port} within {} s (--timeout)",
+                                wait.as_secs()
+                            ),
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(failed(e)),
+            }
+        }
+    }
+}
+
+/// Connects the control channel to `host:port`. A refused connection is retried
+/// until `window`, so a client may start before its server; then one clear error.
+///
+/// # Errors
+/// Kind `peer_unreachable`: the name does not resolve, or nobody answers.
+pub fn connect(
+    host: &str,
+    port: u16,
+    timeout: Duration,
+    window: Duration,
+) -> Result<TcpStream, Error> {
+    let start = Instant::now();
+    connect_retrying(host, port, timeout, window).map_err(|f| {
+        let message = match f {
+            ConnectFailure::Resolve(e) => format!("cannot resolve server '{host}': {e}"),
+            ConnectFailure::NoAddress => format!("server '{host}' resolves to no address"),
+            ConnectFailure::Io(e) => format!(
+                "cannot reach the server at {host}:{port}: {e} (after {} s; is `rdmabench` running there, with -p {port}?)",
+                start.elapsed().as_secs()
+            ),
+        };
+        Error::new(ErrorKind::PeerUnreachable, message)
+    })
+}
+
+/// Why [`connect_retrying`] gave up.
+pub(crate) enum ConnectFailure {
+    /// The name did not resolve.
+    Resolve(std::io::Error),
+    /// It resolved to no address.
+    NoAddress,
+    /// The last attempt's error.
+    Io(std::io::Error),
+}
+
+/// Connects to `host:port`, each attempt waiting up to `per_try`; a refused connection
+/// (a server still starting) is retried every 100 ms for up to `window`.
+pub(crate) fn connect_retrying(
+    host: &str,
+    port: u16,
+    per_try: Duration,
+    window: Duration,
+) -> Result<TcpStream, ConnectFailure> {
+    let addrs: Vec<_> = (host, port).to_socket_addrs().map_err(ConnectFailure::Resolve)?.collect();
+    let start = Instant::now();
+    loop {
+        let mut last = None;
+        for addr in &addrs {
+            match TcpStream::connect_timeout(addr, per_try) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        match last {
+            Some(e)
+                if e.kind() == std::io::ErrorKind::ConnectionRefused
+                    && start.elapsed() < window =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Some(e) => return Err(ConnectFailure::Io(e)),
+            None => return Err(ConnectFailure::NoAddress),
+        }
+    }
+}
+
+/// While the client runs a size alone, a thread tells the server it is alive every
+/// second. It sleeps on a channel, so it stops at once when dropped.
+pub struct Heartbeat {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    /// Starts beating on a second handle of `ch`.
+    ///
+    /// # Errors
+    /// The socket cannot be duplicated (kind `io`).
+    pub fn start(ch: &Channel) -> Result<Self, Error> {
+        let mut ch = ch.try_clone()?;
+        let (stop, wake) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                wake.recv_timeout(Duration::from_secs(1))
+            {
+                if ch.send(&Message::Heartbeat).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Heartbeat { stop: Some(stop), thread: Some(thread) })
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_that_starts_late_is_reached_and_a_missing_one_is_not() {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
+            l.accept().map(drop)
+        });
+        let start = Instant::now();
+        let got =
+            connect_retrying("127.0.0.1", port, Duration::from_secs(1), Duration::from_secs(5));
+        assert!(got.is_ok(), "refusals before the listener exists are retried");
+        assert!(start.elapsed() >= Duration::from_millis(300));
+        late.join().unwrap().unwrap();
+        // Nobody ever listens: the window ends it, with the refusal as the reason.
+        let start = Instant::now();
+        let e = connect("127.0.0.1", port, Duration::from_secs(1), Duration::from_millis(300));
+        let e = e.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::PeerUnreachable);
+        assert!(e.message.contains("cannot reach the server at 127.0.0.1"), "{e}");
+        assert!(start.elapsed() < Duration::from_secs(3));
+    }
+}

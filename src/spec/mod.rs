@@ -1,0 +1,394 @@
+//! What to run, decided once: a [`TestSpec`] (the test, its sizes and length, and the
+//! link it runs over: RDMA or TCP), and what each side decides for itself ([`Local`],
+//! [`Output`]).
+//!
+//! The CLI ([`rules`] turns perftest's flags into a spec), `serve` (from the client's
+//! hello), `compare` and the library API all build specs; the engine runs them after
+//! one [`TestSpec::validate`]. The spec travels whole in the hello, so a served test
+//! runs with exactly the client's parameters on both sides.
+
+pub mod rules;
+#[cfg(test)]
+mod tests;
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use rules::{parse_cpu_list, parse_size};
+
+use crate::transport::{Backend, Service};
+
+/// Default TCP port of the control channel (perftest uses 18515; ours differs so both
+/// can run side by side, as the benchmark scripts do).
+pub const DEFAULT_PORT: u16 = 18520;
+
+/// Largest message of an `-a` sweep (2^23), as perftest.
+pub const MAX_SWEEP_SIZE: u64 = 1 << 23;
+
+/// The operation a test measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Verb {
+    /// RDMA write.
+    Write,
+    /// RDMA read.
+    Read,
+    /// Send/receive (over TCP: writes to a socket).
+    Send,
+    /// Atomics (fetch-and-add or compare-and-swap).
+    Atomic,
+}
+
+/// Bandwidth or latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Measure {
+    /// Bandwidth and message rate.
+    Bw,
+    /// Latency.
+    Lat,
+}
+
+/// One of the eight perftest tests (the TCP tests are `send` over a TCP link).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
+pub struct TestKind {
+    /// Operation.
+    pub verb: Verb,
+    /// What is measured.
+    pub measure: Measure,
+}
+
+impl TestKind {
+    /// Identifier as perftest's binary without `ib_`: `write_bw`, `read_lat`, …
+    pub fn id(&self) -> &'static str {
+        match (self.verb, self.measure) {
+            (Verb::Write, Measure::Bw) => "write_bw",
+            (Verb::Read, Measure::Bw) => "read_bw",
+            (Verb::Send, Measure::Bw) => "send_bw",
+            (Verb::Atomic, Measure::Bw) => "atomic_bw",
+            (Verb::Write, Measure::Lat) => "write_lat",
+            (Verb::Read, Measure::Lat) => "read_lat",
+            (Verb::Send, Measure::Lat) => "send_lat",
+            (Verb::Atomic, Measure::Lat) => "atomic_lat",
+        }
+    }
+
+    /// Latency samples are half a round trip for write and send (ping-pong), a full
+    /// one for read and atomics.
+    pub fn rtt_factor(&self) -> u32 {
+        match self.verb {
+            Verb::Write | Verb::Send => 2,
+            Verb::Read | Verb::Atomic => 1,
+        }
+    }
+
+    /// Whether the receiving side posts receives (send/recv, TCP streams).
+    pub fn receives(&self) -> bool {
+        self.verb == Verb::Send
+    }
+}
+
+/// perftest's `-A`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AtomicType {
+    /// Fetch-and-add (default).
+    #[default]
+    FetchAndAdd,
+    /// Compare-and-swap.
+    CmpAndSwap,
+}
+
+/// How long each size runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunLength {
+    /// A number of iterations per connection.
+    Iterations(u64),
+    /// A duration with warm-up and cool-down margins; only the middle is measured.
+    Duration {
+        /// Whole run, seconds.
+        secs: u64,
+        /// Margin at each end, seconds.
+        margin: u64,
+    },
+}
+
+impl RunLength {
+    /// The measured window of a duration run.
+    pub fn window(&self) -> Option<Duration> {
+        match *self {
+            RunLength::Iterations(_) => None,
+            RunLength::Duration { secs, margin } => {
+                Some(Duration::from_secs(secs.saturating_sub(2 * margin)))
+            }
+        }
+    }
+
+    /// Iterations per connection; `u64::MAX` in a duration run (it ends by the clock).
+    pub fn iterations(&self) -> u64 {
+        match *self {
+            RunLength::Iterations(n) => n,
+            RunLength::Duration { .. } => u64::MAX,
+        }
+    }
+
+    /// `(total, margin)` of a duration run.
+    pub fn duration(&self) -> Option<(Duration, Duration)> {
+        match *self {
+            RunLength::Duration { secs, margin } => {
+                Some((Duration::from_secs(secs), Duration::from_secs(margin)))
+            }
+            RunLength::Iterations(_) => None,
+        }
+    }
+}
+
+/// One test, as both sides run it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TestSpec {
+    /// The operation and what is measured.
+    pub kind: TestKind,
+    /// Message sizes, in order.
+    pub sizes: Vec<u64>,
+    /// Iterations or duration, per size.
+    pub run: RunLength,
+    /// The receiver checks a per-message pattern after each size (`--validate`).
+    pub validate: bool,
+    /// What carries the messages.
+    pub link: Link,
+}
+
+/// The link a test runs over.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "transport", rename_all = "snake_case")]
+pub enum Link {
+    /// RDMA queue pairs (verbs or NetworkDirect).
+    Rdma(RdmaSpec),
+    /// TCP streams.
+    Tcp(TcpSpec),
+}
+
+/// The RDMA part of a spec: perftest's queue-pair flags after its defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RdmaSpec {
+    /// verbs or NetworkDirect.
+    pub backend: Backend,
+    /// RC, UC or UD (`-c`).
+    pub service: Service,
+    /// Queue pairs (`-q`).
+    pub qps: u32,
+    /// Both sides send (`-b`).
+    pub bidirectional: bool,
+    /// Connect through rdma_cm (`-R`).
+    pub rdma_cm: bool,
+    /// Atomic operation (`-A`; atomic tests only).
+    pub atomic_type: AtomicType,
+    /// Send queue depth (`-t`).
+    pub tx_depth: u32,
+    /// Receive queue depth (`-r`).
+    pub rx_depth: u32,
+    /// Largest inline message (`-I`).
+    pub inline_size: u32,
+    /// One signaled completion per this many requests (`-Q`).
+    pub cq_mod: u32,
+    /// Requests per post call (`-l`).
+    pub post_list: u32,
+    /// Outstanding reads/atomics (`-o`; None: the device's maximum, at most 16).
+    pub outs: Option<u32>,
+    /// Sleep on completion events (`-e`).
+    pub events: bool,
+    /// Path MTU (`-m`; None: the port's active MTU).
+    pub mtu: Option<u32>,
+}
+
+/// The TCP part of a spec: iperf3's stream flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpSpec {
+    /// Parallel streams, a thread each (`-P`).
+    pub streams: u32,
+    /// SO_SNDBUF/SO_RCVBUF asked for, bytes (`-w`; None: autotuning).
+    pub window: Option<u32>,
+    /// TCP_NODELAY on the data sockets (`-N`; always for tcp-lat).
+    pub nodelay: bool,
+}
+
+/// The queue sizes and posting modes the loops use, whatever the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Queues {
+    /// Outstanding sends per connection.
+    pub tx_depth: u32,
+    /// Receives kept posted.
+    pub rx_depth: u32,
+    /// One signaled completion per this many.
+    pub cq_mod: u32,
+    /// Requests per post.
+    pub post_list: u32,
+    /// Largest inline message.
+    pub inline_size: u32,
+    /// Completion events instead of polling.
+    pub events: bool,
+}
+
+impl TestSpec {
+    /// `write_bw`, …, `tcp_bw`, `tcp_lat`.
+    pub fn id(&self) -> &'static str {
+        match (&self.link, self.kind.measure) {
+            (Link::Tcp(_), Measure::Bw) => "tcp_bw",
+            (Link::Tcp(_), Measure::Lat) => "tcp_lat",
+            (Link::Rdma(_), _) => self.kind.id(),
+        }
+    }
+
+    /// perftest's title line: `RDMA_Write BW Test`, `TCP Latency Test`.
+    pub fn title(&self) -> String {
+        let verb = match (&self.link, self.kind.verb) {
+            (Link::Tcp(_), _) => "TCP",
+            (_, Verb::Write) => "RDMA_Write",
+            (_, Verb::Read) => "RDMA_Read",
+            (_, Verb::Send) => "Send",
+            (_, Verb::Atomic) => "Atomic",
+        };
+        let measure = match self.kind.measure {
+            Measure::Bw => "BW",
+            Measure::Lat => "Latency",
+        };
+        format!("{verb} {measure} Test")
+    }
+
+    /// The RDMA part, if this is an RDMA test.
+    pub fn rdma(&self) -> Option<&RdmaSpec> {
+        match &self.link {
+            Link::Rdma(r) => Some(r),
+            Link::Tcp(_) => None,
+        }
+    }
+
+    /// Queue pairs or streams.
+    pub fn connections(&self) -> u32 {
+        match &self.link {
+            Link::Rdma(r) => r.qps,
+            Link::Tcp(t) => t.streams,
+        }
+    }
+
+    /// Whether both sides send (`-b`).
+    pub fn bidirectional(&self) -> bool {
+        self.rdma().is_some_and(|r| r.bidirectional)
+    }
+
+    /// The largest size.
+    pub fn max_size(&self) -> u64 {
+        self.sizes.iter().copied().max().unwrap_or(8)
+    }
+
+    /// The queues the loops run with. TCP writes complete when the kernel has the
+    /// data: its depth only sets how many go out between two looks at completions.
+    pub fn queues(&self) -> Queues {
+        match &self.link {
+            Link::Rdma(r) => Queues {
+                tx_depth: r.tx_depth,
+                rx_depth: r.rx_depth,
+                cq_mod: r.cq_mod,
+                post_list: r.post_list,
+                inline_size: r.inline_size,
+                events: r.events,
+            },
+            Link::Tcp(_) => {
+                let iters = self.run.iterations();
+                let at_most = |v: u64| u32::try_from(v.min(iters)).unwrap_or(1).max(1);
+                Queues {
+                    tx_depth: at_most(128),
+                    rx_depth: at_most(16),
+                    cq_mod: at_most(64),
+                    post_list: 1,
+                    inline_size: 0,
+                    events: false,
+                }
+            }
+        }
+    }
+
+    /// What the two sides of a one-shot test must agree on, by name: a server
+    /// started by hand compares these with the client's and names each difference.
+    /// (Depths, inline size and the like are each side's own, as in perftest.)
+    pub fn agreement(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        let mut put = |k: &str, v: serde_json::Value| {
+            m.insert(k.to_string(), v);
+        };
+        put("test", self.id().into());
+        put("sizes", serde_json::json!(self.sizes));
+        put("run", serde_json::to_value(self.run).unwrap_or_default());
+        put("validate", self.validate.into());
+        match &self.link {
+            Link::Rdma(r) => {
+                put("backend", serde_json::to_value(r.backend).unwrap_or_default());
+                put("service", serde_json::to_value(r.service).unwrap_or_default());
+                put("qps", r.qps.into());
+                put("bidirectional", r.bidirectional.into());
+                put("rdma_cm", r.rdma_cm.into());
+                put("atomic_type", serde_json::to_value(r.atomic_type).unwrap_or_default());
+            }
+            Link::Tcp(t) => {
+                put("streams", t.streams.into());
+                put("window", serde_json::json!(t.window));
+                put("nodelay", t.nodelay.into());
+            }
+        }
+        m
+    }
+}
+
+/// What one side decides for itself: which device, where to listen or connect, how
+/// long to wait. Not exchanged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Local {
+    /// RDMA device (`-d`; None: the first), or a NetworkDirect adapter's IP.
+    pub device: Option<String>,
+    /// Device port (`-i`).
+    pub ib_port: u8,
+    /// GID index (`-x`; None: the RoCE v2 GID of the control connection's address).
+    pub gid_index: Option<u8>,
+    /// Control-channel TCP port (`-p`).
+    pub port: u16,
+    /// Address a server listens on (None: every address).
+    pub bind: Option<IpAddr>,
+    /// How long to wait for the peer at each step.
+    pub timeout: Duration,
+    /// How long a client retries a refused connection (a server still starting).
+    pub connect_window: Duration,
+    /// CPUs the measuring threads are pinned to, one per connection in turn (`--cpus`).
+    pub pin: Vec<usize>,
+}
+
+impl Default for Local {
+    fn default() -> Self {
+        Local {
+            device: None,
+            ib_port: 1,
+            gid_index: None,
+            port: DEFAULT_PORT,
+            bind: None,
+            timeout: Duration::from_secs(30),
+            connect_window: Duration::from_secs(30),
+            pin: Vec::new(),
+        }
+    }
+}
+
+/// How results are shown and judged on this side.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Output {
+    /// Gb/s instead of MiB/s.
+    pub report_gbits: bool,
+    /// Write the run as one JSON document here.
+    pub json: Option<PathBuf>,
+    /// Fail below this average bandwidth (report units).
+    pub min_bw: Option<f64>,
+    /// Fail above this typical latency, µs.
+    pub max_lat: Option<f64>,
+}

@@ -1,0 +1,479 @@
+//! perftest's rules, once: the defaults each test takes ([`rdma`], [`tcp`]) and the
+//! invariants every spec must hold before it runs ([`TestSpec::validate`]), with the
+//! limits on what a peer may ask for. Messages name the flag, as a user knows it.
+
+use super::{
+    AtomicType, Link, Measure, RdmaSpec, RunLength, TcpSpec, TestKind, TestSpec, Verb,
+    MAX_SWEEP_SIZE,
+};
+use crate::error::Error;
+use crate::transport::{Backend, Service};
+
+/// Largest message, bytes (verbs' `max_msg_sz` is 2^31 on every device we know).
+pub const MAX_MESSAGE: u64 = (u32::MAX / 2) as u64;
+/// Most sizes one run may have (a full sweep has 23).
+pub const MAX_SIZES: usize = 64;
+/// Longest `-D`, seconds (a day).
+pub const MAX_DURATION: u64 = 86_400;
+/// Most queue pairs (`-q`).
+pub const MAX_QPS: u32 = 1024;
+/// Most TCP streams (`-P`).
+pub const MAX_STREAMS: u32 = 128;
+
+/// perftest's flags for an RDMA test, as given (None: not given).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RdmaRequest {
+    /// `-s`.
+    pub size: Option<u64>,
+    /// `-a`.
+    pub all: bool,
+    /// `-n`.
+    pub iters: Option<u64>,
+    /// `-D`.
+    pub duration: Option<u64>,
+    /// `-f`.
+    pub margin: Option<u64>,
+    /// `-t`.
+    pub tx_depth: Option<u32>,
+    /// `-r`.
+    pub rx_depth: Option<u32>,
+    /// `-q`.
+    pub qps: Option<u32>,
+    /// `-c`.
+    pub service: Option<Service>,
+    /// `-m`.
+    pub mtu: Option<u32>,
+    /// `-I`.
+    pub inline_size: Option<u32>,
+    /// `-Q`.
+    pub cq_mod: Option<u32>,
+    /// `-l`.
+    pub post_list: Option<u32>,
+    /// `-b`.
+    pub bidirectional: bool,
+    /// `-R`.
+    pub rdma_cm: bool,
+    /// `-e`.
+    pub events: bool,
+    /// `-o`.
+    pub outs: Option<u32>,
+    /// `-A`.
+    pub atomic_type: Option<AtomicType>,
+    /// `--validate`.
+    pub validate: bool,
+    /// `--backend` (None: the platform's own).
+    pub backend: Option<Backend>,
+}
+
+/// The flags of a TCP test, as given.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TcpRequest {
+    /// `-s`.
+    pub size: Option<u64>,
+    /// `-a`.
+    pub all: bool,
+    /// `-n`.
+    pub iters: Option<u64>,
+    /// `-D`.
+    pub duration: Option<u64>,
+    /// `-f`.
+    pub margin: Option<u64>,
+    /// `-P`.
+    pub streams: Option<u32>,
+    /// `-w`.
+    pub window: Option<u64>,
+    /// `-N`.
+    pub nodelay: bool,
+}
+
+/// Accepts `65536`, `64K`, `8M`, `1G` (binary multiples, as perftest).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, shift) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 10),
+        Some('m' | 'M') => (&t[..t.len() - 1], 20),
+        Some('g' | 'G') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    let n: u64 =
+        digits.parse().map_err(|_| format!("'{text}' is not a size (like 65536, 64K, 8M)"))?;
+    n.checked_mul(1 << shift)
+        .filter(|&v| v > 0)
+        .ok_or_else(|| format!("size '{text}' is out of range"))
+}
+
+/// `0,2-3` → `[0, 2, 3]`.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, Error> {
+    let bad = || Error::usage(format!("--cpus '{text}': a CPU list like 0,2-3"));
+    let mut cpus = Vec::new();
+    for part in text.split(',') {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => {
+                (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?)
+            }
+            None => {
+                let v: usize = part.trim().parse().map_err(|_| bad())?;
+                (v, v)
+            }
+        };
+        if a > b || b >= 4096 {
+            return Err(bad());
+        }
+        cpus.extend(a..=b);
+    }
+    Ok(cpus)
+}
+
+/// `-D`, `-f`, `-n` and `-a` into a [`RunLength`].
+fn run_length(
+    duration: Option<u64>,
+    margin: Option<u64>,
+    iters: Option<u64>,
+    all: bool,
+    default_iters: u64,
+) -> Result<RunLength, Error> {
+    if duration.is_some() && iters.is_some() {
+        return Err(Error::usage(
+            "-D and -n exclude each other: run for a time or for a number of iterations",
+        ));
+    }
+    if duration.is_some() && all {
+        return Err(Error::usage(
+            "-D cannot be combined with -a (a sweep runs each size for -n iterations)",
+        ));
+    }
+    if margin.is_some() && duration.is_none() {
+        return Err(Error::usage("-f: a margin needs -D"));
+    }
+    Ok(match (duration, iters) {
+        (Some(secs), _) => RunLength::Duration { secs, margin: margin.unwrap_or(secs / 4) },
+        (None, Some(n)) => RunLength::Iterations(n),
+        (None, None) => RunLength::Iterations(default_iters),
+    })
+}
+
+/// `-a`: every power of two from 2 B up to `top`.
+fn sweep(top: u64) -> Vec<u64> {
+    (1..24).map(|i| 1u64 << i).filter(|&s| s <= top).collect()
+}
+
+/// Applies perftest's defaults for `kind` to `r` and checks the result.
+///
+/// # Errors
+/// One line naming the flag and what is wrong with it (kind `usage`).
+pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
+    let bw = kind.measure == Measure::Bw;
+    let service = r.service.unwrap_or(Service::Rc);
+    if kind.verb == Verb::Atomic {
+        if r.size.is_some_and(|s| s != 8) {
+            return Err(Error::usage("-s: atomics are always 8 bytes"));
+        }
+        if r.all {
+            return Err(Error::usage(
+                "-a: atomics have one size (8 bytes); there is nothing to sweep",
+            ));
+        }
+    } else if r.atomic_type.is_some() {
+        return Err(Error::usage(format!(
+            "-A: only the atomic tests take an atomic type, not {}",
+            kind.id()
+        )));
+    }
+    let sizes = if r.all {
+        sweep(if service == Service::Ud {
+            u64::from(r.mtu.unwrap_or(4096))
+        } else {
+            MAX_SWEEP_SIZE
+        })
+    } else {
+        vec![match (kind.verb, r.size) {
+            (Verb::Atomic, _) => 8,
+            (_, Some(s)) => s,
+            (_, None) if bw => 65536,
+            (_, None) => 2,
+        }]
+    };
+    let write_bw = kind == TestKind { verb: Verb::Write, measure: Measure::Bw };
+    let run = run_length(r.duration, r.margin, r.iters, r.all, if write_bw { 5000 } else { 1000 })?;
+    let iters = run.iterations();
+    let at_most_iters = |v: u32| u32::try_from(u64::from(v).min(iters)).unwrap_or(v);
+    let tx_depth = at_most_iters(r.tx_depth.unwrap_or(if bw { 128 } else { 1 }));
+    let rx_depth = match (r.rx_depth, kind.receives()) {
+        (Some(d), true) => at_most_iters(d),
+        (Some(d), false) => d,
+        (None, true) => at_most_iters(if bw { 512 } else { 16 }),
+        (None, false) => 1,
+    };
+    let inline_size = r.inline_size.unwrap_or(match kind.verb {
+        _ if bw => 0,
+        Verb::Write => 220,
+        Verb::Send if service == Service::Ud => 188,
+        Verb::Send => 236,
+        _ => 0,
+    });
+    let big = sizes.iter().any(|&s| s > 8192);
+    let cq_mod = match r.cq_mod {
+        Some(q) => q,
+        // perftest: large messages are signaled one by one unless asked otherwise.
+        None if big && !r.all && !r.events && service != Service::Ud => 1,
+        None => 100,
+    };
+    let spec = TestSpec {
+        kind,
+        sizes,
+        run,
+        validate: r.validate,
+        link: Link::Rdma(RdmaSpec {
+            backend: r.backend.unwrap_or_else(Backend::native),
+            service,
+            qps: r.qps.unwrap_or(1),
+            bidirectional: r.bidirectional,
+            rdma_cm: r.rdma_cm,
+            atomic_type: r.atomic_type.unwrap_or_default(),
+            tx_depth,
+            rx_depth,
+            inline_size,
+            // A depth of 0 is refused by validate; the moderation fits the depth.
+            cq_mod: if cq_mod == 0 || cq_mod > 1024 { cq_mod } else { cq_mod.min(tx_depth).max(1) },
+            post_list: r.post_list.unwrap_or(1).max(1),
+            outs: r.outs,
+            events: r.events,
+            mtu: r.mtu,
+        }),
+    };
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// Applies the TCP tests' defaults to `r` and checks the result.
+///
+/// # Errors
+/// One line naming the flag and what is wrong with it (kind `usage`).
+pub fn tcp(measure: Measure, r: &TcpRequest) -> Result<TestSpec, Error> {
+    let bw = measure == Measure::Bw;
+    let window = match r.window {
+        None => None,
+        Some(w) => Some(u32::try_from(w).map_err(|_| window_error(w))?),
+    };
+    let spec = TestSpec {
+        kind: TestKind { verb: Verb::Send, measure },
+        sizes: if r.all {
+            sweep(MAX_SWEEP_SIZE)
+        } else {
+            vec![r.size.unwrap_or(if bw { 65536 } else { 2 })]
+        },
+        run: run_length(r.duration, r.margin, r.iters, r.all, if bw { 5000 } else { 1000 })?,
+        validate: false,
+        link: Link::Tcp(TcpSpec {
+            streams: r.streams.unwrap_or(1),
+            window,
+            nodelay: r.nodelay || !bw,
+        }),
+    };
+    spec.validate()?;
+    Ok(spec)
+}
+
+fn window_error(w: u64) -> Error {
+    Error::usage(format!("-w {w}: a socket buffer between 4 KiB and 1 GiB"))
+}
+
+fn check(ok: bool, message: impl FnOnce() -> String) -> Result<(), Error> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::usage(message()))
+    }
+}
+
+impl TestSpec {
+    /// Checks every rule a spec must hold, whoever built it: the CLI, `compare`, or a
+    /// peer's hello (every number a peer sends is bounded here before anything is
+    /// allocated).
+    ///
+    /// # Errors
+    /// The first rule broken, naming the flag (kind `usage`).
+    pub fn validate(&self) -> Result<(), Error> {
+        self.validate_common()?;
+        match &self.link {
+            Link::Rdma(r) => self.validate_rdma(r),
+            Link::Tcp(t) => self.validate_tcp(t),
+        }
+    }
+
+    fn validate_common(&self) -> Result<(), Error> {
+        check(!self.sizes.is_empty() && self.sizes.len() <= MAX_SIZES, || {
+            format!("a run has 1 to {MAX_SIZES} sizes, not {}", self.sizes.len())
+        })?;
+        check(self.sizes.iter().all(|&s| s > 0), || "-s 0: a message has at least 1 byte".into())?;
+        check(self.max_size() <= MAX_MESSAGE, || {
+            format!("-s {}: the largest message is {MAX_MESSAGE} bytes", self.max_size())
+        })?;
+        match self.run {
+            RunLength::Iterations(n) => check(n >= 5, || format!("-n {n}: at least 5 iterations")),
+            RunLength::Duration { secs, margin } => {
+                check(secs > 0, || "-D 0: the duration must be at least 1 second".into())?;
+                check(secs <= MAX_DURATION, || {
+                    format!("-D {secs}: at most {MAX_DURATION} seconds")
+                })?;
+                check(secs > margin.saturating_mul(2), || {
+                    format!("-D {secs} -f {margin}: the duration must exceed twice the margin (nothing left to measure)")
+                })?;
+                check(self.sizes.len() == 1, || {
+                    "-D cannot be combined with -a (a sweep runs each size for -n iterations)"
+                        .into()
+                })?;
+                check(!self.validate, || {
+                    "--validate needs -n: a duration run has no known final pattern".into()
+                })
+            }
+        }
+    }
+
+    fn validate_tcp(&self, t: &TcpSpec) -> Result<(), Error> {
+        check(self.kind.verb == Verb::Send, || {
+            "TCP tests send; they have no RDMA operations".into()
+        })?;
+        check((1..=MAX_STREAMS).contains(&t.streams), || {
+            format!("-P {}: between 1 and {MAX_STREAMS} streams", t.streams)
+        })?;
+        check(self.kind.measure == Measure::Bw || t.streams == 1, || {
+            "-P: tcp_lat is one ping-pong stream".into()
+        })?;
+        if let Some(w) = t.window {
+            check((4096..=1 << 30).contains(&w), || window_error(u64::from(w)).message)?;
+        }
+        check(!self.validate, || "--validate: TCP tests have no pattern check".into())
+    }
+
+    fn validate_rdma(&self, r: &RdmaSpec) -> Result<(), Error> {
+        let (id, verb, bw) = (self.kind.id(), self.kind.verb, self.kind.measure == Measure::Bw);
+        let allowed = match verb {
+            Verb::Write => &[Service::Rc, Service::Uc][..],
+            Verb::Send => &[Service::Rc, Service::Uc, Service::Ud][..],
+            Verb::Read | Verb::Atomic => &[Service::Rc][..],
+        };
+        check(allowed.contains(&r.service), || {
+            let names = match verb {
+                Verb::Write => "RC or UC",
+                Verb::Send => "RC, UC or UD",
+                _ => "RC",
+            };
+            format!("-c {}: {id} runs over {names} only", r.service.name())
+        })?;
+        check(verb != Verb::Atomic || self.sizes == [8], || {
+            "-s: atomics are always 8 bytes".into()
+        })?;
+        check((1..=MAX_QPS).contains(&r.qps), || {
+            format!("-q {}: between 1 and {MAX_QPS} QPs", r.qps)
+        })?;
+        check(bw || r.qps == 1, || "-q: latency tests use one QP".into())?;
+        check(bw || !r.bidirectional, || "-b: only bandwidth tests are bidirectional".into())?;
+        check(
+            self.kind != (TestKind { verb: Verb::Write, measure: Measure::Lat }) || !r.events,
+            || "-e: write_lat polls memory, it has no completions to wait for".into(),
+        )?;
+        if let Some(m) = r.mtu {
+            check(matches!(m, 256 | 512 | 1024 | 2048 | 4096), || {
+                format!("-m {m}: the MTU is one of 256, 512, 1024, 2048, 4096")
+            })?;
+            check(r.service != Service::Ud || self.max_size() <= u64::from(m), || {
+                format!("-s {}: a UD message must fit the MTU ({m} bytes)", self.max_size())
+            })?;
+        }
+        self.validate_queues(r, id, bw)?;
+        self.validate_modes(r)?;
+        if r.backend == Backend::Nd {
+            nd_rules(self.kind, r)?;
+        }
+        Ok(())
+    }
+
+    fn validate_queues(&self, r: &RdmaSpec, id: &str, bw: bool) -> Result<(), Error> {
+        let t = r.tx_depth;
+        check(t > 0, || "-t 0: the send queue needs at least one entry".into())?;
+        check(t <= 15000, || format!("-t {t}: at most 15000"))?;
+        check(r.rx_depth > 0, || "-r 0: the receive queue needs at least one entry".into())?;
+        check(r.rx_depth <= 16384, || format!("-r {}: at most 16384", r.rx_depth))?;
+        check(self.kind.receives() || r.rx_depth == 1, || {
+            format!("-r {}: {id} posts no receives", r.rx_depth)
+        })?;
+        check(r.inline_size <= 1024, || format!("-I {}: at most 1024 bytes", r.inline_size))?;
+        check(matches!(self.kind.verb, Verb::Write | Verb::Send) || r.inline_size == 0, || {
+            format!("-I {}: {id} has no payload to inline", r.inline_size)
+        })?;
+        check(r.cq_mod > 0, || "-Q 0: at least one completion per 1 work request".into())?;
+        check(r.cq_mod <= 1024, || format!("-Q {}: at most 1024", r.cq_mod))?;
+        check(r.cq_mod <= t, || format!("-Q {}: more than the send queue (-t {t})", r.cq_mod))?;
+        check(r.outs.is_none_or(|o| (1..=255).contains(&o)), || {
+            format!("-o {}: between 1 and 255", r.outs.unwrap_or(0))
+        })?;
+        let l = r.post_list;
+        check(l >= 1, || "-l 0: at least one request per post".into())?;
+        if l > 1 {
+            let iters = self.run.iterations();
+            check(bw, || "-l: post lists are for bandwidth tests".into())?;
+            check(l <= t, || format!("-l {l}: longer than the send queue (-t {t})"))?;
+            check(iters == u64::MAX || iters % u64::from(l) == 0, || {
+                format!("-l {l}: -n {iters} must be a multiple of the post list")
+            })?;
+        }
+        Ok(())
+    }
+
+    fn validate_modes(&self, r: &RdmaSpec) -> Result<(), Error> {
+        let duration = matches!(self.run, RunLength::Duration { .. });
+        check(!(duration && r.bidirectional && self.kind.verb == Verb::Send), || {
+            "-b with send_bw needs -n: each side must know how many messages to expect".into()
+        })?;
+        check(!(duration && r.events), || "-D cannot be combined with -e".into())?;
+        check(self.kind.verb == Verb::Atomic || r.atomic_type == AtomicType::FetchAndAdd, || {
+            format!("-A: only the atomic tests take an atomic type, not {}", self.kind.id())
+        })?;
+        if self.validate {
+            check(
+                r.atomic_type != AtomicType::CmpAndSwap || self.kind.verb != Verb::Atomic,
+                || "--validate: only fetch-and-add leaves a checkable sum".into(),
+            )?;
+            check(r.service != Service::Ud, || {
+                "--validate: UD receives carry a 40-byte GRH in front of each message; use RC or UC"
+                    .into()
+            })?;
+        }
+        check(!(r.rdma_cm && r.service == Service::Ud), || {
+            "-R: rdma_cm connects RC or UC queue pairs".into()
+        })
+    }
+}
+
+/// What NetworkDirect cannot do, refused before anything starts.
+fn nd_rules(kind: TestKind, r: &RdmaSpec) -> Result<(), Error> {
+    check(kind.verb != Verb::Atomic, || {
+        format!("{}: atomics are not supported by NetworkDirect", kind.id())
+    })?;
+    check(r.service == Service::Rc, || {
+        format!(
+            "-c {}: not supported by NetworkDirect (it connects RC queue pairs only)",
+            r.service.name()
+        )
+    })?;
+    check(!r.rdma_cm, || "-R: NetworkDirect connects through its own connector; drop -R".into())?;
+    check(r.mtu.is_none(), || "-m: NetworkDirect does not set the path MTU".into())
+}
+
+/// What NetworkDirect cannot take from this side's own flags.
+///
+/// # Errors
+/// `-x`, `-i` other than 1, or a `-d` that is not an IP address.
+pub fn nd_local_rules(local: &super::Local) -> Result<(), Error> {
+    check(local.gid_index.is_none(), || {
+        "-x: NetworkDirect has no GID table; it addresses adapters by IP".into()
+    })?;
+    check(local.ib_port == 1, || "-i: NetworkDirect adapters have no ports to choose".into())?;
+    match &local.device {
+        Some(d) if d.parse::<std::net::IpAddr>().is_err() => Err(Error::usage(format!(
+            "-d {d}: with NetworkDirect, name the adapter by one of its IP addresses"
+        ))),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,176 @@
+use std::time::Duration;
+
+use super::rules::{self, RdmaRequest, TcpRequest};
+use super::*;
+
+const WRITE_BW: TestKind = TestKind { verb: Verb::Write, measure: Measure::Bw };
+const SEND_BW: TestKind = TestKind { verb: Verb::Send, measure: Measure::Bw };
+const READ_LAT: TestKind = TestKind { verb: Verb::Read, measure: Measure::Lat };
+const WRITE_LAT: TestKind = TestKind { verb: Verb::Write, measure: Measure::Lat };
+const SEND_LAT: TestKind = TestKind { verb: Verb::Send, measure: Measure::Lat };
+const ATOMIC_BW: TestKind = TestKind { verb: Verb::Atomic, measure: Measure::Bw };
+
+fn spec(kind: TestKind, r: RdmaRequest) -> TestSpec {
+    rules::rdma(kind, &r).unwrap()
+}
+
+fn rdma(s: &TestSpec) -> &RdmaSpec {
+    s.rdma().unwrap()
+}
+
+#[test]
+fn perftest_defaults_per_test() {
+    let c = spec(WRITE_BW, RdmaRequest::default());
+    assert_eq!(c.sizes, [65536]);
+    assert_eq!(c.run, RunLength::Iterations(5000));
+    let r = rdma(&c);
+    assert_eq!((r.tx_depth, r.rx_depth, r.inline_size, r.qps), (128, 1, 0, 1));
+    // 64 KiB > 8 KiB: signaled one by one, as perftest does.
+    assert_eq!(r.cq_mod, 1);
+    let c = spec(SEND_BW, RdmaRequest::default());
+    assert_eq!((c.run, rdma(&c).rx_depth), (RunLength::Iterations(1000), 512));
+    let c = spec(READ_LAT, RdmaRequest::default());
+    assert_eq!((c.sizes.clone(), rdma(&c).tx_depth, rdma(&c).inline_size), (vec![2], 1, 0));
+    assert_eq!(rdma(&spec(WRITE_LAT, RdmaRequest::default())).inline_size, 220);
+    assert_eq!(rdma(&spec(SEND_LAT, RdmaRequest::default())).inline_size, 236);
+    let ud = RdmaRequest { service: Some(Service::Ud), ..Default::default() };
+    assert_eq!(rdma(&spec(SEND_LAT, ud)).inline_size, 188);
+    let small = RdmaRequest { size: Some(4096), ..Default::default() };
+    assert_eq!(rdma(&spec(WRITE_BW, small)).cq_mod, 100);
+    assert_eq!(spec(ATOMIC_BW, RdmaRequest::default()).sizes, [8]);
+    assert_eq!(spec(WRITE_BW, RdmaRequest::default()).id(), "write_bw");
+}
+
+#[test]
+fn sweeps_and_clamps() {
+    let c = spec(WRITE_BW, RdmaRequest { all: true, ..Default::default() });
+    assert_eq!(c.sizes.len(), 23);
+    assert_eq!((c.sizes[0], *c.sizes.last().unwrap()), (2, 1 << 23));
+    let ud = RdmaRequest {
+        all: true,
+        service: Some(Service::Ud),
+        mtu: Some(1024),
+        ..Default::default()
+    };
+    assert_eq!(*spec(SEND_BW, ud).sizes.last().unwrap(), 1024);
+    let c = spec(WRITE_BW, RdmaRequest { iters: Some(10), ..Default::default() });
+    assert_eq!((rdma(&c).tx_depth, rdma(&c).cq_mod), (10, 1));
+    let c = spec(WRITE_BW, RdmaRequest { duration: Some(8), ..Default::default() });
+    assert_eq!(c.run, RunLength::Duration { secs: 8, margin: 2 });
+    assert_eq!(c.run.window(), Some(Duration::from_secs(4)));
+}
+
+#[test]
+fn tcp_specs_take_iperf3s_defaults_and_derive_their_queues() {
+    let c =
+        rules::tcp(Measure::Bw, &TcpRequest { streams: Some(4), ..Default::default() }).unwrap();
+    assert_eq!((c.id(), c.connections(), c.sizes.clone()), ("tcp_bw", 4, vec![65536]));
+    assert_eq!(c.title(), "TCP BW Test");
+    let lat = TcpRequest { all: true, iters: Some(15), ..Default::default() };
+    let c = rules::tcp(Measure::Lat, &lat).unwrap();
+    // The receive depth follows the spec's own iterations: both sides compute the same.
+    assert_eq!(c.queues().rx_depth, 15);
+    assert!(matches!(c.link, Link::Tcp(TcpSpec { nodelay: true, .. })), "tcp_lat sets TCP_NODELAY");
+    let err = rules::tcp(Measure::Lat, &TcpRequest { streams: Some(2), ..Default::default() });
+    assert!(err.unwrap_err().message.contains("one ping-pong stream"));
+    let err = rules::tcp(Measure::Bw, &TcpRequest { window: Some(1 << 40), ..Default::default() });
+    assert!(err.unwrap_err().message.contains("between 4 KiB and 1 GiB"));
+}
+
+#[test]
+fn a_spec_survives_the_hello_whole() {
+    // serve runs the client's spec as it arrives: -a -b keeps its moderation on both sides.
+    let c = spec(
+        WRITE_BW,
+        RdmaRequest { all: true, bidirectional: true, iters: Some(5), ..Default::default() },
+    );
+    let wire = serde_json::to_string(&c).unwrap();
+    let back: TestSpec = serde_json::from_str(&wire).unwrap();
+    assert_eq!(back, c);
+    back.validate().unwrap();
+    assert_eq!(back.queues(), c.queues());
+}
+
+#[test]
+fn a_peers_spec_is_bounded_before_use() {
+    let mut c = spec(WRITE_BW, RdmaRequest::default());
+    c.sizes = vec![1 << 62];
+    assert!(c.validate().unwrap_err().message.contains("the largest message"));
+    c.sizes = vec![8; 100];
+    assert!(c.validate().unwrap_err().message.contains("1 to 64 sizes"));
+    let mut c = spec(WRITE_BW, RdmaRequest::default());
+    if let Link::Rdma(r) = &mut c.link {
+        r.qps = 1 << 20;
+    }
+    assert!(c.validate().unwrap_err().message.contains("between 1 and 1024 QPs"));
+    let mut c = rules::tcp(Measure::Bw, &TcpRequest::default()).unwrap();
+    c.run = RunLength::Duration { secs: 20_000_000_000, margin: 5 };
+    assert!(c.validate().unwrap_err().message.contains("at most 86400 seconds"));
+}
+
+#[test]
+fn sizes_parse_like_perftest() {
+    assert_eq!(parse_size("65536"), Ok(65536));
+    assert_eq!(parse_size("64K"), Ok(65536));
+    assert_eq!(parse_size("8m"), Ok(8 << 20));
+    assert!(parse_size("0").is_err());
+    assert!(parse_size("12Q").unwrap_err().contains("not a size"));
+    assert!(parse_size("99999999999999999G").unwrap_err().contains("out of range"));
+    assert_eq!(parse_cpu_list("0,2-3").unwrap(), [0, 2, 3]);
+    assert!(parse_cpu_list("3-1").is_err());
+}
+
+#[test]
+fn invalid_combinations_are_one_clear_line() {
+    let d = RdmaRequest::default;
+    let cases: Vec<(TestKind, RdmaRequest, &str)> = vec![
+        (READ_LAT, RdmaRequest { service: Some(Service::Uc), ..d() }, "RC only"),
+        (WRITE_BW, RdmaRequest { service: Some(Service::Ud), ..d() }, "RC or UC only"),
+        (ATOMIC_BW, RdmaRequest { size: Some(16), ..d() }, "always 8 bytes"),
+        (ATOMIC_BW, RdmaRequest { all: true, ..d() }, "nothing to sweep"),
+        (
+            WRITE_BW,
+            RdmaRequest { duration: Some(10), all: true, ..d() },
+            "-D cannot be combined with -a",
+        ),
+        (WRITE_BW, RdmaRequest { duration: Some(4), margin: Some(2), ..d() }, "twice the margin"),
+        (WRITE_BW, RdmaRequest { iters: Some(3), ..d() }, "at least 5 iterations"),
+        (READ_LAT, RdmaRequest { qps: Some(2), ..d() }, "one QP"),
+        (READ_LAT, RdmaRequest { bidirectional: true, ..d() }, "bidirectional"),
+        (WRITE_BW, RdmaRequest { mtu: Some(1500), ..d() }, "256, 512, 1024, 2048, 4096"),
+        (WRITE_BW, RdmaRequest { rx_depth: Some(64), ..d() }, "posts no receives"),
+        (READ_LAT, RdmaRequest { inline_size: Some(64), ..d() }, "no payload to inline"),
+        (
+            WRITE_BW,
+            RdmaRequest { post_list: Some(3), iters: Some(1000), ..d() },
+            "multiple of the post list",
+        ),
+        (WRITE_LAT, RdmaRequest { events: true, ..d() }, "polls memory"),
+        (
+            SEND_BW,
+            RdmaRequest { service: Some(Service::Ud), size: Some(8192), mtu: Some(4096), ..d() },
+            "must fit the MTU",
+        ),
+        (WRITE_BW, RdmaRequest { margin: Some(1), ..d() }, "needs -D"),
+        (
+            WRITE_BW,
+            RdmaRequest { atomic_type: Some(AtomicType::CmpAndSwap), ..d() },
+            "only the atomic tests",
+        ),
+        (WRITE_BW, RdmaRequest { tx_depth: Some(0), ..d() }, "-t 0"),
+        (
+            ATOMIC_BW,
+            RdmaRequest { backend: Some(Backend::Nd), ..d() },
+            "not supported by NetworkDirect",
+        ),
+    ];
+    for (kind, req, needle) in cases {
+        let err = rules::rdma(kind, &req).unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::Usage);
+        assert!(
+            err.message.contains(needle),
+            "{}: {req:?} gave {err:?}, wanted {needle:?}",
+            kind.id()
+        );
+    }
+}
