@@ -24,6 +24,28 @@ fn scratch() -> PathBuf {
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_a_served_sweep_runs_the_clients_parameters_on_both_sides() {
+    // serve once lost the client's -a: its CQ moderation differed from the client's.
+    let serve = spawn(&["serve", "-p", "19710", "--timeout", "20", "--count", "1"]);
+    let json = scratch().join("served-a-b.json");
+    let json = json.to_str().unwrap();
+    let out = finish(
+        spawn(&["write-bw", "-a", "-b", "-n", "5", "--json", json, "-p", "19710", "127.0.0.1"]),
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", err(&out));
+    let serve = finish(serve, Duration::from_secs(30));
+    assert!(String::from_utf8_lossy(&serve.stdout).contains("write_bw ok: 23 sizes"));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let (mine, theirs) = (&report["params"], &report["peer_params"]);
+    assert_eq!(mine["cq_mod"], 100, "-a keeps perftest's moderation: {mine}");
+    assert_eq!(mine, theirs, "both sides ran with the same parameters");
+    assert_eq!(report["results"].as_array().unwrap().len(), 23);
+    assert_eq!(report["environment"]["peer"]["device"]["name"], "rxe0");
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_serve_runs_rdma_and_tcp_clients_in_a_row() {
     let serve = spawn(&["serve", "-p", "19700", "--timeout", "20", "--count", "4"]);
     let json = scratch().join("write_bw.json");

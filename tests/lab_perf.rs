@@ -52,7 +52,26 @@ fn ok(test: &str, flags: &[&str]) -> Run {
     assert_eq!(r.server.status.code(), Some(0), "server of {test} {flags:?}: {}", err(&r.server));
     assert_eq!(r.json["schema_version"], 1);
     assert_eq!(r.json["test"], test.replace('-', "_"));
+    assert!(r.json["error"].is_null(), "{test}: {}", r.json["error"]);
+    lab_environment(&r.json["environment"], test);
+    lab_environment(&r.json["environment"]["peer"], test);
+    assert_eq!(r.json["peer_params"]["sizes"], r.json["params"]["sizes"], "{test}");
     r
+}
+
+/// What every result says it ran on, in the lab: rxe0 on this kernel.
+fn lab_environment(env: &Value, test: &str) {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert_eq!(env["kernel"], kernel.trim(), "{test}: {env}");
+    assert!(env["hostname"].as_str().is_some_and(|h| !h.is_empty()), "{test}: {env}");
+    assert!(env["cpus"].as_u64().unwrap() >= 1, "{test}: {env}");
+    let dev = &env["device"];
+    assert_eq!(dev["name"], "rxe0", "{test}: {env}");
+    assert!(dev["model"].as_str().unwrap().contains("Soft-RoCE"), "{test}: {env}");
+    assert!(dev["firmware"].as_str().is_some(), "{test}: {env}");
+    assert_eq!(dev["link_layer"], "Ethernet", "{test}: {env}");
+    assert!(dev["active_mtu"].as_u64().unwrap() >= 256, "{test}: {env}");
+    assert_eq!(dev["driver"], "rdma_rxe", "{test}: {env}");
 }
 
 /// Both sides print the same table.
@@ -363,6 +382,40 @@ fn lab_wrong_port_and_absent_peers_end_within_the_timeout() {
         err(&server)
     );
     assert!(start.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_a_server_killed_mid_sweep_leaves_the_completed_sizes_and_the_cause() {
+    let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
+    let json = scratch(&format!("killed-{port}.json"));
+    let args: Vec<String> = ["write-bw", "-a", "-n", "1000", "-p", &port, "--timeout", "10"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut server = spawn(&args);
+    let mut cargs = args.clone();
+    cargs.extend(["--json".into(), json.display().to_string(), "127.0.0.1".into()]);
+    let client = spawn(&cargs);
+    // 2 B … 64 KiB take well under a second each; 8 MiB × 1000 takes much longer.
+    std::thread::sleep(Duration::from_secs(5));
+    server.kill().unwrap();
+    let _ = server.wait();
+    let start = Instant::now();
+    let client = finish(client, Duration::from_secs(60));
+    assert!(start.elapsed() < Duration::from_secs(15), "ended within the timeout");
+    assert_eq!(client.status.code(), Some(2), "{}", err(&client));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["error"]["kind"], "peer_closed", "{}", v["error"]);
+    assert!(err(&client).contains("closed"), "{}", err(&client));
+    let results = v["results"].as_array().unwrap();
+    assert!(!results.is_empty() && results.len() < 23, "{} sizes completed", results.len());
+    for (k, r) in results.iter().enumerate() {
+        let size = 2u64 << k;
+        assert_eq!(r["size"], size, "the completed sizes, in order");
+        assert_eq!(r["bw"]["bytes"], size * 1000, "each completed size moved all its bytes");
+    }
+    assert_eq!(v["verdict"]["pass"], true, "no threshold failed; the run stopped");
 }
 
 #[test]

@@ -50,7 +50,17 @@ fn pair(test: &str, flags: &[&str]) -> (Value, Value, String) {
     assert!(client.status.success(), "client failed: {}", err(&client));
     assert!(server.status.success(), "server failed: {}", err(&server));
     let read = |p: &PathBuf| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
-    (read(&cj), read(&sj), String::from_utf8_lossy(&client.stdout).into_owned())
+    let (c, s): (Value, Value) = (read(&cj), read(&sj));
+    for (side, env) in [("client", &c["environment"]), ("peer", &c["environment"]["peer"])] {
+        // Over 127.0.0.1 the data streams leave through `lo`.
+        assert_eq!(env["interface"]["name"], "lo", "{side}: {env}");
+        assert!(env["interface"]["mtu"].as_u64().unwrap() >= 1280, "{side}: {env}");
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        assert_eq!(env["kernel"], kernel.trim(), "{side}: {env}");
+        assert!(env["device"].is_null(), "a TCP test has no RDMA device: {env}");
+    }
+    assert_eq!(s["environment"]["peer"]["hostname"], c["environment"]["hostname"]);
+    (c, s, String::from_utf8_lossy(&client.stdout).into_owned())
 }
 
 /// CPU figures of one side are there and plausible.
@@ -264,6 +274,105 @@ fn serve_outlives_garbage_disconnects_and_unknown_tests() {
         "{log}"
     );
     assert!(lines[6].contains("tcp_lat ok") && lines[7].contains("tcp_bw ok"), "{log}");
+}
+
+#[test]
+fn a_served_tcp_lat_sweep_sizes_the_servers_receives_from_the_clients_spec() {
+    // serve once sized its receive depth from the default -n, not the client's -n 15:
+    // the client then waited for answers the server never sent.
+    let port = port();
+    let serve = spawn(&["serve".into(), "-p".into(), port.clone(), "--count".into(), "1"]);
+    let json = scratch(&format!("served-lat-{port}.json"));
+    let client = finish(
+        spawn(&[
+            "tcp-lat".into(),
+            "-a".into(),
+            "-n".into(),
+            "15".into(),
+            "--timeout".into(),
+            "10".into(),
+            "--json".into(),
+            json.display().to_string(),
+            "-p".into(),
+            port,
+            "127.0.0.1".into(),
+        ]),
+        Duration::from_secs(120),
+    );
+    assert!(client.status.success(), "{}", err(&client));
+    let serve = finish(serve, Duration::from_secs(30));
+    assert!(serve.status.success());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 23);
+    assert!(results.iter().all(|r| r["lat"]["samples"] == 15), "every size, every sample");
+    assert_eq!(v["params"]["rx_depth"], v["peer_params"]["rx_depth"]);
+}
+
+#[test]
+fn a_failed_run_writes_its_error_and_never_leaves_an_old_pass() {
+    let json = scratch("stale.json");
+    std::fs::write(&json, r#"{"verdict": {"pass": true}}"#).unwrap();
+    let out = bin()
+        .args(["tcp-bw", "-p", "9", "--timeout", "1", "--json", json.to_str().unwrap(), "127.0.0.1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["error"]["kind"], "peer_unreachable", "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("cannot reach the server"));
+    assert_eq!(v["results"].as_array().unwrap().len(), 0);
+    assert!(v["environment"]["hostname"].is_string(), "the host is known even then: {v}");
+    // An output path that cannot be written is refused before anything runs.
+    let out = bin()
+        .args(["tcp-bw", "--json", "/nonexistent-dir/x.json", "127.0.0.1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err(&out).contains("--json /nonexistent-dir/x.json"), "{}", err(&out));
+}
+
+#[test]
+fn compare_stops_at_once_when_the_server_dies_mid_sweep_and_keeps_the_partial_report() {
+    let port = port();
+    let dir = scratch(&format!("compare-dies-{port}"));
+    let mut serve = spawn(&["serve".into(), "-p".into(), port.clone()]);
+    let compare = spawn(&[
+        "compare".into(),
+        "127.0.0.1".into(),
+        "-p".into(),
+        port,
+        "-P".into(),
+        "2".into(),
+        "--sizes".into(),
+        "64K,1M,8M".into(),
+        "--bytes".into(),
+        "4G".into(),
+        "--out".into(),
+        dir.display().to_string(),
+    ]);
+    // No RDMA on this host: the RDMA points fail on the server's side (no device) and
+    // the sweep goes on to TCP, whose points each move gigabytes.
+    std::thread::sleep(Duration::from_secs(3));
+    serve.kill().unwrap();
+    let _ = serve.wait();
+    let start = std::time::Instant::now();
+    let out = finish(compare, Duration::from_secs(60));
+    assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
+    assert_eq!(out.status.code(), Some(2), "{}", err(&out));
+    let e = err(&out);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("the server is gone") && e.contains("partial results in"), "{e}");
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert!(rows.len() < 27, "stopped at once: {} of 27 points", rows.len());
+    let kind = |r: &Value| r["error"]["kind"].as_str().unwrap_or("").to_string();
+    assert!(matches!(kind(rows.last().unwrap()).as_str(), "peer_closed" | "peer_unreachable"));
+    // Points that failed on their own did not stop the sweep.
+    let own: Vec<String> = rows[..rows.len() - 1].iter().map(kind).collect();
+    assert!(own.iter().filter(|k| *k == "no_device").count() >= 9, "{own:?}");
+    assert!(dir.join("report.html").exists() && dir.join("results.csv").exists());
 }
 
 #[test]

@@ -98,26 +98,13 @@ fn gid_lines(out: &mut String, p: &PortInfo, indent: &str) {
     }
 }
 
+fn field(out: &mut String, name: &str, value: &dyn std::fmt::Display) {
+    let _ = writeln!(out, "  {name:<20} {value}");
+}
+
 fn verbose_device(out: &mut String, d: &DeviceInfo) {
-    let field = |out: &mut String, name: &str, value: &dyn std::fmt::Display| {
-        let _ = writeln!(out, "  {name:<20} {value}");
-    };
     if let Some(nd) = &d.nd {
-        nd_lines(out, d, nd);
-        let l = &d.limits;
-        field(out, "max WRs per QP", &l.max_qp_wr);
-        field(out, "max SGEs", &l.max_sge);
-        field(out, "max read SGEs", &nd.max_read_sge);
-        field(out, "max CQEs", &l.max_cqe);
-        field(out, "max MR size", &l.max_mr_size);
-        field(
-            out,
-            "private data",
-            &format!("connect {} / accept {} B", nd.max_caller_data, nd.max_callee_data),
-        );
-        field(out, "inline threshold", &nd.inline_request_threshold);
-        field(out, "large threshold", &nd.large_request_threshold);
-        field(out, "atomics", &l.atomic_cap);
+        verbose_nd(out, d, nd);
         return;
     }
     let _ = writeln!(out, "{}", d.name);
@@ -142,47 +129,66 @@ fn verbose_device(out: &mut String, d: &DeviceInfo) {
         &format!("{} / {}", l.max_qp_rd_atom, l.max_qp_init_rd_atom),
     );
     field(out, "atomics", &l.atomic_cap);
-    match &d.pcie {
-        Some(pcie) => {
-            let link = |speed: &Option<String>, width: Option<u32>| {
-                format!(
-                    "{} x{}",
-                    speed.as_deref().unwrap_or("?"),
-                    width.map_or_else(|| "?".to_string(), |w| w.to_string())
-                )
-            };
-            field(
-                out,
-                "PCIe link",
-                &format!(
-                    "{} (max {})",
-                    link(&pcie.current_speed, pcie.current_width),
-                    link(&pcie.max_speed, pcie.max_width)
-                ),
-            );
-        }
-        None => field(out, "PCIe link", &"none (not a PCI function)"),
-    }
+    field(out, "PCIe link", &pcie_text(d));
     field(out, "NUMA node", &d.numa_node.map_or_else(|| "-".to_string(), |n| n.to_string()));
     for p in &d.ports {
-        let _ = writeln!(out, "  port {}", p.port);
-        let pf = |out: &mut String, name: &str, value: &dyn std::fmt::Display| {
-            let _ = writeln!(out, "    {name:<18} {value}");
-        };
-        pf(out, "state", &p.state);
-        pf(out, "physical state", &p.phys_state);
-        pf(out, "link layer", &p.link_layer);
-        pf(out, "active MTU", &format!("{} (max {})", mtu_text(p.active_mtu), mtu_text(p.max_mtu)));
-        pf(out, "link", &link_text(p));
-        if let Some(data) = p.data_rate_gbps {
-            pf(out, "data rate", &format!("{data} Gb/s after encoding"));
-        }
-        if let (Some(lid), Some(sm_lid)) = (p.lid, p.sm_lid) {
-            pf(out, "LID / SM LID", &format!("{lid} / {sm_lid}"));
-        }
-        pf(out, "GID table", &format!("{} valid of {}", p.gids.len(), p.gid_table_len));
-        gid_lines(out, p, "      ");
+        verbose_port(out, p);
     }
+}
+
+fn verbose_nd(out: &mut String, d: &DeviceInfo, nd: &crate::inventory::NdAdapter) {
+    nd_lines(out, d, nd);
+    let l = &d.limits;
+    field(out, "max WRs per QP", &l.max_qp_wr);
+    field(out, "max SGEs", &l.max_sge);
+    field(out, "max read SGEs", &nd.max_read_sge);
+    field(out, "max CQEs", &l.max_cqe);
+    field(out, "max MR size", &l.max_mr_size);
+    field(
+        out,
+        "private data",
+        &format!("connect {} / accept {} B", nd.max_caller_data, nd.max_callee_data),
+    );
+    field(out, "inline threshold", &nd.inline_request_threshold);
+    field(out, "large threshold", &nd.large_request_threshold);
+    field(out, "atomics", &l.atomic_cap);
+}
+
+/// `8.0 GT/s PCIe x8 (max 8.0 GT/s PCIe x8)`, or why there is none.
+fn pcie_text(d: &DeviceInfo) -> String {
+    let Some(pcie) = &d.pcie else { return "none (not a PCI function)".into() };
+    let link = |speed: &Option<String>, width: Option<u32>| {
+        format!(
+            "{} x{}",
+            speed.as_deref().unwrap_or("?"),
+            width.map_or_else(|| "?".to_string(), |w| w.to_string())
+        )
+    };
+    format!(
+        "{} (max {})",
+        link(&pcie.current_speed, pcie.current_width),
+        link(&pcie.max_speed, pcie.max_width)
+    )
+}
+
+fn verbose_port(out: &mut String, p: &crate::inventory::PortInfo) {
+    let _ = writeln!(out, "  port {}", p.port);
+    let pf = |out: &mut String, name: &str, value: &dyn std::fmt::Display| {
+        let _ = writeln!(out, "    {name:<18} {value}");
+    };
+    pf(out, "state", &p.state);
+    pf(out, "physical state", &p.phys_state);
+    pf(out, "link layer", &p.link_layer);
+    pf(out, "active MTU", &format!("{} (max {})", mtu_text(p.active_mtu), mtu_text(p.max_mtu)));
+    pf(out, "link", &link_text(p));
+    if let Some(data) = p.data_rate_gbps {
+        pf(out, "data rate", &format!("{data} Gb/s after encoding"));
+    }
+    if let (Some(lid), Some(sm_lid)) = (p.lid, p.sm_lid) {
+        pf(out, "LID / SM LID", &format!("{lid} / {sm_lid}"));
+    }
+    pf(out, "GID table", &format!("{} valid of {}", p.gids.len(), p.gid_table_len));
+    gid_lines(out, p, "      ");
 }
 
 #[cfg(test)]

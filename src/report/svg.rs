@@ -87,47 +87,7 @@ fn fmt_value(v: f64) -> String {
 
 /// Renders `chart` as an SVG document.
 pub fn render(chart: &Chart) -> String {
-    let mut sizes: Vec<u64> =
-        chart.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    let values: Vec<f64> = chart
-        .lines
-        .iter()
-        .flat_map(|l| l.points.iter().map(|p| p.1))
-        .filter(|v| v.is_finite() && (chart.scale == Scale::Linear || *v > 0.0))
-        .collect();
-    let (x_lo, x_hi) = match (sizes.first(), sizes.last()) {
-        (Some(&a), Some(&b)) if b > a => ((a as f64).log2(), (b as f64).log2()),
-        (Some(&a), _) => ((a as f64).log2() - 1.0, (a as f64).log2() + 1.0),
-        _ => (0.0, 1.0),
-    };
-    let vmax = values.iter().copied().fold(0.0f64, f64::max);
-    let vmin = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let (y_lo, y_hi, ticks): (f64, f64, Vec<f64>) = match chart.scale {
-        Scale::Linear => {
-            let step = nice_step(if vmax > 0.0 { vmax } else { 1.0 }, 5.0);
-            let top = ((vmax / step).ceil().max(1.0)) * step;
-            let ticks = (0..=((top / step).round() as usize)).map(|i| i as f64 * step).collect();
-            (0.0, top, ticks)
-        }
-        Scale::Log => {
-            let lo = if vmin.is_finite() { vmin.log10().floor() } else { 0.0 };
-            let hi = if vmax > 0.0 { vmax.log10().ceil().max(lo + 1.0) } else { lo + 1.0 };
-            let ticks = (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect();
-            (lo, hi, ticks)
-        }
-    };
-    let plot_w = W - LEFT - RIGHT;
-    let plot_h = H - TOP - BOTTOM;
-    let x_of = |size: u64| LEFT + ((size as f64).log2() - x_lo) / (x_hi - x_lo) * plot_w;
-    let y_of = |v: f64| {
-        let t = match chart.scale {
-            Scale::Linear => v,
-            Scale::Log => v.max(f64::MIN_POSITIVE).log10(),
-        };
-        TOP + plot_h - (t - y_lo) / (y_hi - y_lo) * plot_h
-    };
+    let f = Frame::of(chart);
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -141,77 +101,154 @@ pub fn render(chart: &Chart) -> String {
         LEFT,
         escape(chart.title)
     );
-    // Axes and grid.
-    for &t in &ticks {
-        let y = y_of(t);
+    axes(&mut o, chart, &f);
+    for (k, line) in chart.lines.iter().enumerate() {
+        series(&mut o, chart, &f, k, line);
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+/// Where values and sizes land: the axes' ranges and the y ticks.
+struct Frame {
+    sizes: Vec<u64>,
+    x_lo: f64,
+    x_hi: f64,
+    y_lo: f64,
+    y_hi: f64,
+    ticks: Vec<f64>,
+    scale: Scale,
+}
+
+const PLOT_W: f64 = W - LEFT - RIGHT;
+const PLOT_H: f64 = H - TOP - BOTTOM;
+
+impl Frame {
+    fn of(chart: &Chart) -> Frame {
+        let mut sizes: Vec<u64> =
+            chart.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let values: Vec<f64> = chart
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.1))
+            .filter(|v| shown(chart.scale, *v))
+            .collect();
+        let (x_lo, x_hi) = match (sizes.first(), sizes.last()) {
+            (Some(&a), Some(&b)) if b > a => ((a as f64).log2(), (b as f64).log2()),
+            (Some(&a), _) => ((a as f64).log2() - 1.0, (a as f64).log2() + 1.0),
+            _ => (0.0, 1.0),
+        };
+        let vmax = values.iter().copied().fold(0.0f64, f64::max);
+        let vmin = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let (y_lo, y_hi, ticks): (f64, f64, Vec<f64>) = match chart.scale {
+            Scale::Linear => {
+                let step = nice_step(if vmax > 0.0 { vmax } else { 1.0 }, 5.0);
+                let top = ((vmax / step).ceil().max(1.0)) * step;
+                let ticks =
+                    (0..=((top / step).round() as usize)).map(|i| i as f64 * step).collect();
+                (0.0, top, ticks)
+            }
+            Scale::Log => {
+                let lo = if vmin.is_finite() { vmin.log10().floor() } else { 0.0 };
+                let hi = if vmax > 0.0 { vmax.log10().ceil().max(lo + 1.0) } else { lo + 1.0 };
+                let ticks = (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect();
+                (lo, hi, ticks)
+            }
+        };
+        Frame { sizes, x_lo, x_hi, y_lo, y_hi, ticks, scale: chart.scale }
+    }
+
+    fn x(&self, size: u64) -> f64 {
+        LEFT + ((size as f64).log2() - self.x_lo) / (self.x_hi - self.x_lo) * PLOT_W
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        let t = match self.scale {
+            Scale::Linear => v,
+            Scale::Log => v.max(f64::MIN_POSITIVE).log10(),
+        };
+        TOP + PLOT_H - (t - self.y_lo) / (self.y_hi - self.y_lo) * PLOT_H
+    }
+}
+
+/// Whether a value can be drawn on this scale (a log scale has no place for 0).
+fn shown(scale: Scale, v: f64) -> bool {
+    v.is_finite() && (scale == Scale::Linear || v > 0.0)
+}
+
+/// Grid lines, tick labels, the frame and the axis titles.
+fn axes(o: &mut String, chart: &Chart, f: &Frame) {
+    for &t in &f.ticks {
+        let y = f.y(t);
         let _ = writeln!(
             o,
             r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            LEFT + plot_w,
+            LEFT + PLOT_W,
             LEFT - 6.0,
             y + 4.0,
             fmt_value(t)
         );
     }
-    for &s in &sizes {
-        let x = x_of(s);
+    for &s in &f.sizes {
+        let x = f.x(s);
         let _ = writeln!(
             o,
             r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#eee"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-            TOP + plot_h,
-            TOP + plot_h + 16.0,
+            TOP + PLOT_H,
+            TOP + PLOT_H + 16.0,
             size_label(s)
         );
     }
     let _ = writeln!(
         o,
-        r##"<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#444"/>"##
+        r##"<rect x="{LEFT}" y="{TOP}" width="{PLOT_W}" height="{PLOT_H}" fill="none" stroke="#444"/>"##
     );
     let _ = writeln!(
         o,
         r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">message size [bytes, log scale]</text>"#,
-        LEFT + plot_w / 2.0,
+        LEFT + PLOT_W / 2.0,
         H - 16.0
     );
     let _ = writeln!(
         o,
         r#"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        TOP + plot_h / 2.0,
+        TOP + PLOT_H / 2.0,
         escape(chart.y_label)
     );
-    // Lines, points, legend.
-    for (k, line) in chart.lines.iter().enumerate() {
-        let color = COLORS[k % COLORS.len()];
-        let pts: Vec<(f64, f64)> = line
-            .points
-            .iter()
-            .filter(|(_, v)| v.is_finite() && (chart.scale == Scale::Linear || *v > 0.0))
-            .map(|&(s, v)| (x_of(s), y_of(v)))
-            .collect();
-        if pts.len() > 1 {
-            let path: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
-            let _ = writeln!(
-                o,
-                r#"<polyline class="series" fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
-                path.join(" ")
-            );
-        }
-        for (x, y) in &pts {
-            let _ = writeln!(o, r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{color}"/>"#);
-        }
-        let ly = TOP + 10.0 + k as f64 * 20.0;
-        let lx = LEFT + plot_w + 14.0;
+}
+
+/// Line `k`: its polyline, its points and its legend entry.
+fn series(o: &mut String, chart: &Chart, f: &Frame, k: usize, line: &Line) {
+    let color = COLORS[k % COLORS.len()];
+    let pts: Vec<(f64, f64)> = line
+        .points
+        .iter()
+        .filter(|(_, v)| shown(chart.scale, *v))
+        .map(|&(s, v)| (f.x(s), f.y(v)))
+        .collect();
+    if pts.len() > 1 {
+        let path: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
         let _ = writeln!(
             o,
-            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
-            lx + 22.0,
-            lx + 28.0,
-            ly + 4.0,
-            escape(&line.label)
+            r#"<polyline class="series" fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+            path.join(" ")
         );
     }
-    o.push_str("</svg>\n");
-    o
+    for (x, y) in &pts {
+        let _ = writeln!(o, r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{color}"/>"#);
+    }
+    let ly = TOP + 10.0 + k as f64 * 20.0;
+    let lx = LEFT + PLOT_W + 14.0;
+    let _ = writeln!(
+        o,
+        r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
+        lx + 22.0,
+        lx + 28.0,
+        ly + 4.0,
+        escape(&line.label)
+    );
 }
 
 #[cfg(test)]

@@ -204,20 +204,8 @@ pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
         (None, true) => at_most_iters(if bw { 512 } else { 16 }),
         (None, false) => 1,
     };
-    let inline_size = r.inline_size.unwrap_or(match kind.verb {
-        _ if bw => 0,
-        Verb::Write => 220,
-        Verb::Send if service == Service::Ud => 188,
-        Verb::Send => 236,
-        _ => 0,
-    });
-    let big = sizes.iter().any(|&s| s > 8192);
-    let cq_mod = match r.cq_mod {
-        Some(q) => q,
-        // perftest: large messages are signaled one by one unless asked otherwise.
-        None if big && !r.all && !r.events && service != Service::Ud => 1,
-        None => 100,
-    };
+    let inline_size = r.inline_size.unwrap_or_else(|| default_inline(kind, service));
+    let cq_mod = r.cq_mod.unwrap_or_else(|| default_cq_mod(r, service, &sizes));
     let spec = TestSpec {
         kind,
         sizes,
@@ -272,6 +260,28 @@ pub fn tcp(measure: Measure, r: &TcpRequest) -> Result<TestSpec, Error> {
     };
     spec.validate()?;
     Ok(spec)
+}
+
+/// perftest's inline defaults: the latency tests' payloads go inline.
+fn default_inline(kind: TestKind, service: Service) -> u32 {
+    match (kind.measure, kind.verb) {
+        (Measure::Bw, _) => 0,
+        (_, Verb::Write) => 220,
+        (_, Verb::Send) if service == Service::Ud => 188,
+        (_, Verb::Send) => 236,
+        _ => 0,
+    }
+}
+
+/// perftest's moderation: large messages are signaled one by one unless asked
+/// otherwise, everything else once per 100.
+fn default_cq_mod(r: &RdmaRequest, service: Service, sizes: &[u64]) -> u32 {
+    let big = sizes.iter().any(|&s| s > 8192);
+    if big && !r.all && !r.events && service != Service::Ud {
+        1
+    } else {
+        100
+    }
 }
 
 fn window_error(w: u64) -> Error {

@@ -1,0 +1,418 @@
+//! Bandwidth: the sender keeps `tx_depth` requests in flight on every queue pair and
+//! records when each completed; the receiver (send tests) keeps receives posted and
+//! counts what arrived.
+
+use std::time::Duration;
+
+use super::{check, poll_or_wait, Clock, LoopError, Stall, END_MARKER};
+use crate::measure::BwRecorder;
+use crate::transport::{Completion, CompletionKind, Connection, Op, WorkRequest};
+
+/// How a bandwidth sender runs one size.
+#[derive(Clone, Copy, Debug)]
+pub struct BwPlan {
+    /// The operation.
+    pub op: Op,
+    /// Message size.
+    pub size: u32,
+    /// Messages per QP (`u64::MAX` in a duration run).
+    pub iters: u64,
+    /// Duration run: (total, margin).
+    pub duration: Option<(Duration, Duration)>,
+    /// Outstanding work per QP.
+    pub tx_depth: u32,
+    /// Signal one in this many.
+    pub cq_mod: u32,
+    /// Requests per post.
+    pub post_list: u32,
+    /// Inline the payload.
+    pub inline: bool,
+    /// Buffer slots messages rotate through.
+    pub slots: u32,
+    /// Record post stamps for the peak figure.
+    pub peak: bool,
+    /// Give up after this long without progress.
+    pub timeout: Duration,
+    /// Sleep on completion events instead of spinning.
+    pub events: bool,
+}
+
+/// What a sender measured on each QP.
+pub struct BwOutcome {
+    /// Iteration runs: the recorder of each QP.
+    pub recorders: Vec<BwRecorder>,
+    /// Duration runs: per QP, messages completed inside the window, and per-interval counts.
+    pub windowed: Vec<Windowed>,
+}
+
+/// Completions counted inside a duration run's window.
+#[derive(Clone, Debug, Default)]
+pub struct Windowed {
+    /// Messages completed inside the window.
+    pub messages: u64,
+    /// Cumulative messages at the end of each interval.
+    pub buckets: Vec<u64>,
+    /// Interval length, ns.
+    pub interval_ns: u64,
+    /// Window length, ns.
+    pub window_ns: u64,
+}
+
+/// A duration run's window on the loop's clock, ns.
+#[derive(Clone, Copy)]
+struct Window {
+    start: u64,
+    end: u64,
+    total: u64,
+    interval: u64,
+}
+
+impl Window {
+    fn of(plan: &BwPlan) -> Option<Window> {
+        let (total, margin) = plan.duration?;
+        let w = total.saturating_sub(margin * 2);
+        Some(Window {
+            start: margin.as_nanos() as u64,
+            end: total.saturating_sub(margin).as_nanos() as u64,
+            total: total.as_nanos() as u64,
+            interval: crate::measure::min_interval(w.as_nanos() as u64),
+        })
+    }
+
+    fn counter(&self) -> Windowed {
+        let len = self.end - self.start;
+        Windowed {
+            messages: 0,
+            buckets: vec![0; (len / self.interval) as usize],
+            interval_ns: self.interval,
+            window_ns: len,
+        }
+    }
+}
+
+/// One queue pair's progress in a bandwidth run.
+#[derive(Clone, Copy, Default)]
+struct Lane {
+    posted: u64,
+    done: u64,
+    /// The last signaled request: in a duration run the trailing unsignaled ones are
+    /// never confirmed, and need not be (they fall after the window).
+    signaled_upto: u64,
+    at_window_start: Option<u64>,
+}
+
+/// Posts `plan.op` on every connection, keeping `tx_depth` in flight, until each has
+/// done `iters` messages (or the duration ends). `wr_id` of a signaled request is the
+/// number of messages posted on its QP so far, so a completion says how many are done.
+pub fn bw_send<C: Connection, R: RecvSide>(
+    conns: &mut [C],
+    plan: &BwPlan,
+    clock: Clock,
+    recv: &mut R,
+) -> Result<BwOutcome, LoopError> {
+    let n = conns.len();
+    let signals =
+        if plan.duration.is_some() { 1 } else { (plan.iters / u64::from(plan.cq_mod)) as usize + 2 };
+    let post_stamps = if plan.peak { plan.iters as usize } else { 1 };
+    let mut recorders: Vec<BwRecorder> =
+        (0..n).map(|_| BwRecorder::new(post_stamps, signals, plan.peak)).collect();
+    let window = Window::of(plan);
+    let mut windowed: Vec<Windowed> = window.map_or_else(Vec::new, |w| (0..n).map(|_| w.counter()).collect());
+    let mut lanes = vec![Lane::default(); n];
+    let mut wcs = [Completion::default(); 16];
+    let mut stall = Stall::new(plan.timeout);
+    // The requests of one post (-l), allocated once.
+    let mut list: Vec<WorkRequest> = Vec::with_capacity(plan.post_list as usize);
+    loop {
+        let stop_posting = window.is_some_and(|w| clock.ns() >= w.total);
+        let mut all_done = true;
+        for (q, conn) in conns.iter_mut().enumerate() {
+            let lane = &mut lanes[q];
+            if !stop_posting {
+                post_while_room(conn, plan, lane, &mut recorders[q], &mut list, clock)?;
+            }
+            // Reap; in event mode sleep only on a QP that has work in flight.
+            let got = if lane.signaled_upto > lane.done {
+                poll_or_wait(conn, &mut wcs, plan.events, &mut stall, "completions")?
+            } else {
+                conn.poll(&mut wcs)?
+            };
+            if got > 0 {
+                stall.progressed();
+                let t = clock.ns();
+                for c in &wcs[..got] {
+                    check(q, c)?;
+                    if matches!(c.kind, CompletionKind::Recv | CompletionKind::RecvWriteImm) {
+                        recv.on_recv(q, conn, c)?;
+                        continue;
+                    }
+                    lane.done = lane.done.max(c.wr_id);
+                }
+                recorders[q].completed(t, lane.done);
+                if let Some(w) = window {
+                    count_in_window(&w, t, lane, &mut windowed[q]);
+                }
+            }
+            let target = if plan.duration.is_some() { lane.signaled_upto } else { plan.iters };
+            if lane.done < target || (plan.duration.is_some() && !stop_posting) {
+                all_done = false;
+            }
+        }
+        if all_done {
+            if recv.done() {
+                break;
+            }
+            stall.idle("messages from the peer")?;
+        }
+    }
+    Ok(BwOutcome { recorders, windowed })
+}
+
+/// Posts on one QP while its send queue has room: one request, or perftest's `-l`
+/// list in one post.
+#[inline]
+fn post_while_room<C: Connection>(
+    conn: &mut C,
+    plan: &BwPlan,
+    lane: &mut Lane,
+    recorder: &mut BwRecorder,
+    list: &mut Vec<WorkRequest>,
+    clock: Clock,
+) -> Result<(), LoopError> {
+    let size = u64::from(plan.size);
+    let atomic = matches!(plan.op, Op::FetchAdd(_) | Op::CompareSwap { .. });
+    while lane.posted < plan.iters
+        && lane.posted - lane.done + u64::from(plan.post_list) <= u64::from(plan.tx_depth)
+    {
+        list.clear();
+        for _ in 0..plan.post_list {
+            let i = lane.posted;
+            let slot = i % u64::from(plan.slots);
+            let signaled = (i + 1) % u64::from(plan.cq_mod) == 0 || i + 1 == plan.iters;
+            list.push(WorkRequest {
+                wr_id: i + 1,
+                op: plan.op,
+                local_offset: (slot * size) as usize,
+                len: plan.size,
+                remote_offset: if atomic { 0 } else { slot * size },
+                signaled,
+                inline: plan.inline,
+            });
+            // Post stamps feed the peak; without it only the first is kept.
+            if plan.peak || i == 0 {
+                recorder.posted(clock.ns());
+            }
+            lane.posted += 1;
+            if signaled {
+                lane.signaled_upto = lane.posted;
+            }
+            if !signaled && lane.posted - lane.done >= u64::from(plan.tx_depth) {
+                break;
+            }
+        }
+        conn.post_list(list)?;
+    }
+    Ok(())
+}
+
+/// A duration run: completions before the window set its base; inside it, they
+/// count and fill the interval buckets.
+#[inline]
+fn count_in_window(w: &Window, t: u64, lane: &mut Lane, counter: &mut Windowed) {
+    if t < w.start {
+        lane.at_window_start = Some(lane.done);
+    } else if t < w.end {
+        counter.messages = lane.done - lane.at_window_start.unwrap_or(0);
+        let b = ((t - w.start) / w.interval) as usize;
+        if b < counter.buckets.len() {
+            for slot in &mut counter.buckets[b..] {
+                *slot = counter.messages;
+            }
+        }
+    }
+}
+
+/// Posts the `k`-th receive of a run: `size` bytes into slot `k % slots`.
+#[inline]
+fn post_slot<C: Connection>(conn: &mut C, k: u64, size: u32, slots: u32) -> Result<(), LoopError> {
+    conn.post_recv(k, ((k % u64::from(slots)) * u64::from(size)) as usize, size)?;
+    Ok(())
+}
+
+/// Posts `count` receives of `size` bytes on each connection, rotating through
+/// `slots` buffer slots. Receives must be up before the sender starts.
+pub fn post_receives<C: Connection>(
+    conns: &mut [C],
+    size: u32,
+    count: u64,
+    slots: u32,
+) -> Result<(), LoopError> {
+    for conn in conns.iter_mut() {
+        for k in 0..count {
+            post_slot(conn, k, size, slots)?;
+        }
+    }
+    Ok(())
+}
+
+/// What a sender does with receive completions on its queue pairs: nothing (one-way
+/// tests), or repost and count them (send_bw -b). Generic, so the one-way loop carries
+/// no receive logic at all.
+pub trait RecvSide {
+    /// Handles one receive completion on QP `q`.
+    ///
+    /// # Errors
+    /// Reposting failing.
+    fn on_recv<C: Connection>(
+        &mut self,
+        q: usize,
+        conn: &mut C,
+        c: &Completion,
+    ) -> Result<(), LoopError>;
+    /// Whether every expected message arrived.
+    fn done(&self) -> bool;
+}
+
+/// One-way tests: no receives.
+pub struct NoRecv;
+
+impl RecvSide for NoRecv {
+    #[inline]
+    fn on_recv<C: Connection>(
+        &mut self,
+        _: usize,
+        _: &mut C,
+        _: &Completion,
+    ) -> Result<(), LoopError> {
+        Ok(())
+    }
+    #[inline]
+    fn done(&self) -> bool {
+        true
+    }
+}
+
+/// send_bw -b: counts arrivals per QP and keeps receives posted until `iters` came.
+pub struct Reposting {
+    /// Messages received per QP.
+    pub received: Vec<u64>,
+    reposted: Vec<u64>,
+    iters: u64,
+    size: u32,
+    slots: u32,
+}
+
+impl Reposting {
+    /// For `qps` QPs on which [`post_receives`] put `posted` receives up.
+    pub fn new(qps: usize, iters: u64, posted: u64, size: u32, slots: u32) -> Self {
+        Reposting { received: vec![0; qps], reposted: vec![posted; qps], iters, size, slots }
+    }
+}
+
+impl RecvSide for Reposting {
+    fn on_recv<C: Connection>(
+        &mut self,
+        q: usize,
+        conn: &mut C,
+        _: &Completion,
+    ) -> Result<(), LoopError> {
+        self.received[q] += 1;
+        if self.reposted[q] < self.iters {
+            post_slot(conn, self.reposted[q], self.size, self.slots)?;
+            self.reposted[q] += 1;
+        }
+        Ok(())
+    }
+    fn done(&self) -> bool {
+        self.received.iter().all(|&r| r >= self.iters)
+    }
+}
+
+/// How a receiver runs one size.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvPlan {
+    /// Message size.
+    pub size: u32,
+    /// Messages per QP (`u64::MAX` in a duration run).
+    pub iters: u64,
+    /// Receives [`post_receives`] put up on each QP before the loop.
+    pub posted: u64,
+    /// Buffer slots messages rotate through.
+    pub slots: u32,
+    /// Give up after this long without progress.
+    pub timeout: Duration,
+    /// Sleep on completion events instead of spinning.
+    pub events: bool,
+}
+
+/// The receiving side of send_bw (and TCP), after [`post_receives`]: reposts and counts
+/// arrivals until `iters` per QP arrived, the sender's end marker came, or `stop` says
+/// so (checked every few ms).
+pub fn bw_recv<C: Connection>(
+    conns: &mut [C],
+    plan: &RecvPlan,
+    mut stop: impl FnMut() -> bool,
+) -> Result<Vec<u64>, LoopError> {
+    let RecvPlan { size, iters, posted, slots, timeout, events } = *plan;
+    let n = conns.len();
+    let mut recv = Reposting::new(n, iters, posted, size, slots);
+    let mut ended = vec![false; n];
+    let mut wcs = [Completion::default(); 16];
+    let mut stall = Stall::new(timeout);
+    let mut spins = 0u32;
+    loop {
+        let mut all = true;
+        for (q, conn) in conns.iter_mut().enumerate() {
+            // In event mode sleep only on a QP that still expects messages.
+            let expecting = recv.received[q] < iters && !ended[q];
+            let got = if events && expecting {
+                poll_or_wait(conn, &mut wcs, true, &mut stall, "messages from the sender")?
+            } else {
+                conn.poll(&mut wcs)?
+            };
+            if got > 0 {
+                stall.progressed();
+            }
+            for c in &wcs[..got] {
+                check(q, c)?;
+                if c.kind != CompletionKind::Recv {
+                    continue;
+                }
+                if c.imm == Some(END_IMM) {
+                    ended[q] = true;
+                    continue;
+                }
+                recv.on_recv(q, conn, c)?;
+            }
+            if recv.received[q] < iters && !ended[q] {
+                all = false;
+            }
+        }
+        if all {
+            return Ok(recv.received);
+        }
+        spins = spins.wrapping_add(1);
+        if spins % 65536 == 0 && stop() {
+            return Ok(recv.received);
+        }
+        stall.idle("messages from the sender")?;
+    }
+}
+
+/// Tells each receiver the sender is finished: one send with [`END_IMM`].
+pub fn send_end_markers<C: Connection>(
+    conns: &mut [C],
+    timeout: Duration,
+) -> Result<(), LoopError> {
+    for (q, conn) in conns.iter_mut().enumerate() {
+        conn.post(&END_MARKER)?;
+        let mut wc = [Completion::default()];
+        let mut stall = Stall::new(timeout);
+        while conn.poll(&mut wc)? == 0 {
+            stall.idle("the end marker's completion")?;
+        }
+        check(q, &wc[0])?;
+    }
+    Ok(())
+}
+

@@ -1,0 +1,261 @@
+//! Latency: write and send ping-pongs (half a round trip per sample) and read or
+//! atomic round trips, one operation in flight, one clock read per iteration.
+
+use std::time::Duration;
+
+use super::sampler::Sampler;
+use super::{check, poll_or_wait, LoopError, Stall, END_IMM, END_MARKER};
+use crate::measure::LatencyRecorder;
+use crate::transport::{Completion, CompletionKind, Connection, Op, WorkRequest};
+
+/// How a latency test runs one size.
+#[derive(Clone, Copy, Debug)]
+pub struct LatPlan {
+    /// Message size.
+    pub size: u32,
+    /// Samples (`u64::MAX` in a duration run).
+    pub iters: u64,
+    /// Duration run: (total, margin); only samples inside the window are kept.
+    pub duration: Option<(Duration, Duration)>,
+    /// Inline the payload.
+    pub inline: bool,
+    /// Divide each round trip by this (2: one-way).
+    pub rtt_factor: u32,
+    /// Give up after this long without progress.
+    pub timeout: Duration,
+    /// Sleep on completion events.
+    pub events: bool,
+    /// Receives posted before the loop (send latency): the loop reposts only while
+    /// more messages are due, so none is left behind for the next size of a sweep.
+    pub recv_posted: u64,
+}
+
+// Both take a time already read: a loop reads the clock once per iteration (under
+// emulation a clock read costs as much as a small message).
+impl LatPlan {
+    /// Whether a sample that started at `t` falls inside a duration run's window.
+    pub(crate) fn keep(&self, t: u64) -> bool {
+        match self.duration {
+            None => true,
+            Some((total, margin)) => {
+                t >= margin.as_nanos() as u64 && t < (total - margin).as_nanos() as u64
+            }
+        }
+    }
+    /// Whether the run is over at iteration `i`, time `now`.
+    pub(crate) fn over(&self, i: u64, now: u64) -> bool {
+        match self.duration {
+            None => i >= self.iters,
+            Some((total, _)) => now >= total.as_nanos() as u64,
+        }
+    }
+}
+
+
+fn wait_one<C: Connection>(
+    conn: &mut C,
+    plan: &LatPlan,
+    stall: &mut Stall,
+    waiting_for: &'static str,
+) -> Result<Completion, LoopError> {
+    let mut wc = [Completion::default()];
+    loop {
+        if poll_or_wait(conn, &mut wc, plan.events, stall, waiting_for)? == 1 {
+            check(0, &wc[0])?;
+            return Ok(wc[0]);
+        }
+    }
+}
+
+/// read_lat / atomic_lat: post one, wait for its completion, repeat. Each sample is a
+/// full round trip: as perftest, the time from one post to the next (one clock read
+/// per operation).
+pub fn lat_round_trip<C: Connection, S: Sampler>(
+    conn: &mut C,
+    op: Op,
+    plan: &LatPlan,
+    mut samples: S,
+) -> Result<LatencyRecorder, LoopError> {
+    let mut stall = Stall::new(plan.timeout);
+    let mut i = 0u64;
+    while samples.tick(i) {
+        let wr = WorkRequest {
+            wr_id: i,
+            op,
+            local_offset: 0,
+            len: plan.size,
+            remote_offset: 0,
+            signaled: true,
+            inline: plan.inline,
+        };
+        conn.post_repeat(&wr)?;
+        wait_one(conn, plan, &mut stall, "the round trip's completion")?;
+        i += 1;
+    }
+    Ok(samples.finish())
+}
+
+/// write_lat: each side RDMA-writes a message whose last byte is a counter into the
+/// peer's first slot, and spins on the last byte of its own first slot. It sends from
+/// its second slot, so its own counter never looks like the peer's answer. The client
+/// (`initiator`) writes first; each of its samples is the time between two of its
+/// posts, halved. The responder records nothing.
+pub fn lat_write_pingpong<C: Connection, S: Sampler>(
+    conn: &mut C,
+    initiator: bool,
+    plan: &LatPlan,
+    mut samples: S,
+    mut stop: impl FnMut() -> bool,
+) -> Result<LatencyRecorder, LoopError> {
+    // As perftest: the spin loop reads memory only; one write in SIGNAL_EVERY is
+    // signaled, and completions are reaped only when the send queue needs room.
+    const SIGNAL_EVERY: u64 = 8;
+    let last = plan.size as usize - 1;
+    let mut wcs = [Completion::default(); 8];
+    let (mut signaled, mut reaped) = (0u64, 0u64);
+    let mut i = 0u64;
+    let mut stall = Stall::new(plan.timeout);
+    // Reaps until at most `keep` signaled writes are unconfirmed.
+    let mut reap =
+        |conn: &mut C, signaled: u64, reaped: &mut u64, keep: u64| -> Result<(), LoopError> {
+            let mut stall = Stall::new(plan.timeout);
+            while signaled - *reaped > keep {
+                let got = conn.poll(&mut wcs)?;
+                for c in &wcs[..got] {
+                    check(0, c)?;
+                }
+                *reaped += got as u64;
+                if got == 0 {
+                    stall.idle("write completions")?;
+                }
+            }
+            Ok(())
+        };
+    loop {
+        // Counter values 1..=255, never 0: a zeroed buffer is "nothing yet".
+        let value = (i % 255 + 1) as u8;
+        if !initiator || i > 0 {
+            // Wait for the peer's write of `value` (responder) or its answer to ours.
+            let expect = if initiator { ((i - 1) % 255 + 1) as u8 } else { value };
+            let mut spins = 0u32;
+            while conn.load_u8(last) != expect {
+                spins = spins.wrapping_add(1);
+                if !initiator && spins % 65536 == 0 && stop() {
+                    reap(conn, signaled, &mut reaped, 0)?;
+                    return Ok(samples.finish());
+                }
+                stall.idle("the peer's write")?;
+            }
+            stall.progressed();
+        }
+        // The only clock read of an iteration; the responder measures nothing.
+        let finished =
+            if initiator { !samples.tick(i) } else { plan.duration.is_none() && i >= plan.iters };
+        if finished {
+            reap(conn, signaled, &mut reaped, 0)?;
+            return Ok(samples.finish());
+        }
+        conn.local_mut()[plan.size as usize + last] = value;
+        // Room in the send queue: at most two signaling rounds unconfirmed.
+        reap(conn, signaled, &mut reaped, 1)?;
+        let signal = i % SIGNAL_EVERY == SIGNAL_EVERY - 1;
+        conn.post_repeat(&WorkRequest {
+            wr_id: i,
+            op: Op::Write,
+            local_offset: plan.size as usize,
+            len: plan.size,
+            remote_offset: 0,
+            signaled: signal,
+            inline: plan.inline,
+        })?;
+        signaled += u64::from(signal);
+        i += 1;
+        if !initiator && plan.iters != u64::MAX && i >= plan.iters {
+            reap(conn, signaled, &mut reaped, 0)?;
+            return Ok(samples.finish());
+        }
+    }
+}
+
+/// send_lat: ping-pong of sends. The initiator sends and waits for the answer; the
+/// responder answers each message. Receives, put up by [`post_receives`] before the
+/// run, are reposted as they are used.
+pub fn lat_send_pingpong<C: Connection, S: Sampler>(
+    conn: &mut C,
+    initiator: bool,
+    plan: &LatPlan,
+    mut samples: S,
+    mut stop: impl FnMut() -> bool,
+) -> Result<LatencyRecorder, LoopError> {
+    // One send in eight is signaled (their completions come back on the same CQ as
+    // the receives and are skipped); the queue holds 16, so it never fills.
+    let send = |conn: &mut C, i: u64| {
+        conn.post_repeat(&WorkRequest {
+            wr_id: i,
+            op: Op::Send,
+            local_offset: 0,
+            len: plan.size,
+            remote_offset: 0,
+            signaled: i % 8 == 7 || i + 1 == plan.iters,
+            inline: plan.inline,
+        })
+    };
+    let mut wcs = [Completion::default(); 8];
+    let mut i = 0u64;
+    let mut stall = Stall::new(plan.timeout);
+    let mut recv_posted = plan.recv_posted;
+    loop {
+        if initiator {
+            // One clock read per message: the time between two sends is one round
+            // trip, and the answer to the last message closes the last sample.
+            if !samples.tick(i) {
+                // Tell the responder we are done (duration runs).
+                if plan.duration.is_some() {
+                    conn.post(&END_MARKER)?;
+                }
+                return Ok(samples.finish());
+            }
+            send(conn, i)?;
+        }
+        // Wait for the peer's message, reaping send completions on the way.
+        let mut spins = 0u32;
+        'wait: loop {
+            let got = poll_or_wait(conn, &mut wcs, plan.events, &mut stall, "the peer's message")?;
+            for c in &wcs[..got] {
+                check(0, c)?;
+                if c.kind == CompletionKind::Recv {
+                    if recv_posted < plan.iters {
+                        conn.post_recv(c.wr_id, 0, plan.size)?;
+                        recv_posted += 1;
+                    }
+                    if c.imm == Some(END_IMM) {
+                        return Ok(samples.finish());
+                    }
+                    break 'wait;
+                }
+            }
+            spins = spins.wrapping_add(1);
+            if !initiator && spins % 65536 == 0 && stop() {
+                return Ok(samples.finish());
+            }
+        }
+        stall.progressed();
+        if !initiator {
+            send(conn, i)?;
+        }
+        i += 1;
+        if !initiator && plan.duration.is_none() && i >= plan.iters {
+            // Reap our last send before returning.
+            let mut stall = Stall::new(plan.timeout);
+            loop {
+                let got = conn.poll(&mut wcs)?;
+                if wcs[..got].iter().any(|c| c.kind == CompletionKind::Send) {
+                    break;
+                }
+                stall.idle("the last answer's completion")?;
+            }
+            return Ok(samples.finish());
+        }
+    }
+}
+

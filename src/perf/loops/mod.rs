@@ -1,0 +1,174 @@
+//! The test loops, written once against [`Connection`] and generic over it. The
+//! operation is fixed before a loop starts; nothing in a loop re-reads configuration.
+//! Every loop gives up with [`LoopError::Stalled`] when nothing progresses for the
+//! configured timeout, so a vanished peer ends a run instead of hanging it.
+//!
+//! - [`bw`]: the bandwidth sender and receiver, with their plans;
+//! - [`lat`]: the latency ping-pongs and round trips;
+//! - [`sampler`]: where a latency loop's clock reads go, chosen once per run.
+
+mod bw;
+mod lat;
+mod sampler;
+
+pub use bw::{
+    bw_recv, bw_send, post_receives, send_end_markers, BwOutcome, BwPlan, NoRecv, RecvPlan,
+    RecvSide, Reposting, Windowed,
+};
+pub use lat::{lat_round_trip, lat_send_pingpong, lat_write_pingpong, LatPlan};
+pub use sampler::{CountedSampler, Sampler, TimedSampler};
+
+use std::time::{Duration, Instant};
+
+use crate::transport::{Completion, Connection, Op, Status, TransportError, WorkRequest};
+
+/// Immediate value that tells a receiver the sender is finished (duration runs).
+pub const END_IMM: u32 = 0xFFFF_FFFF;
+
+/// The zero-byte send carrying [`END_IMM`].
+pub(crate) const END_MARKER: WorkRequest = WorkRequest {
+    wr_id: u64::MAX,
+    op: Op::SendImm(END_IMM),
+    local_offset: 0,
+    len: 0,
+    remote_offset: 0,
+    signaled: true,
+    inline: false,
+};
+
+/// Why a loop stopped early.
+#[derive(Debug)]
+pub enum LoopError {
+    /// Posting or polling failed.
+    Transport(TransportError),
+    /// Work completed with an error status.
+    Completion {
+        /// QP index.
+        qp: usize,
+        /// Status name.
+        name: &'static str,
+        /// What it means.
+        meaning: &'static str,
+    },
+    /// Nothing progressed for this long.
+    Stalled {
+        /// What the loop waited for.
+        waiting_for: &'static str,
+        /// How long.
+        after: Duration,
+    },
+}
+
+impl std::fmt::Display for LoopError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoopError::Transport(e) => write!(f, "{e}"),
+            LoopError::Completion { qp, name, meaning } => {
+                write!(f, "work on QP {qp} failed: {name} ({meaning})")
+            }
+            LoopError::Stalled { waiting_for, after } => {
+                write!(
+                    f,
+                    "no progress for {} s waiting for {waiting_for}: is the peer still there?",
+                    after.as_secs()
+                )
+            }
+        }
+    }
+}
+
+impl From<TransportError> for LoopError {
+    fn from(e: TransportError) -> Self {
+        LoopError::Transport(e)
+    }
+}
+
+pub(crate) fn check(qp: usize, c: &Completion) -> Result<(), LoopError> {
+    match c.status {
+        Status::Success => Ok(()),
+        Status::Failed { name, meaning, .. } => Err(LoopError::Completion { qp, name, meaning }),
+    }
+}
+
+/// A monotonic clock in ns since the loop's start.
+#[derive(Clone, Copy)]
+pub struct Clock(Instant);
+
+impl Clock {
+    /// Starts now.
+    pub fn start() -> Self {
+        Clock(Instant::now())
+    }
+    /// ns since start.
+    #[inline]
+    pub fn ns(&self) -> u64 {
+        self.0.elapsed().as_nanos() as u64
+    }
+}
+
+/// Watches for a loop that stops progressing. Reads the clock only every 4096 idle
+/// calls, never on progress: the hot path pays a counter and a flag.
+pub(crate) struct Stall {
+    last: Instant,
+    timeout: Duration,
+    spins: u32,
+    progress: bool,
+}
+
+impl Stall {
+    fn new(timeout: Duration) -> Self {
+        Stall { last: Instant::now(), timeout, spins: 0, progress: false }
+    }
+    #[inline]
+    fn progressed(&mut self) {
+        self.progress = true;
+    }
+    /// Call when nothing happened.
+    #[inline]
+    fn idle(&mut self, waiting_for: &'static str) -> Result<(), LoopError> {
+        self.spins = self.spins.wrapping_add(1);
+        if self.spins % 4096 == 0 {
+            if self.progress {
+                self.progress = false;
+                self.last = Instant::now();
+            } else if self.last.elapsed() > self.timeout {
+                return Err(LoopError::Stalled { waiting_for, after: self.timeout });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Polls `conn`; when nothing is there, spins (checking for a stall) or, in event
+/// mode, arms, polls again and sleeps until the completion event.
+#[inline]
+pub(crate) fn poll_or_wait<C: Connection>(
+    conn: &mut C,
+    wcs: &mut [Completion],
+    events: bool,
+    stall: &mut Stall,
+    waiting_for: &'static str,
+) -> Result<usize, LoopError> {
+    let got = conn.poll(wcs)?;
+    if got > 0 {
+        stall.progressed();
+        return Ok(got);
+    }
+    if !events {
+        stall.idle(waiting_for)?;
+        return Ok(0);
+    }
+    conn.arm()?;
+    let got = conn.poll(wcs)?;
+    if got > 0 {
+        stall.progressed();
+        return Ok(got);
+    }
+    if !conn.wait(stall.timeout)? {
+        return Err(LoopError::Stalled { waiting_for, after: stall.timeout });
+    }
+    let got = conn.poll(wcs)?;
+    stall.progressed();
+    Ok(got)
+}
+

@@ -1,0 +1,206 @@
+//! Where a latency loop's clock reads go: stored (`-n` runs, intervals taken after
+//! the run) or judged against the measured window (`-D` runs).
+
+use std::time::Instant;
+
+use super::lat::LatPlan;
+use super::Clock;
+use crate::measure::LatencyRecorder;
+
+/// Where a latency loop's clock reads go. The initiator calls [`tick`](Self::tick)
+/// once per iteration, before its post: the time between two ticks is one round trip
+/// (perftest's way). The two kinds are chosen once per run, so the loops never test
+/// the run's mode.
+pub trait Sampler {
+    /// Marks the start of iteration `i`; `false` when the run is over (that tick only
+    /// closes the last sample).
+    fn tick(&mut self, i: u64) -> bool;
+    /// The samples.
+    fn finish(self) -> LatencyRecorder;
+}
+
+/// Most stamps a counted run keeps (128 MiB of `Instant`s); a longer run records each
+/// interval as it comes.
+const MAX_STAMPS: u64 = 1 << 23;
+
+/// An iteration run (`-n`): a tick only stores an `Instant`, as perftest stores its
+/// cycle counts; the intervals are taken after the run, so no clock arithmetic and no
+/// histogram update is timed.
+pub struct CountedSampler {
+    /// The start of each iteration; room for the whole run is reserved at the first
+    /// tick (a responder never ticks, and allocates nothing).
+    stamps: Vec<Instant>,
+    /// Stamps the run needs: `iters + 1`, or 0 for runs over [`MAX_STAMPS`].
+    room: usize,
+    /// The previous tick, once ticks no longer go into `stamps`.
+    last: Option<Instant>,
+    iters: u64,
+    factor: u64,
+    rec: LatencyRecorder,
+}
+
+impl CountedSampler {
+    /// For `plan`'s iterations.
+    pub fn new(plan: &LatPlan) -> Self {
+        let needed = plan.iters.saturating_add(1);
+        Self::with_room(plan, if needed <= MAX_STAMPS { needed as usize } else { 0 })
+    }
+
+    fn with_room(plan: &LatPlan, room: usize) -> Self {
+        CountedSampler {
+            stamps: Vec::new(),
+            room,
+            last: None,
+            iters: plan.iters,
+            factor: u64::from(plan.rtt_factor.max(1)),
+            rec: LatencyRecorder::default(),
+        }
+    }
+
+    fn record(&mut self, from: Instant, to: Instant) {
+        self.rec.record((to - from).as_nanos() as u64 / self.factor);
+    }
+
+    /// A tick with no reserved room left: the first one reserves it; past it, the
+    /// interval since the previous tick is recorded at once.
+    fn spill(&mut self, now: Instant) {
+        if self.stamps.is_empty() && self.room > 0 {
+            self.stamps.reserve_exact(self.room);
+            // The first iteration starts after the allocation, not before it.
+            self.stamps.push(Instant::now());
+            return;
+        }
+        if let Some(prev) = self.last.or_else(|| self.stamps.last().copied()) {
+            self.record(prev, now);
+        }
+        self.last = Some(now);
+    }
+}
+
+impl Sampler for CountedSampler {
+    #[inline]
+    fn tick(&mut self, i: u64) -> bool {
+        let now = Instant::now();
+        if self.stamps.len() < self.stamps.capacity() {
+            self.stamps.push(now);
+        } else {
+            self.spill(now);
+        }
+        i < self.iters
+    }
+
+    fn finish(mut self) -> LatencyRecorder {
+        let stamps = std::mem::take(&mut self.stamps);
+        for w in stamps.windows(2) {
+            self.record(w[0], w[1]);
+        }
+        self.rec
+    }
+}
+
+/// A duration run (`-D`): each tick is read as ns since the start, to keep only the
+/// samples inside the measured window and to stop at the end.
+pub struct TimedSampler {
+    clock: Clock,
+    plan: LatPlan,
+    prev: Option<u64>,
+    rec: LatencyRecorder,
+}
+
+impl TimedSampler {
+    /// For `plan`'s duration.
+    pub fn new(plan: &LatPlan) -> Self {
+        TimedSampler {
+            clock: Clock::start(),
+            plan: *plan,
+            prev: None,
+            rec: LatencyRecorder::default(),
+        }
+    }
+}
+
+impl Sampler for TimedSampler {
+    #[inline]
+    fn tick(&mut self, i: u64) -> bool {
+        let t = self.clock.ns();
+        if let Some(p) = self.prev {
+            if self.plan.keep(p) {
+                self.rec.record(t.saturating_sub(p) / u64::from(self.plan.rtt_factor));
+            }
+        }
+        self.prev = Some(t);
+        !self.plan.over(i, t)
+    }
+
+    fn finish(self) -> LatencyRecorder {
+        self.rec
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(iters: u64, duration: Option<(Duration, Duration)>, rtt_factor: u32) -> LatPlan {
+        LatPlan {
+            size: 2,
+            iters,
+            duration,
+            inline: false,
+            rtt_factor,
+            timeout: Duration::from_secs(1),
+            events: false,
+            recv_posted: 0,
+        }
+    }
+
+    #[test]
+    fn a_counted_run_yields_one_sample_per_iteration_past_its_room() {
+        // Fewer stamps reserved than ticks, and none at all (a run over MAX_STAMPS):
+        // the intervals past the room, and the one bridging into them, still count.
+        for room in [1000, 0] {
+            let n = 1005;
+            let mut s = CountedSampler::with_room(&plan(n, None, 2), room);
+            let mut i = 0;
+            while s.tick(i) {
+                i += 1;
+            }
+            assert_eq!(i, n, "the tick after the last iteration ends the run");
+            assert_eq!(s.finish().count(), n, "room {room}: n + 1 ticks are n intervals");
+        }
+        let whole = CountedSampler::new(&plan(MAX_STAMPS + 1, None, 1));
+        assert_eq!(whole.room, 0, "runs longer than MAX_STAMPS record as they go");
+        assert!(whole.stamps.capacity() == 0, "nothing is allocated before the first tick");
+    }
+
+    #[test]
+    fn a_counted_run_halves_one_way_samples() {
+        let mut s = CountedSampler::new(&plan(2, None, 2));
+        assert!(s.tick(0));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(s.tick(1));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!s.tick(2));
+        let st = s.finish().stats();
+        assert_eq!(st.samples, 2);
+        // Each interval is ≥ 20 ms, halved: ≥ 10 ms one-way.
+        assert!(st.t_min_us >= 10_000.0 && st.t_min_us < 20_000.0, "{st:?}");
+    }
+
+    #[test]
+    fn a_timed_run_keeps_only_the_window_and_stops_at_the_end() {
+        let total = Duration::from_millis(60);
+        let margin = Duration::from_millis(20);
+        let start = Instant::now();
+        let mut s = TimedSampler::new(&plan(u64::MAX, Some((total, margin)), 1));
+        let mut i = 0;
+        while s.tick(i) {
+            std::thread::sleep(Duration::from_millis(2));
+            i += 1;
+        }
+        assert!(start.elapsed() >= total);
+        let rec = s.finish();
+        // About 20 ms of 2 ms intervals kept out of about 30 taken.
+        assert!(rec.count() > 0 && rec.count() < i, "{} of {i}", rec.count());
+    }
+}
