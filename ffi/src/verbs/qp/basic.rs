@@ -73,32 +73,50 @@ impl BasicQueuePair {
             wr.sg_list = unsafe { sge_base.add(first) };
         }
         let n = batch.wrs.len();
-        let wr_base = batch.wrs.as_mut_ptr();
+        // SAFETY: the `n` requests were checked by push; they and their SGEs live in
+        // `batch`, which outlives the call, and its regions outlive `batch` (`'a`).
+        let posted = unsafe { self.post_linked(batch.wrs.as_mut_ptr(), n) };
+        batch.clear();
+        posted.map_err(|(rc, at)| {
+            Error::from_errno("ibv_post_send", rc)
+                .on(format!("QP {}, request {at} of {n}", self.core.qp_num()))
+        })
+    }
+
+    /// Links the `n` requests at `base` into one list and posts it with one
+    /// `ibv_post_send`; on failure, the errno and the index of the request the library
+    /// refused (those before it were posted).
+    ///
+    /// # Safety
+    /// `base` points to `n` ≥ 1 initialised, checked requests whose SGE lists are valid
+    /// for the call and name live registered memory.
+    unsafe fn post_linked(
+        &self,
+        base: *mut sys::ibv_send_wr,
+        n: usize,
+    ) -> Result<(), (i32, usize)> {
         for i in 0..n {
             let next = if i + 1 < n {
-                // SAFETY: i + 1 < n: inside the vector.
-                unsafe { wr_base.add(i + 1) }
+                // SAFETY: i + 1 < n: inside the caller's requests.
+                unsafe { base.add(i + 1) }
             } else {
                 ptr::null_mut()
             };
-            // SAFETY: i < n: a valid element, reached only through `wr_base` from here on.
-            unsafe { (*wr_base.add(i)).next = next };
+            // SAFETY: i < n: an initialised request, reached only through `base` here.
+            unsafe { (*base.add(i)).next = next };
         }
         let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
-        // SAFETY: as post_send; the linked list and its SGEs live in `batch`, which
-        // outlives the call, and its regions outlive `batch` (lifetime `'a`).
-        let rc = unsafe { sys::ibv_post_send(self.core.raw.as_ptr(), wr_base, &mut bad) };
-        let failed_at = if bad.is_null() {
+        // SAFETY: live QP; the list is linked above and as the caller guarantees.
+        let rc = unsafe { sys::ibv_post_send(self.core.raw.as_ptr(), base, &mut bad) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let at = if bad.is_null() {
             0
         } else {
-            (bad as usize - wr_base as usize) / std::mem::size_of::<sys::ibv_send_wr>()
+            (bad as usize - base as usize) / std::mem::size_of::<sys::ibv_send_wr>()
         };
-        batch.clear();
-        if rc != 0 {
-            return Err(Error::from_errno("ibv_post_send", rc)
-                .on(format!("QP {}, request {failed_at} of {n}", self.core.qp_num())));
-        }
-        Ok(())
+        Err((rc, at))
     }
 }
 
@@ -152,35 +170,19 @@ impl QueuePair for BasicQueuePair {
                 wr.sg_list = sges[i].as_mut_ptr().cast();
                 wrs[i].write(wr);
             }
-            let base: *mut sys::ibv_send_wr = wrs.as_mut_ptr().cast();
-            for i in 0..n {
-                let next = if i + 1 < n {
-                    // SAFETY: i + 1 < n ≤ MAX_POST_LIST: inside the array.
-                    unsafe { base.add(i + 1) }
-                } else {
-                    ptr::null_mut()
-                };
-                // SAFETY: i < n: the loop above initialised this element.
-                unsafe { (*base.add(i)).next = next };
-            }
-            let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
-            // SAFETY: as post_send: the first `n` requests are initialised and linked,
-            // their SGEs live in `sges` across the call, and every SGE names a live
-            // registered region (the requests borrow them).
-            let rc = unsafe { sys::ibv_post_send(self.core.raw.as_ptr(), base, &mut bad) };
-            if rc != 0 {
-                let at = if bad.is_null() {
-                    0
-                } else {
-                    (bad as usize - base as usize) / std::mem::size_of::<sys::ibv_send_wr>()
-                };
-                return Err(Error::from_errno("ibv_post_send", rc).on(format!(
+            // SAFETY: the loop above initialised and checked the first `n` ≥ 1
+            // requests (chunks are never empty); their SGEs live in `sges` across the
+            // call, and every SGE names a live registered region (the requests borrow
+            // them).
+            let posted = unsafe { self.post_linked(wrs.as_mut_ptr().cast(), n) };
+            posted.map_err(|(rc, at)| {
+                Error::from_errno("ibv_post_send", rc).on(format!(
                     "QP {}, listed request {} of {}",
                     self.core.qp_num(),
                     k * MAX_POST_LIST + at,
                     requests.len()
-                )));
-            }
+                ))
+            })?;
         }
         Ok(())
     }
