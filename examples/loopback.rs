@@ -12,9 +12,9 @@ mod linux {
     use std::time::{Duration, Instant};
 
     use ffi::verbs::{
-        Access, AddressVector, Completion, CompletionQueue, DeviceList, Error, InitAttr,
-        MemoryRegion, Mtu, QpEndpoint, QpType, QueuePair, RtrAttr, RtsAttr, SendOp, SendRequest,
-        WcOpcode,
+        Access, AddressVector, BasicQueuePair, Completion, CompletionQueue, DeviceList, Error,
+        InitAttr, MemoryRegion, Mtu, QpEndpoint, QpType, QueuePair, RtrAttr, RtsAttr, SendOp,
+        SendRequest, WcOpcode,
     };
 
     pub fn main() -> ExitCode {
@@ -31,7 +31,7 @@ mod linux {
     /// One end: a completion queue, a queue pair and 4 KiB of registered memory.
     struct End {
         cq: CompletionQueue,
-        qp: QueuePair,
+        qp: BasicQueuePair,
         mr: MemoryRegion,
         me: QpEndpoint,
     }
@@ -73,6 +73,8 @@ mod linux {
         let pd = context.alloc_pd()?;
         let make_end = |psn: u32| -> Result<End, Error> {
             let cq = context.create_cq(16, None)?;
+            // A basic QP posts through ibv_post_send; build_extended() makes one that
+            // posts through ibv_wr_*. Both do what the QueuePair trait says.
             let qp = pd.create_qp(QpType::Rc, &cq, &cq).build()?;
             qp.to_init(&InitAttr::new(port))?;
             let mr = pd.reg_mr(4096, Access::ALL)?;

@@ -45,7 +45,7 @@ fn json_path(tag: &str) -> PathBuf {
 
 /// Runs `test` over ND with the same flags on both sides; the client writes JSON.
 fn pair(test: &str, flags: &[&str]) -> Run {
-    ffi::nd::soft::install();
+    nd_soft::install();
     let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
     let json = json_path(&format!("{test}-{port}"));
     let mut args: Vec<String> = [test, "--backend", "nd", "-p", &port, "--timeout", "10"]
@@ -205,7 +205,7 @@ fn what_nd_lacks_is_refused_by_name() {
 
 #[test]
 fn a_missing_peer_and_a_backend_mismatch_end_with_one_line() {
-    ffi::nd::soft::install();
+    nd_soft::install();
     // The server waits for a client that never comes.
     let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
     let (code, out) = side(
@@ -239,7 +239,7 @@ fn a_missing_peer_and_a_backend_mismatch_end_with_one_line() {
 
 #[test]
 fn devices_lists_nd_adapters_in_the_inventory_model() {
-    ffi::nd::soft::install();
+    nd_soft::install();
     let (code, text) = side(vec!["devices".into(), "--backend".into(), "nd".into()]);
     assert_eq!(code, 0, "{text}");
     let lines: Vec<&str> = text.lines().collect();
@@ -269,7 +269,7 @@ fn devices_lists_nd_adapters_in_the_inventory_model() {
 
 #[test]
 fn serve_runs_an_nd_client_test() {
-    ffi::nd::soft::install();
+    nd_soft::install();
     let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
     let serve_args: Vec<String> =
         ["serve", "-p", &port, "--count", "1", "--timeout", "10"].map(String::from).to_vec();
@@ -291,8 +291,8 @@ fn serve_runs_an_nd_client_test() {
 fn an_nd_connection_refuses_what_nd_lacks_at_post_time_too() {
     use rdmabench::transport::nd::{NdRole, NdTransport};
     use rdmabench::transport::{Connection, ConnectionConfig, Op, Transport, WorkRequest};
-    ffi::nd::soft::install();
-    let ip = ffi::nd::soft::ADDRESS;
+    nd_soft::install();
+    let ip = nd_soft::ADDRESS;
     let timeout = Duration::from_secs(5);
     let server = NdTransport::open(ip, NdRole::Accept, timeout, None).unwrap();
     let client = NdTransport::open(ip, NdRole::Connect, timeout, None).unwrap();

@@ -1,5 +1,5 @@
 //! What the safe layer costs: an 8-byte RDMA write, posted and polled to completion on
-//! a loopback RC pair, through `QueuePair::post_send` + `CompletionQueue::poll` and
+//! a loopback RC pair, through `BasicQueuePair::post_send` + `CompletionQueue::poll` and
 //! through direct rdma-sys calls on the same QP, side by side, inline and not.
 //!
 //! Lab: `ci/bench-verbs` (builds, boots the lab, runs this, prints the ratios).
@@ -21,7 +21,9 @@ mod linux {
 
     use criterion::{BenchmarkId, Criterion};
     use rdmabench_ffi::verbs::loopback::{Loopback, LoopbackConfig};
-    use rdmabench_ffi::verbs::{sys, Completion, QpCaps, RemoteSlice, SendOp, SendRequest};
+    use rdmabench_ffi::verbs::{
+        sys, Completion, QpCaps, QueuePair, RemoteSlice, SendOp, SendRequest,
+    };
 
     fn loopback() -> Loopback {
         let cfg = LoopbackConfig {

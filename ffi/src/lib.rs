@@ -29,9 +29,10 @@
 //! [`verbs`] exists on Linux only (it links `libibverbs` and `librdmacm`). [`nd`]
 //! builds on every target: its bindings are our own, and only provider discovery (the
 //! Winsock catalog) and the events pending requests are waited on are Windows calls.
-//! With the `soft-provider` feature (tests only), [`nd`] also has an in-process
-//! provider that fills the same vtables, so ND code runs and is tested on Linux. The
-//! value types in [`types`] build everywhere.
+//! The workspace's development crate `rdmabench-nd-soft` (`ffi/nd-soft`, never
+//! published) is an in-process provider that fills the same vtables and registers
+//! itself through [`nd::register`], so ND code runs and is tested on Linux. The value
+//! types in [`types`] build everywhere.
 //!
 //! # Resource cleanup
 //!

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use rdmabench_ffi::verbs::loopback::{Loopback, LoopbackConfig};
 use rdmabench_ffi::verbs::{
-    Access, CmListener, Completion, CompletionQueue, QpCaps, QpState, QpType, RemoteBuffer,
-    ResolvedRoute, RtsAttr, SendBatch, SendOp, SendRequest, UdDest, WcOpcode, WcStatus,
-    DEFAULT_QKEY, GRH_LEN,
+    Access, CmListener, Completion, CompletionQueue, ExtendedQpError, ExtendedQueuePair,
+    GenericQueuePair, QpCaps, QpState, QpType, QueuePair, RemoteBuffer, ResolvedRoute, RtsAttr,
+    SendBatch, SendOp, SendRequest, UdDest, WcOpcode, WcStatus, DEFAULT_QKEY, GRH_LEN,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -26,6 +26,11 @@ fn cm_addr(port: u16) -> SocketAddr {
 
 fn lab(cfg: LoopbackConfig) -> Loopback {
     Loopback::new(&cfg).unwrap_or_else(|e| panic!("lab test: {e}; run inside ci/lab-vm"))
+}
+
+/// A loopback pair of extended QPs: soft-RoCE has the extended send API.
+fn lab_ext(cfg: LoopbackConfig) -> Loopback<ExtendedQueuePair> {
+    Loopback::new_extended(&cfg).unwrap_or_else(|e| panic!("lab test: {e}; run inside ci/lab-vm"))
 }
 
 fn rc(buf_len: usize) -> Loopback {
@@ -327,8 +332,13 @@ fn ok_any(cq: &CompletionQueue) -> u64 {
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
-fn lab_uc_write_and_refused_read() {
-    let mut lb = lab(LoopbackConfig { qp_type: QpType::Uc, ..Default::default() });
+fn lab_uc_write_and_refused_read_on_both_kinds() {
+    let cfg = LoopbackConfig { qp_type: QpType::Uc, ..Default::default() };
+    uc_write_and_refused_read(lab(cfg.clone()));
+    uc_write_and_refused_read(lab_ext(cfg));
+}
+
+fn uc_write_and_refused_read<Q: QueuePair>(mut lb: Loopback<Q>) {
     lb.a.mr.as_mut_slice()[..16].copy_from_slice(b"unreliable conn!");
     let src = [lb.a.mr.slice(0, 16).unwrap()];
     let remote = lb.b.mr.remote().slice(100, 16).unwrap();
@@ -346,8 +356,13 @@ fn lab_uc_write_and_refused_read() {
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
-fn lab_ud_send_recv_through_an_address_handle() {
-    let mut lb = lab(LoopbackConfig { qp_type: QpType::Ud, ..Default::default() });
+fn lab_ud_send_recv_through_an_address_handle_on_both_kinds() {
+    let cfg = LoopbackConfig { qp_type: QpType::Ud, ..Default::default() };
+    ud_send_recv_through_an_address_handle(lab(cfg.clone()));
+    ud_send_recv_through_an_address_handle(lab_ext(cfg));
+}
+
+fn ud_send_recv_through_an_address_handle<Q: QueuePair>(mut lb: Loopback<Q>) {
     let ah = lb.ah.take().expect("UD loopback has an address handle");
     let msg = pattern(512, 5);
     lb.a.mr.as_mut_slice()[..512].copy_from_slice(&msg);
@@ -623,8 +638,7 @@ fn lab_teardown_leaves_no_qp_mr_cq_or_pd_behind() {
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_rc_extended_send_api_does_every_operation() {
     let caps = QpCaps { max_inline_data: 64, ..Default::default() };
-    let mut lb = lab(LoopbackConfig { buf_len: 65536, caps, extended: true, ..Default::default() });
-    assert!(lb.a.qp.is_extended(), "soft-RoCE has the extended send API");
+    let mut lb = lab_ext(LoopbackConfig { buf_len: 65536, caps, ..Default::default() });
     let data = pattern(8192, 3);
     lb.a.mr.as_mut_slice()[..8192].copy_from_slice(&data);
     let remote = lb.b.mr.remote();
@@ -685,69 +699,96 @@ fn lab_rc_extended_send_api_does_every_operation() {
     lb.a.qp.post_send_list(&list).unwrap();
     let ids: Vec<u64> = (0..40).map(|_| ok_any(&lb.a.cq)).collect();
     assert_eq!(ids, (100..140).collect::<Vec<u64>>());
-    // What an extended QP refuses: two SGEs, a SendBatch.
+    // An extended QP takes one SGE per request (a SendBatch it does not even have:
+    // SendBatch's compile_fail doctest).
     let two = [lb.a.mr.slice(0, 8).unwrap(), lb.a.mr.slice(8, 8).unwrap()];
     let err = lb.a.qp.post_send(&SendRequest::new(1, SendOp::Send, &two)).unwrap_err();
     assert!(err.to_string().contains("2 SGEs, the QP takes 1"), "{err}");
-    let mut batch = SendBatch::with_capacity(1);
-    batch.push(&lb.a.qp, &SendRequest::new(1, SendOp::Send, &small)).unwrap();
-    let err = lb.a.qp.post_send_batch(&mut batch).unwrap_err();
-    assert!(err.to_string().contains("post_send_list"), "{err}");
-    // Queues of several SGEs stay classic (soft-RoCE's extended SGE lists fail).
-    let caps = QpCaps { max_send_sge: 2, ..Default::default() };
-    let classic = lab(LoopbackConfig { caps, extended: true, ..Default::default() });
-    assert!(!classic.a.qp.is_extended());
+    assert_eq!(lb.a.qp.caps().max_send_sge, 1);
 }
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
-fn lab_prepared_requests_repost_with_new_ids_on_both_apis() {
-    for extended in [false, true] {
-        let caps = QpCaps { max_inline_data: 64, ..Default::default() };
-        let mut lb = lab(LoopbackConfig { buf_len: 8192, caps, extended, ..Default::default() });
-        assert_eq!(lb.a.qp.is_extended(), extended);
-        let remote = lb.b.mr.remote();
-        // A read prepared once, posted three times: each brings b's current bytes.
-        let dst = [lb.a.mr.slice(4096, 16).unwrap()];
-        let read = SendRequest::new(0, SendOp::Read(remote.slice(0, 16).unwrap()), &dst).signaled();
-        let mut p = lb.a.qp.prepare_send(&read).unwrap();
-        for id in [11u64, 12, 13] {
-            lb.b.mr.as_mut_slice()[..16].copy_from_slice(&pattern(16, id as u8));
-            lb.a.qp.post_prepared(&mut p, &lb.a.mr, id, true).unwrap();
-            let c = ok(&lb.a.cq, id, WcOpcode::RdmaRead);
-            assert_eq!(c.byte_len(), 16);
-            assert_eq!(
-                &lb.a.mr.as_slice()[4096..4112],
-                &pattern(16, id as u8)[..],
-                "extended {extended}"
-            );
-        }
-        // An inline write, unsignaled then signaled: only the signaled one completes.
-        lb.a.mr.as_mut_slice()[..8].copy_from_slice(b"prepared");
-        let src = [lb.a.mr.slice(0, 8).unwrap()];
-        let write =
-            SendRequest::new(0, SendOp::Write(remote.slice(100, 8).unwrap()), &src).inline();
-        let mut w = lb.a.qp.prepare_send(&write).unwrap();
-        lb.a.qp.post_prepared(&mut w, &lb.a.mr, 20, false).unwrap();
-        lb.a.qp.post_prepared(&mut w, &lb.a.mr, 21, true).unwrap();
-        ok(&lb.a.cq, 21, WcOpcode::RdmaWrite);
-        assert_eq!(&lb.b.mr.as_slice()[100..108], b"prepared");
-        // Posting it on another QP, or naming another region, is refused.
-        let err = lb.b.qp.post_prepared(&mut w, &lb.a.mr, 22, true).unwrap_err();
-        assert!(err.to_string().contains("another QP or region"), "{err}");
-        let err = lb.a.qp.post_prepared(&mut w, &lb.b.mr, 22, true).unwrap_err();
-        assert!(err.to_string().contains("another QP or region"), "{err}");
-        // Two SGEs cannot be prepared.
-        if !extended {
-            let many = lab(LoopbackConfig {
-                caps: QpCaps { max_send_sge: 2, ..Default::default() },
-                ..Default::default()
-            });
-            let two = [many.a.mr.slice(0, 8).unwrap(), many.a.mr.slice(8, 8).unwrap()];
-            let r =
-                SendRequest::new(1, SendOp::Write(many.b.mr.remote().slice(0, 16).unwrap()), &two);
-            let err = many.a.qp.prepare_send(&r).err().unwrap();
-            assert!(err.to_string().contains("at most one SGE"), "{err}");
-        }
+fn lab_builder_makes_the_kind_asked_for_and_refuses_extended_with_several_sges() {
+    let lb = rc(4096);
+    let one = lb.pd.create_qp(QpType::Rc, &lb.a.cq, &lb.a.cq);
+    let two = one.caps(QpCaps { max_send_sge: 2, ..Default::default() });
+    // Queues of several SGEs are basic: soft-RoCE's extended SGE lists fail.
+    match two.build_extended() {
+        Err(ExtendedQpError::SeveralSges { max_send_sge: 2 }) => {}
+        Err(e) => panic!("wrong refusal: {e}"),
+        Ok(_) => panic!("an extended QP of two SGEs was built"),
     }
+    let err = two.build_extended().err().unwrap();
+    assert!(err.to_string().contains("one SGE per send, not 2"), "{err}");
+    let err = Loopback::new_extended(&LoopbackConfig {
+        caps: QpCaps { max_send_sge: 2, ..Default::default() },
+        ..Default::default()
+    })
+    .err()
+    .expect("refused");
+    assert!(err.is_invalid_request() && err.to_string().contains("one SGE per send"), "{err}");
+    // Whichever the device makes: extended for one SGE (soft-RoCE has it), basic for two.
+    let generic = one.build_extended_or_basic().unwrap();
+    assert!(generic.is_extended());
+    assert!(matches!(two.build_extended_or_basic().unwrap(), GenericQueuePair::Basic(_)));
+    // Every kind is a QP in its own right.
+    let basic = one.build().unwrap();
+    let extended = one.build_extended().unwrap();
+    for qp in [&basic as &dyn QueuePair, &extended, &generic] {
+        assert_eq!(qp.state().unwrap(), QpState::Reset);
+        assert_eq!(qp.qp_type(), QpType::Rc);
+    }
+    assert_eq!(basic.caps().max_send_sge, 1);
+    assert_eq!(extended.caps().max_send_sge, 1);
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_prepared_requests_repost_with_new_ids_on_both_kinds() {
+    let cfg = LoopbackConfig {
+        buf_len: 8192,
+        caps: QpCaps { max_inline_data: 64, ..Default::default() },
+        ..Default::default()
+    };
+    prepared_requests_repost(lab(cfg.clone()), "basic");
+    prepared_requests_repost(lab_ext(cfg), "extended");
+    // Two SGEs cannot be prepared.
+    let many = lab(LoopbackConfig {
+        caps: QpCaps { max_send_sge: 2, ..Default::default() },
+        ..Default::default()
+    });
+    let two = [many.a.mr.slice(0, 8).unwrap(), many.a.mr.slice(8, 8).unwrap()];
+    let r = SendRequest::new(1, SendOp::Write(many.b.mr.remote().slice(0, 16).unwrap()), &two);
+    let err = many.a.qp.prepare_send(&r).err().unwrap();
+    assert!(err.to_string().contains("at most one SGE"), "{err}");
+}
+
+fn prepared_requests_repost<Q: QueuePair>(mut lb: Loopback<Q>, kind: &str) {
+    let remote = lb.b.mr.remote();
+    // A read prepared once, posted three times: each brings b's current bytes.
+    let dst = [lb.a.mr.slice(4096, 16).unwrap()];
+    let read = SendRequest::new(0, SendOp::Read(remote.slice(0, 16).unwrap()), &dst).signaled();
+    let mut p = lb.a.qp.prepare_send(&read).unwrap();
+    for id in [11u64, 12, 13] {
+        lb.b.mr.as_mut_slice()[..16].copy_from_slice(&pattern(16, id as u8));
+        lb.a.qp.post_prepared(&mut p, &lb.a.mr, id, true).unwrap();
+        let c = ok(&lb.a.cq, id, WcOpcode::RdmaRead);
+        assert_eq!(c.byte_len(), 16);
+        assert_eq!(&lb.a.mr.as_slice()[4096..4112], &pattern(16, id as u8)[..], "{kind}");
+    }
+    // An inline write, unsignaled then signaled: only the signaled one completes.
+    lb.a.mr.as_mut_slice()[..8].copy_from_slice(b"prepared");
+    let src = [lb.a.mr.slice(0, 8).unwrap()];
+    let write = SendRequest::new(0, SendOp::Write(remote.slice(100, 8).unwrap()), &src).inline();
+    let mut w = lb.a.qp.prepare_send(&write).unwrap();
+    lb.a.qp.post_prepared(&mut w, &lb.a.mr, 20, false).unwrap();
+    lb.a.qp.post_prepared(&mut w, &lb.a.mr, 21, true).unwrap();
+    ok(&lb.a.cq, 21, WcOpcode::RdmaWrite);
+    assert_eq!(&lb.b.mr.as_slice()[100..108], b"prepared");
+    // Posting it on another QP, or naming another region, is refused.
+    let err = lb.b.qp.post_prepared(&mut w, &lb.a.mr, 22, true).unwrap_err();
+    assert!(err.to_string().contains("another QP or region"), "{err}");
+    let err = lb.a.qp.post_prepared(&mut w, &lb.b.mr, 22, true).unwrap_err();
+    assert!(err.to_string().contains("another QP or region"), "{err}");
 }

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use ffi::verbs::{
     Access, AddressHandle, AddressVector, CmConnection, CompletionQueue, ConnectRequest, Context,
-    DeviceList, Error as VerbsError, InitAttr, LocalSlice, MemoryRegion, Mtu, PreparedSend,
-    ProtectionDomain, QpCaps, QpEndpoint, QpState, QpType, QueuePair, RemoteBuffer, ResolvedRoute,
-    RtrAttr, RtsAttr, SendOp, SendRequest, UdDest, WcOpcode, WcStatus, DEFAULT_QKEY, GRH_LEN,
-    MAX_POST_LIST,
+    DeviceList, Error as VerbsError, GenericQueuePair, InitAttr, LocalSlice, MemoryRegion, Mtu,
+    PreparedSend, ProtectionDomain, QpCaps, QpEndpoint, QpState, QpType, QueuePair, RemoteBuffer,
+    ResolvedRoute, RtrAttr, RtsAttr, SendOp, SendRequest, UdDest, WcOpcode, WcStatus, DEFAULT_QKEY,
+    GRH_LEN, MAX_POST_LIST,
 };
 use serde::{Deserialize, Serialize};
 
@@ -67,7 +67,7 @@ pub struct VerbsEndpoint {
 /// A connection's resources before the peer is known.
 pub struct VerbsPrepared {
     cq: CompletionQueue,
-    qp: QueuePair,
+    qp: GenericQueuePair,
     mr: MemoryRegion,
     local: VerbsEndpoint,
     events: bool,
@@ -298,8 +298,12 @@ impl Transport for VerbsTransport {
             max_inline_data: cfg.max_inline,
         };
         // The extended send API where the provider has it, as perftest: cheaper per post.
-        let qp =
-            self.pd.create_qp(qp_type(cfg.service), &cq, &cq).caps(caps).extended(true).build()?;
+        // Chosen once here; each post matches the kind.
+        let qp = self
+            .pd
+            .create_qp(qp_type(cfg.service), &cq, &cq)
+            .caps(caps)
+            .build_extended_or_basic()?;
         qp.to_init(&InitAttr::new(self.port))?;
         let extra = if cfg.service == Service::Ud { GRH_LEN } else { 0 };
         let mr = self.pd.reg_mr(cfg.buf_len + extra, Access::ALL)?;
@@ -323,7 +327,7 @@ impl Transport for VerbsTransport {
 /// A connected verbs queue pair with its buffer and the peer's.
 pub struct VerbsConnection {
     // The QP must go before the CQ and buffer it uses; it holds clones of them anyway.
-    qp: QueuePair,
+    qp: GenericQueuePair,
     ah: Option<AddressHandle>,
     cq: CompletionQueue,
     mr: MemoryRegion,
@@ -339,7 +343,7 @@ pub struct VerbsConnection {
 
 impl VerbsConnection {
     /// The queue pair (for tests and diagnostics).
-    pub fn qp(&self) -> &QueuePair {
+    pub fn qp(&self) -> &GenericQueuePair {
         &self.qp
     }
 

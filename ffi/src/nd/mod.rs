@@ -2,9 +2,11 @@
 //! safe wrappers over them, one file per ND object.
 //!
 //! Everything here compiles on every target: the layout of the bindings is tested in
-//! Linux CI, and so are the wrappers, driven by an in-process software provider
-//! (feature `soft-provider`, tests only) that fills the same vtables. Only provider
-//! discovery and the events pending requests are waited on are Windows-only.
+//! Linux CI, and so are the wrappers, driven by an in-process software provider that
+//! fills the same vtables (the development crate `rdmabench-nd-soft`, `ffi/nd-soft`,
+//! which builds on [`sys`], [`com`], [`addr`], [`status`] and the registration hook
+//! [`register`]). Only provider discovery and the events pending requests are waited
+//! on are Windows-only.
 //!
 //! ```text
 //! discover() / open_adapter(ip) ─► Adapter ─┬─► CompletionQueue
@@ -28,8 +30,6 @@ pub mod mr;
 pub mod overlapped;
 pub mod provider;
 pub mod qp;
-#[cfg(feature = "soft-provider")]
-pub mod soft;
 pub mod status;
 pub mod sys;
 #[cfg(windows)]

@@ -117,8 +117,11 @@ pub fn is_nd2_entry(e: &WSAPROTOCOL_INFOW) -> bool {
 /// Providers made in this process (the test provider), seen by [`discover`] first.
 static IN_PROCESS: Mutex<Vec<Provider>> = Mutex::new(Vec::new());
 
-/// Makes `provider` visible to [`discover`] in this process: how the software
-/// provider of the tests stands in for a Winsock-registered one.
+/// Makes `provider` visible to [`discover`] in this process, before the Winsock
+/// catalog's: the in-process registration hook. The software provider of the tests
+/// (the development crate `rdmabench-nd-soft`) stands in for a Winsock-registered one
+/// this way; any `IND2Provider` object made in-process can (wrap it with
+/// [`Provider::new`]).
 pub fn register(provider: Provider) {
     IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner()).push(provider);
 }

@@ -4,7 +4,7 @@
 //! Written by hand from Microsoft's public headers (microsoft/NetworkDirect,
 //! `src/ndutil/ndspi.h`, `nddef.h`) so that they compile on every target: the layout
 //! tests (sizes, offsets, slot counts) run in Linux CI, and the software provider of
-//! the tests fills these same vtables. `extern "system"` is `stdcall` on 32-bit
+//! the tests (the development crate `rdmabench-nd-soft`) fills these same vtables. `extern "system"` is `stdcall` on 32-bit
 //! Windows and the C convention everywhere else, as `STDMETHOD` is.
 //!
 //! Names follow the header (`QueryInterface`, `GetResults`), so the header and the

@@ -255,7 +255,7 @@ impl CmId {
     /// Moves `qp` to `state` with the attributes rdma_cm computes for this id.
     fn transition(
         &self,
-        qp: &QueuePair,
+        qp: &impl QueuePair,
         state: sys::ibv_qp_state::Type,
         what: &'static str,
     ) -> Result<(), Error> {
@@ -271,10 +271,10 @@ impl CmId {
                 | sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0
                 | sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0;
         }
-        qp.modify_raw(&mut attr, mask, what)
+        qp.core().modify(&mut attr, u32::try_from(mask).unwrap_or(0), what)
     }
 
-    fn conn_param(qp: &QueuePair, private_data: &[u8]) -> Result<sys::rdma_conn_param, Error> {
+    fn conn_param(qp: &impl QueuePair, private_data: &[u8]) -> Result<sys::rdma_conn_param, Error> {
         let len = u8::try_from(private_data.len()).map_err(|_| {
             Error::invalid("rdma_connect", format!("{} bytes of private data", private_data.len()))
         })?;
@@ -344,7 +344,7 @@ impl ResolvedRoute {
     /// A rejected or unreachable peer, a timeout, or a failed transition.
     pub fn connect(
         self,
-        qp: &QueuePair,
+        qp: &impl QueuePair,
         private_data: &[u8],
         timeout: Duration,
     ) -> Result<CmConnection, Error> {
@@ -454,7 +454,7 @@ impl ConnectRequest {
     /// A failed transition or `rdma_accept`, or no ESTABLISHED within `timeout`.
     pub fn accept(
         self,
-        qp: &QueuePair,
+        qp: &impl QueuePair,
         private_data: &[u8],
         timeout: Duration,
     ) -> Result<CmConnection, Error> {

@@ -2,9 +2,9 @@
 //! every microbenchmark and lab test starts from. Built only from the safe wrappers.
 
 use super::{
-    Access, AddressHandle, AddressVector, CompletionChannel, CompletionQueue, Context, DeviceList,
-    Error, InitAttr, MemoryRegion, Mtu, ProtectionDomain, QpCaps, QpEndpoint, QpType, QueuePair,
-    RtrAttr, RtsAttr,
+    Access, AddressHandle, AddressVector, BasicQueuePair, CompletionChannel, CompletionQueue,
+    Context, DeviceList, Error, ExtendedQueuePair, InitAttr, MemoryRegion, Mtu, ProtectionDomain,
+    QpCaps, QpEndpoint, QpType, QueuePair, QueuePairBuilder, RtrAttr, RtsAttr,
 };
 
 /// How to build a [`Loopback`].
@@ -28,8 +28,6 @@ pub struct LoopbackConfig {
     pub event_mode: bool,
     /// RTS parameters (retry counts, timeout); PSNs are set per side.
     pub rts: RtsAttr,
-    /// Post through the extended send API ([`super::QueuePairBuilder::extended`]).
-    pub extended: bool,
 }
 
 impl Default for LoopbackConfig {
@@ -44,25 +42,25 @@ impl Default for LoopbackConfig {
             cq_entries: 256,
             event_mode: false,
             rts: RtsAttr::new(0),
-            extended: false,
         }
     }
 }
 
 /// One side of a [`Loopback`]: its CQ (send and receive), QP and buffer.
-pub struct Side {
+pub struct Side<Q = BasicQueuePair> {
     /// Completion queue for both directions of this QP.
     pub cq: CompletionQueue,
     /// The queue pair.
-    pub qp: QueuePair,
+    pub qp: Q,
     /// Registered buffer, every access right.
     pub mr: MemoryRegion,
     /// How the other side reaches this one.
     pub endpoint: QpEndpoint,
 }
 
-/// Two connected QPs (RC/UC: RTS toward each other; UD: RTS, with address handles).
-pub struct Loopback {
+/// Two connected QPs (RC/UC: RTS toward each other; UD: RTS, with address handles),
+/// both basic ([`Loopback::new`]) or both extended ([`Loopback::new_extended`]).
+pub struct Loopback<Q = BasicQueuePair> {
     /// Device context.
     pub context: Context,
     /// Shared protection domain.
@@ -72,19 +70,40 @@ pub struct Loopback {
     /// Path MTU (the port's active MTU).
     pub mtu: Mtu,
     /// First side.
-    pub a: Side,
+    pub a: Side<Q>,
     /// Second side.
-    pub b: Side,
+    pub b: Side<Q>,
     /// UD only: the address handle both sides use (same port).
     pub ah: Option<AddressHandle>,
 }
 
-impl Loopback {
-    /// Opens the device and builds and connects both sides.
+impl Loopback<BasicQueuePair> {
+    /// Opens the device and builds and connects both sides, with basic QPs.
     ///
     /// # Errors
     /// Any verb that fails on the way, or a missing device (ENODEV).
     pub fn new(cfg: &LoopbackConfig) -> Result<Self, Error> {
+        Self::with(cfg, |b| b.build())
+    }
+}
+
+impl Loopback<ExtendedQueuePair> {
+    /// Opens the device and builds and connects both sides, with extended QPs
+    /// ([`QueuePairBuilder::build_extended`]).
+    ///
+    /// # Errors
+    /// As [`Loopback::new`]; refused when the device makes no extended QP of this
+    /// configuration (no provider support, or `caps.max_send_sge` over 1).
+    pub fn new_extended(cfg: &LoopbackConfig) -> Result<Self, Error> {
+        Self::with(cfg, |b| Ok(b.build_extended()?))
+    }
+}
+
+impl<Q: QueuePair> Loopback<Q> {
+    fn with(
+        cfg: &LoopbackConfig,
+        build: impl Fn(QueuePairBuilder<'_>) -> Result<Q, Error>,
+    ) -> Result<Self, Error> {
         let list = DeviceList::new()?;
         let device = match &cfg.device {
             Some(name) => list.find(name),
@@ -106,15 +125,11 @@ impl Loopback {
         };
         let mtu = Mtu::from_code(port.active_mtu).unwrap_or(Mtu::Mtu1024);
         let pd = context.alloc_pd()?;
-        let side = |psn: u32| -> Result<Side, Error> {
+        let side = |psn: u32| -> Result<Side<Q>, Error> {
             let channel: Option<CompletionChannel> =
                 if cfg.event_mode { Some(context.create_comp_channel()?) } else { None };
             let cq = context.create_cq(cfg.cq_entries, channel.as_ref())?;
-            let qp = pd
-                .create_qp(cfg.qp_type, &cq, &cq)
-                .caps(cfg.caps)
-                .extended(cfg.extended)
-                .build()?;
+            let qp = build(pd.create_qp(cfg.qp_type, &cq, &cq).caps(cfg.caps))?;
             qp.to_init(&InitAttr::new(cfg.port))?;
             let mr = pd.reg_mr(cfg.buf_len, Access::ALL)?;
             let endpoint = qp.endpoint(port.lid, gid, psn);

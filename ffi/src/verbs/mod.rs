@@ -1,8 +1,9 @@
 //! Safe wrappers over Linux ibverbs, one file per verbs object.
 //!
 //! Ownership mirrors the C library's rules: each object holds what must outlive it (a
-//! [`QueuePair`] its [`ProtectionDomain`] and [`CompletionQueue`]s, every object its
-//! [`Context`]), so dropping in any order is safe. docs/verbs.md explains the model,
+//! queue pair — [`BasicQueuePair`] or [`ExtendedQueuePair`] — its [`ProtectionDomain`]
+//! and [`CompletionQueue`]s, every object its [`Context`]), so dropping in any order is
+//! safe. docs/verbs.md explains the model,
 //! including why posting is safe.
 
 mod ah;
@@ -26,9 +27,10 @@ pub use error::Error;
 pub use mr::{Access, LocalSlice, MemoryRegion};
 pub use pd::ProtectionDomain;
 pub use qp::{
-    AddressVector, GlobalRoute, InitAttr, Mtu, PreparedSend, QpCaps, QpState, QpType, QueuePair,
-    QueuePairBuilder, RtrAttr, RtsAttr, SendBatch, SendFlags, SendOp, SendRequest, UdDest,
-    DEFAULT_QKEY, GRH_LEN, MAX_POST_LIST, MAX_SGE,
+    AddressVector, BasicQueuePair, ExtendedQpError, ExtendedQueuePair, GenericQueuePair,
+    GlobalRoute, InitAttr, Mtu, PreparedSend, QpCaps, QpState, QpType, QueuePair, QueuePairBuilder,
+    RtrAttr, RtsAttr, SendBatch, SendFlags, SendOp, SendRequest, UdDest, DEFAULT_QKEY, GRH_LEN,
+    MAX_POST_LIST, MAX_SGE,
 };
 
 pub use crate::types::{Gid, Guid, QpEndpoint, RangeError, RemoteBuffer, RemoteSlice};

@@ -7,9 +7,10 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use rdmabench_ffi::nd::{
-    self, soft, status, Adapter, CompletionQueue, Connector, MemoryRegion, MrFlags, NdCompletion,
+    self, status, Adapter, CompletionQueue, Connector, MemoryRegion, MrFlags, NdCompletion,
     OpFlags, QpCaps, QueuePair, RequestKind,
 };
+use rdmabench_nd_soft as soft;
 
 /// The provider's object count is process-wide: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -1,0 +1,168 @@
+//! Extended queue pairs: sends through the extended send API (`ibv_wr_start`,
+//! `ibv_wr_rdma_write`, …, `ibv_wr_complete`; `ibv_wr_post(3)`), one SGE per request.
+
+use std::ptr::{self, NonNull};
+
+use super::super::{sys, Error, LocalSlice, MemoryRegion};
+use super::common::QpCore;
+use super::{PreparedSend, QueuePair, SendFlags, SendOp, SendRequest};
+
+/// A queue pair that posts sends through the extended send API, as perftest does by
+/// default: the provider writes each request straight into its queue instead of
+/// decoding an `ibv_send_wr`. One SGE per request; lists go between one
+/// `ibv_wr_start` and `ibv_wr_complete`. Made by
+/// [`QueuePairBuilder::build_extended`](super::QueuePairBuilder::build_extended). It
+/// keeps its protection domain and both completion queues alive, so they are destroyed
+/// after it whatever the drop order.
+pub struct ExtendedQueuePair {
+    core: QpCore,
+    /// The extended view of `core`'s QP, valid as long as it.
+    qpx: NonNull<sys::ibv_qp_ex>,
+}
+
+// SAFETY: as QpCore's: posting and modifying are thread-safe in libibverbs (the
+// provider takes the send queue's lock in ibv_wr_start and releases it in
+// ibv_wr_complete), and `qpx` is a view of the same QP.
+unsafe impl Send for ExtendedQueuePair {}
+// SAFETY: as above.
+unsafe impl Sync for ExtendedQueuePair {}
+
+impl ExtendedQueuePair {
+    pub(super) fn new(core: QpCore, qpx: NonNull<sys::ibv_qp_ex>) -> Self {
+        ExtendedQueuePair { core, qpx }
+    }
+
+    /// Posts `requests` between one `ibv_wr_start` and `ibv_wr_complete`, each checked
+    /// first (a refused request posts nothing).
+    fn post_many(&self, requests: &[SendRequest<'_>]) -> Result<(), Error> {
+        for r in requests {
+            self.core.check(r)?;
+        }
+        let x = self.qpx.as_ptr();
+        // SAFETY: a live extended QP; the provider takes the send queue's lock here
+        // and releases it in ibv_wr_complete below, which is always reached.
+        unsafe { sys::ibv_wr_start(x) };
+        for r in requests {
+            let ud = r.ud.as_ref().map(|d| (d.ah.as_ptr(), d.remote_qpn, d.remote_qkey));
+            // SAFETY: between wr_start and wr_complete on a live extended QP; every
+            // builder called is one this QP type was created with (check() refused the
+            // others), and every SGE names a live registered region the request
+            // borrows, which outlives the call (inline data is copied before it returns).
+            unsafe { emit(x, r.wr_id, r.flags, &r.op, ud, r.local.first().map(LocalSlice::sge)) };
+        }
+        // SAFETY: closes the wr_start above on the same live QP.
+        let rc = unsafe { sys::ibv_wr_complete(x) };
+        if rc != 0 {
+            return Err(Error::from_errno("ibv_wr_complete", rc).on(format!(
+                "QP {}, {} request(s)",
+                self.core.qp_num(),
+                requests.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl QueuePair for ExtendedQueuePair {
+    #[inline]
+    fn core(&self) -> &QpCore {
+        &self.core
+    }
+
+    /// Posts one send work request between `ibv_wr_start` and `ibv_wr_complete`.
+    /// Nothing is allocated.
+    ///
+    /// # Errors
+    /// Refused before posting as [`QueuePair`] says (more than one SGE included).
+    /// From the library (`ibv_wr_complete`): ENOMEM when the send queue is full,
+    /// EINVAL for a QP not in RTS.
+    #[inline]
+    fn post_send(&self, r: &SendRequest<'_>) -> Result<(), Error> {
+        self.post_many(std::slice::from_ref(r))
+    }
+
+    /// Posts `requests` between one `ibv_wr_start` and `ibv_wr_complete`, however
+    /// many there are.
+    ///
+    /// # Errors
+    /// As [`post_send`](QueuePair::post_send), every request checked before any is
+    /// posted.
+    fn post_send_list(&self, requests: &[SendRequest<'_>]) -> Result<(), Error> {
+        self.post_many(requests)
+    }
+
+    #[inline]
+    fn post_prepared(
+        &self,
+        p: &mut PreparedSend,
+        region: &MemoryRegion,
+        wr_id: u64,
+        signaled: bool,
+    ) -> Result<(), Error> {
+        p.check_target(&self.core, region)?;
+        let flags = SendFlags { signaled, ..p.flags };
+        let x = self.qpx.as_ptr();
+        let sge = p.region.map(|_| p.sge);
+        // SAFETY: a live extended QP; wr_start/complete bracket one request that
+        // check() accepted for this QP when it was prepared; its SGE names `region`,
+        // live and borrowed across the call (the identity was checked above).
+        let rc = unsafe {
+            sys::ibv_wr_start(x);
+            emit(x, wr_id, flags, &p.op, None, sge);
+            sys::ibv_wr_complete(x)
+        };
+        if rc != 0 {
+            return Err(
+                Error::from_errno("ibv_wr_complete", rc).on(format!("QP {}", self.core.qp_num()))
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Writes one request into an open `ibv_wr_start` … `ibv_wr_complete` span.
+///
+/// # Safety
+/// `x` is a live extended QP between `ibv_wr_start` and `ibv_wr_complete`; `op` is one
+/// the QP was created for; `ud` names a live address handle (UD QPs only); `sge` names
+/// live registered memory (copied before return when inline).
+unsafe fn emit(
+    x: *mut sys::ibv_qp_ex,
+    wr_id: u64,
+    flags: SendFlags,
+    op: &SendOp,
+    ud: Option<(*mut sys::ibv_ah, u32, u32)>,
+    sge: Option<sys::ibv_sge>,
+) {
+    // SAFETY: the caller's contract covers every call below.
+    unsafe {
+        (*x).wr_id = wr_id;
+        (*x).wr_flags = flags.raw();
+        match *op {
+            SendOp::Send => sys::ibv_wr_send(x),
+            SendOp::SendImm(imm) => sys::ibv_wr_send_imm(x, imm.to_be()),
+            SendOp::Write(t) => sys::ibv_wr_rdma_write(x, t.rkey(), t.addr()),
+            SendOp::WriteImm(t, imm) => {
+                sys::ibv_wr_rdma_write_imm(x, t.rkey(), t.addr(), imm.to_be())
+            }
+            SendOp::Read(t) => sys::ibv_wr_rdma_read(x, t.rkey(), t.addr()),
+            SendOp::CompareSwap { remote, compare, swap } => {
+                sys::ibv_wr_atomic_cmp_swp(x, remote.rkey(), remote.addr(), compare, swap)
+            }
+            SendOp::FetchAdd { remote, add } => {
+                sys::ibv_wr_atomic_fetch_add(x, remote.rkey(), remote.addr(), add)
+            }
+        }
+        if let Some((ah, qpn, qkey)) = ud {
+            sys::ibv_wr_set_ud_addr(x, ah, qpn, qkey);
+        }
+        // An extended QP takes at most one SGE (check() refused more).
+        match (flags.inline, sge) {
+            (true, Some(sge)) => {
+                sys::ibv_wr_set_inline_data(x, sge.addr as *mut _, sge.length as usize)
+            }
+            (false, Some(sge)) => sys::ibv_wr_set_sge(x, sge.lkey, sge.addr, sge.length),
+            (_, None) => sys::ibv_wr_set_sge_list(x, 0, ptr::null()),
+        }
+    }
+}
