@@ -23,11 +23,8 @@ fn main() -> ExitCode {
         Ok(spec) => spec,
         Err(e) => return fail("spec", &e.to_string()),
     };
-    let local = Local {
-        device: std::env::var("RDMABENCH_DEVICE").ok(),
-        port: 18599,
-        ..Local::default()
-    };
+    let local =
+        Local { device: std::env::var("RDMABENCH_DEVICE").ok(), port: 18599, ..Local::default() };
     let (server_spec, server_local) = (spec.clone(), local.clone());
     let server = std::thread::spawn(move || {
         engine::run(&server_spec, &Side::Server, &server_local, false, &mut std::io::sink())

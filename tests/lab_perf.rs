@@ -396,13 +396,30 @@ fn lab_a_server_killed_mid_sweep_leaves_the_completed_sizes_and_the_cause() {
     let mut server = spawn(&args);
     let mut cargs = args.clone();
     cargs.extend(["--json".into(), json.display().to_string(), "127.0.0.1".into()]);
-    let client = spawn(&cargs);
-    // 2 B … 64 KiB take well under a second each; 8 MiB × 1000 takes much longer.
-    std::thread::sleep(Duration::from_secs(5));
+    let mut client = spawn(&cargs);
+    // Once the client's header is out, the sizes run: 2 B … 64 KiB take well under a
+    // second each in the lab, 4 MiB × 1000 minutes.
+    let header = client.stdout.take().unwrap();
+    let (seen, set_up) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut text = String::new();
+        for line in std::io::BufReader::new(header).lines().map_while(Result::ok) {
+            if line.starts_with(" remote address") {
+                let _ = seen.send(());
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    set_up.recv_timeout(Duration::from_secs(60)).expect("the client sets up");
+    std::thread::sleep(Duration::from_secs(3));
     server.kill().unwrap();
     let _ = server.wait();
     let start = Instant::now();
     let client = finish(client, Duration::from_secs(60));
+    let table = reader.join().unwrap();
     assert!(start.elapsed() < Duration::from_secs(15), "ended within the timeout");
     assert_eq!(client.status.code(), Some(2), "{}", err(&client));
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -416,6 +433,10 @@ fn lab_a_server_killed_mid_sweep_leaves_the_completed_sizes_and_the_cause() {
         assert_eq!(r["bw"]["bytes"], size * 1000, "each completed size moved all its bytes");
     }
     assert_eq!(v["verdict"]["pass"], true, "no threshold failed; the run stopped");
+    let rows = table
+        .lines()
+        .filter(|l| l.starts_with(' ') && l.trim_start().starts_with(|c: char| c.is_ascii_digit()));
+    assert_eq!(rows.count(), results.len(), "the table shows the completed sizes:\n{table}");
 }
 
 #[test]

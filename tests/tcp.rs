@@ -281,7 +281,7 @@ fn a_served_tcp_lat_sweep_sizes_the_servers_receives_from_the_clients_spec() {
     // serve once sized its receive depth from the default -n, not the client's -n 15:
     // the client then waited for answers the server never sent.
     let port = port();
-    let serve = spawn(&["serve".into(), "-p".into(), port.clone(), "--count".into(), "1"]);
+    let serve = spawn(&["serve".into(), "-p".into(), port.clone(), "--count".into(), "1".into()]);
     let json = scratch(&format!("served-lat-{port}.json"));
     let client = finish(
         spawn(&[
@@ -314,7 +314,16 @@ fn a_failed_run_writes_its_error_and_never_leaves_an_old_pass() {
     let json = scratch("stale.json");
     std::fs::write(&json, r#"{"verdict": {"pass": true}}"#).unwrap();
     let out = bin()
-        .args(["tcp-bw", "-p", "9", "--timeout", "1", "--json", json.to_str().unwrap(), "127.0.0.1"])
+        .args([
+            "tcp-bw",
+            "-p",
+            "9",
+            "--timeout",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+            "127.0.0.1",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -324,10 +333,8 @@ fn a_failed_run_writes_its_error_and_never_leaves_an_old_pass() {
     assert_eq!(v["results"].as_array().unwrap().len(), 0);
     assert!(v["environment"]["hostname"].is_string(), "the host is known even then: {v}");
     // An output path that cannot be written is refused before anything runs.
-    let out = bin()
-        .args(["tcp-bw", "--json", "/nonexistent-dir/x.json", "127.0.0.1"])
-        .output()
-        .unwrap();
+    let out =
+        bin().args(["tcp-bw", "--json", "/nonexistent-dir/x.json", "127.0.0.1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(err(&out).contains("--json /nonexistent-dir/x.json"), "{}", err(&out));
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{check, poll_or_wait, Clock, LoopError, Stall, END_MARKER};
+use super::{check, poll_or_wait, Clock, LoopError, Stall, END_IMM, END_MARKER};
 use crate::measure::BwRecorder;
 use crate::transport::{Completion, CompletionKind, Connection, Op, WorkRequest};
 
@@ -111,13 +111,17 @@ pub fn bw_send<C: Connection, R: RecvSide>(
     recv: &mut R,
 ) -> Result<BwOutcome, LoopError> {
     let n = conns.len();
-    let signals =
-        if plan.duration.is_some() { 1 } else { (plan.iters / u64::from(plan.cq_mod)) as usize + 2 };
+    let signals = if plan.duration.is_some() {
+        1
+    } else {
+        (plan.iters / u64::from(plan.cq_mod)) as usize + 2
+    };
     let post_stamps = if plan.peak { plan.iters as usize } else { 1 };
     let mut recorders: Vec<BwRecorder> =
         (0..n).map(|_| BwRecorder::new(post_stamps, signals, plan.peak)).collect();
     let window = Window::of(plan);
-    let mut windowed: Vec<Windowed> = window.map_or_else(Vec::new, |w| (0..n).map(|_| w.counter()).collect());
+    let mut windowed: Vec<Windowed> =
+        window.map_or_else(Vec::new, |w| (0..n).map(|_| w.counter()).collect());
     let mut lanes = vec![Lane::default(); n];
     let mut wcs = [Completion::default(); 16];
     let mut stall = Stall::new(plan.timeout);
@@ -415,4 +419,3 @@ pub fn send_end_markers<C: Connection>(
     }
     Ok(())
 }
-

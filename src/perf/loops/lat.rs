@@ -51,7 +51,6 @@ impl LatPlan {
     }
 }
 
-
 fn wait_one<C: Connection>(
     conn: &mut C,
     plan: &LatPlan,
@@ -258,4 +257,3 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
         }
     }
 }
-

@@ -171,4 +171,3 @@ pub(crate) fn poll_or_wait<C: Connection>(
     stall.progressed();
     Ok(got)
 }
-

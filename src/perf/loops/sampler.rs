@@ -139,6 +139,8 @@ impl Sampler for TimedSampler {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn plan(iters: u64, duration: Option<(Duration, Duration)>, rtt_factor: u32) -> LatPlan {
