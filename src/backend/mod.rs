@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::perf::report::EffectiveParams;
 use crate::session::protocol::{Channel, Message};
 use crate::spec::{Local, Measure, TestSpec, Verb};
-use crate::transport::{Connection, ConnectionConfig};
+use crate::transport::{Connection, ConnectionConfig, Transport};
 
 /// What a backend set-up works from.
 pub struct SetupContext<'a> {
@@ -139,6 +139,29 @@ pub fn exchange_endpoints<E: Serialize + DeserializeOwned>(
         .collect::<Result<_, _>>()
         .map_err(|e| Error::refused(format!("control channel: malformed endpoint: {e}")))?;
     Ok((peers, peer_mtu))
+}
+
+/// Connections prepared on a transport, and the records the peer gets for them.
+pub type Prepared<T> = (Vec<<T as Transport>::Prepared>, Vec<<T as Transport>::Endpoint>);
+
+/// Prepares one connection per QP of the spec on `t`: the resources, and the records
+/// for the peer.
+///
+/// # Errors
+/// Resource allocation failing (limits, memory lock limit).
+pub fn prepare_all<T: Transport>(
+    t: &T,
+    spec: &TestSpec,
+) -> Result<Prepared<T>, Error> {
+    let cfg = rdma_connection(spec);
+    let qps = spec.connections() as usize;
+    let (mut prepared, mut mine) = (Vec::with_capacity(qps), Vec::with_capacity(qps));
+    for _ in 0..qps {
+        let (p, ep) = t.prepare(&cfg)?;
+        prepared.push(p);
+        mine.push(ep);
+    }
+    Ok((prepared, mine))
 }
 
 /// One RDMA connection's sizes, whatever the backend: a buffer of `slots_for` messages

@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 
 use super::{
-    address_lines, exchange_endpoints, params, rdma_connection, Attachment, Backend, Found, Setup,
+    address_lines, exchange_endpoints, params, prepare_all, Attachment, Backend, Found, Setup,
     SetupContext,
 };
 use crate::error::{Error, ErrorKind};
@@ -42,15 +42,8 @@ impl Backend for Nd {
         ch: &mut Channel,
     ) -> Result<Setup<NdConnection>, Error> {
         let Nd { transport: t, local } = self;
-        let conn_cfg = rdma_connection(ctx.spec);
         let qps = ctx.spec.connections() as usize;
-        let mut prepared = Vec::with_capacity(qps);
-        let mut mine = Vec::with_capacity(qps);
-        for _ in 0..qps {
-            let (p, ep) = t.prepare(&conn_cfg)?;
-            prepared.push(p);
-            mine.push(ep);
-        }
+        let (prepared, mine) = prepare_all(&t, ctx.spec)?;
         // ND has no path MTU to agree on: 0.
         let (peers, _) = exchange_endpoints::<NdEndpoint>(ch, ctx.client(), 0, &mine, Some(qps))?;
         let conns = prepared

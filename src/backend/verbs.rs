@@ -7,8 +7,8 @@ use std::net::{Ipv4Addr, ToSocketAddrs};
 use ffi::verbs::{CmListener, ConnectRequest, Mtu, RemoteBuffer, ResolvedRoute};
 
 use super::{
-    address_lines, exchange_endpoints, params, rdma_connection, Attachment, Backend, Found, Setup,
-    SetupContext,
+    address_lines, exchange_endpoints, params, prepare_all, rdma_connection, Attachment, Backend,
+    Found, Setup, SetupContext,
 };
 use crate::error::{Error, ErrorKind};
 use crate::session::protocol::Channel;
@@ -61,17 +61,10 @@ impl Backend for Verbs {
         ctx: &SetupContext<'_>,
         ch: &mut Channel,
     ) -> Result<Setup<VerbsConnection>, Error> {
-        let conn_cfg = rdma_connection(ctx.spec);
         let qps = ctx.spec.connections() as usize;
         match self.opened {
             Opened::Device(t) => {
-                let mut prepared = Vec::with_capacity(qps);
-                let mut mine = Vec::with_capacity(qps);
-                for _ in 0..qps {
-                    let (p, ep) = t.prepare(&conn_cfg)?;
-                    prepared.push(p);
-                    mine.push(ep);
-                }
+                let (prepared, mine) = prepare_all(&t, ctx.spec)?;
                 let (peers, peer_mtu) =
                     exchange_endpoints(ch, ctx.client(), t.mtu().bytes(), &mine, Some(qps))?;
                 let mtu = t.mtu().bytes().min(peer_mtu);

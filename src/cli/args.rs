@@ -69,21 +69,9 @@ pub struct PerfArgs {
     /// GID index (default: the RoCE v2 IPv4 GID on RoCE, none on InfiniBand).
     #[arg(short = 'x', long = "gid-index", value_name = "N")]
     pub gid_index: Option<u8>,
-    /// Message size in bytes (K/M suffixes allowed). Default 65536 (BW), 2 (latency).
-    #[arg(short = 's', long = "size", value_name = "BYTES", value_parser = parse_size)]
-    pub size: Option<u64>,
-    /// Sweep sizes 2 B … 8 MiB.
-    #[arg(short = 'a', long = "all")]
-    pub all: bool,
-    /// Iterations per size. Default 5000 (write_bw), 1000 otherwise.
-    #[arg(short = 'n', long = "iters", value_name = "N")]
-    pub iters: Option<u64>,
-    /// Run for this many seconds instead of a number of iterations.
-    #[arg(short = 'D', long = "duration", value_name = "SECS")]
-    pub duration: Option<u64>,
-    /// Warm-up and cool-down margin excluded from a -D window (default: duration/4).
-    #[arg(short = 'f', long = "margin", value_name = "SECS")]
-    pub margin: Option<u64>,
+    /// Size, sweep, iterations or duration.
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Send queue depth. Default 128 (BW), 1 (latency).
     #[arg(short = 't', long = "tx-depth", value_name = "N")]
     pub tx_depth: Option<u32>,
@@ -140,6 +128,26 @@ pub struct PerfArgs {
     pub report: ReportArgs,
 }
 
+/// How much every test runs, RDMA or TCP, with perftest's names.
+#[derive(Clone, Debug, Default, Args)]
+pub struct RunArgs {
+    /// Message size in bytes (K/M/G suffixes). Default 65536 (bandwidth), 2 (latency).
+    #[arg(short = 's', long = "size", value_name = "BYTES", value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Sweep sizes 2 B … 8 MiB.
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+    /// Iterations per size (per QP or stream). Default 5000 (write_bw, tcp_bw), 1000 otherwise.
+    #[arg(short = 'n', long = "iters", value_name = "N")]
+    pub iters: Option<u64>,
+    /// Run for this many seconds instead of a number of iterations.
+    #[arg(short = 'D', long = "duration", value_name = "SECS")]
+    pub duration: Option<u64>,
+    /// Warm-up and cool-down margin excluded from a -D window, seconds each (default: D/4).
+    #[arg(short = 'f', long = "margin", value_name = "SECS")]
+    pub margin: Option<u64>,
+}
+
 /// What every test takes alike, RDMA or TCP: output, thresholds, the step timeout.
 #[derive(Clone, Debug, Args)]
 pub struct ReportArgs {
@@ -174,21 +182,9 @@ pub struct TcpArgs {
     /// Server to connect to; without it, this side is the server.
     #[arg(value_name = "HOST")]
     pub host: Option<String>,
-    /// Message (write) size in bytes; K/M/G suffixes (default 65536 for tcp-bw, 2 for tcp-lat).
-    #[arg(short = 's', long = "size", value_parser = parse_size)]
-    pub size: Option<u64>,
-    /// Sweep sizes 2 B … 8 MiB.
-    #[arg(short = 'a', long = "all")]
-    pub all: bool,
-    /// Messages per stream (default 5000 for tcp-bw, 1000 for tcp-lat).
-    #[arg(short = 'n', long = "iters")]
-    pub iters: Option<u64>,
-    /// Run for this many seconds instead of -n.
-    #[arg(short = 'D', long = "duration", value_name = "SECS")]
-    pub duration: Option<u64>,
-    /// Warm-up and cool-down left out of a -D run, seconds each (default D/4).
-    #[arg(short = 'f', long = "margin", value_name = "SECS")]
-    pub margin: Option<u64>,
+    /// Size, sweep, iterations or duration.
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Parallel streams, a thread each (iperf3 -P).
     #[arg(short = 'P', long = "parallel", value_name = "N")]
     pub streams: Option<u32>,
@@ -263,12 +259,13 @@ pub fn timeout(secs: u64) -> Result<Duration, Error> {
 impl PerfArgs {
     /// The flags as a spec request (what `compare` builds directly, too).
     pub fn request(&self) -> RdmaRequest {
+        let r = &self.run;
         RdmaRequest {
-            size: self.size,
-            all: self.all,
-            iters: self.iters,
-            duration: self.duration,
-            margin: self.margin,
+            size: r.size,
+            all: r.all,
+            iters: r.iters,
+            duration: r.duration,
+            margin: r.margin,
             tx_depth: self.tx_depth,
             rx_depth: self.rx_depth,
             qps: self.qps,
@@ -327,12 +324,13 @@ impl TcpArgs {
     /// # Errors
     /// One line naming the flag (kind `usage`).
     pub fn to_test(&self, measure: Measure) -> Result<TestArgs, Error> {
+        let r = &self.run;
         let request = TcpRequest {
-            size: self.size,
-            all: self.all,
-            iters: self.iters,
-            duration: self.duration,
-            margin: self.margin,
+            size: r.size,
+            all: r.all,
+            iters: r.iters,
+            duration: r.duration,
+            margin: r.margin,
             streams: self.streams,
             window: self.window,
             nodelay: self.nodelay,

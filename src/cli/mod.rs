@@ -242,7 +242,7 @@ mod tests {
         let Command::Perf(test, a) = cli.command else { panic!("perf") };
         assert_eq!(test, TestKind { verb: Verb::Read, measure: Measure::Bw });
         assert_eq!(
-            (a.size, a.iters, a.qps, a.gid_index),
+            (a.run.size, a.run.iters, a.qps, a.gid_index),
             (Some(65536), Some(2000), Some(4), Some(3))
         );
         assert!(a.report.report_gbits && a.rdma_cm);
