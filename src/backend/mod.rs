@@ -149,10 +149,7 @@ pub type Prepared<T> = (Vec<<T as Transport>::Prepared>, Vec<<T as Transport>::E
 ///
 /// # Errors
 /// Resource allocation failing (limits, memory lock limit).
-pub fn prepare_all<T: Transport>(
-    t: &T,
-    spec: &TestSpec,
-) -> Result<Prepared<T>, Error> {
+pub fn prepare_all<T: Transport>(t: &T, spec: &TestSpec) -> Result<Prepared<T>, Error> {
     let cfg = rdma_connection(spec);
     let qps = spec.connections() as usize;
     let (mut prepared, mut mine) = (Vec::with_capacity(qps), Vec::with_capacity(qps));

@@ -24,7 +24,7 @@ use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
 use crate::perf::report::{EnvironmentReport, RunReport};
 use crate::session::connect::{connect, ControlListener};
-use crate::session::protocol::{mismatches, Channel, Message};
+use crate::session::protocol::{mismatches, Channel, Message, ProtocolError};
 use crate::spec::{Link, Local, TestSpec};
 use crate::transport::Backend;
 
@@ -136,7 +136,8 @@ fn hello(spec: &TestSpec, host: &str, local: &Local) -> Result<Channel, Error> {
         Ok(other) => {
             Err(Error::refused(format!("control channel: expected accept, got {}", other.name())))
         }
-        Err(e) => Err(Error::from(e).context("the server refused")),
+        Err(e @ ProtocolError::Peer(_)) => Err(Error::from(e).context("the server refused")),
+        Err(e) => Err(e.into()),
     }
 }
 
