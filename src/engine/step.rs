@@ -244,9 +244,11 @@ impl<'a> Step<'a> {
         samples: S,
     ) -> Result<Option<LatencyRecorder>, Error> {
         let initiates = self.role.initiates;
-        let rec = match self.spec.kind.verb {
+        if !initiates && !self.role.responds {
             // A read or atomic target only waits: the initiator works alone.
-            Verb::Read | Verb::Atomic if !initiates => return Ok(None),
+            return Ok(None);
+        }
+        let rec = match self.spec.kind.verb {
             Verb::Read | Verb::Atomic => {
                 let _beat = if self.role.heartbeat { Some(Heartbeat::start(ch)?) } else { None };
                 loops::lat_round_trip(conn, self.op, plan, samples)
