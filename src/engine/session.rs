@@ -38,6 +38,9 @@ pub fn run<B: Backend>(
     report.remote = setup.remote.clone();
     print_header(ctx, report, &setup, out)?;
     let step = Step::new(ctx.spec, ctx.local, ctx.client());
+    for c in &setup.conns {
+        step.check(c.capabilities())?;
+    }
     pin_measuring_thread::<B::Conn>(ctx, setup.conns.len())?;
     let progress = Progress::new(ctx);
     for (k, &size) in ctx.spec.sizes.iter().enumerate() {

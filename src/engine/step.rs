@@ -10,7 +10,7 @@ use crate::perf::report::SizeResult;
 use crate::session::connect::Heartbeat;
 use crate::session::protocol::{Channel, Message};
 use crate::spec::{AtomicType, Local, Measure, Queues, RunLength, TestSpec, Verb};
-use crate::transport::{Connection, Op};
+use crate::transport::{Capabilities, Connection, Op};
 
 use super::pattern::{fill_pattern, slots_for};
 use super::role::Role;
@@ -53,6 +53,18 @@ impl<'a> Step<'a> {
             op,
             mhz: crate::measure::cpu::cpu_mhz(),
         }
+    }
+
+    /// Whether connections with `caps` can run this test: the operation, the largest
+    /// message, inline where it applies. Checked once, before the first size, so the
+    /// loops never meet an operation their backend lacks.
+    ///
+    /// # Errors
+    /// Kind `refused`, naming what the backend lacks.
+    pub fn check(&self, caps: &Capabilities) -> Result<(), Error> {
+        let max = self.spec.max_size();
+        let inline = u64::from(self.queues.inline_size) >= max && !self.one_sided();
+        Ok(caps.check(&self.op, max, inline)?)
     }
 
     /// Buffer slots for `size`. A connection whose poll blocks copies each message
