@@ -20,11 +20,31 @@ ONLY = os.environ.get("BENCH_ONLY", "")  # e.g. "read_lat": run just that test
 PIN = ["taskset", "-c"]
 
 
-def pair(server_cmd, client_cmd):
+def listening(port):
+    """Whether a TCP socket listens on `port` (/proc/net/tcp and tcp6, state 0A)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for r in rows:
+            cols = r.split()
+            if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
+
+
+def pair(server_cmd, client_cmd, port):
     server_cmd = PIN + ["0"] + server_cmd
     client_cmd = PIN + ["1"] + client_cmd
     server = subprocess.Popen(server_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(1.0)
+    # perftest's client does not retry a refused connection: start it once the server
+    # listens (a loaded emulated machine can take seconds to start a process).
+    deadline = time.time() + 30
+    while not listening(port) and time.time() < deadline and server.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.2)
     client = subprocess.run(client_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     try:
         server.wait(timeout=60)
@@ -50,12 +70,12 @@ def row(output, size):
 
 def perftest(verb, kind):
     tool = f"ib_{verb}_{kind}"
-    return pair([tool] + FLAGS, [tool] + FLAGS + ["127.0.0.1"])
+    return pair([tool] + FLAGS, [tool] + FLAGS + ["127.0.0.1"], 18515)
 
 
 def ours(verb, kind):
     cmd = [RDMABENCH, f"{verb}-{kind}"] + FLAGS
-    return pair(cmd, cmd + ["127.0.0.1"])
+    return pair(cmd, cmd + ["127.0.0.1"], 18520)
 
 
 def main():
