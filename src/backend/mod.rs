@@ -161,15 +161,23 @@ pub fn prepare_all<T: Transport>(t: &T, spec: &TestSpec) -> Result<Prepared<T>, 
     Ok((prepared, mine))
 }
 
-/// One RDMA connection's sizes, whatever the backend: a buffer of `slots_for` messages
-/// of the largest size, and latency tests' send queues deep enough for their
-/// unsignaled posts.
+/// One RDMA connection's sizes, whatever the backend: a buffer that holds the
+/// `slots_for` messages of each size, and latency tests' send queues deep enough for
+/// their unsignaled posts.
 pub fn rdma_connection(spec: &TestSpec) -> ConnectionConfig {
     let q = spec.queues();
-    let max = spec.max_size();
     let service = spec.rdma().map_or(crate::transport::Service::Rc, |r| r.service);
+    // The largest size's slots do not always cover a smaller size's: 52 slots of
+    // 20000 B are less than 64 of 16 KiB.
+    let buf_len = spec
+        .sizes
+        .iter()
+        .chain([&spec.max_size()])
+        .map(|&s| s.max(8).saturating_mul(u64::from(slots_for(s))))
+        .max()
+        .unwrap_or(0);
     ConnectionConfig {
-        buf_len: (max.max(8) * u64::from(slots_for(max))) as usize,
+        buf_len: usize::try_from(buf_len).unwrap_or(usize::MAX),
         service,
         tx_depth: if spec.kind.measure == Measure::Lat { q.tx_depth.max(16) } else { q.tx_depth },
         rx_depth: q.rx_depth.max(1),
@@ -237,4 +245,30 @@ pub fn params(ctx: &SetupContext<'_>, found: Found) -> EffectiveParams {
 /// ` local address: …` / ` remote address: …` lines, one per connection.
 pub fn address_lines<E>(side: &str, eps: &[E], line: impl Fn(&E) -> String) -> Vec<String> {
     eps.iter().map(|e| format!(" {side}{}", line(e))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::rules::{self, RdmaRequest};
+    use crate::spec::TestKind;
+
+    #[test]
+    fn the_buffer_holds_every_slot_of_every_size() {
+        let write_bw = TestKind { verb: Verb::Write, measure: Measure::Bw };
+        let mut spec = rules::rdma(write_bw, &RdmaRequest::default()).unwrap();
+        // Found by tests/fuzz_protocol.rs: 33 slots of the largest (31252 B) were sized,
+        // 55 slots of 19019 B (1046045 B) written.
+        spec.sizes = vec![19019, 16384, 30, 31252];
+        spec.validate().unwrap();
+        let buf = rdma_connection(&spec).buf_len as u64;
+        for &s in &spec.sizes {
+            assert!(s * u64::from(slots_for(s)) <= buf, "{s} B x {} slots > {buf} B", slots_for(s));
+        }
+        // One size: the largest's slots, as before.
+        spec.sizes = vec![4096];
+        assert_eq!(rdma_connection(&spec).buf_len, 4096 * 64);
+        spec.sizes = vec![8 << 20];
+        assert_eq!(rdma_connection(&spec).buf_len, 16 << 20);
+    }
 }

@@ -285,6 +285,19 @@ impl TestSpec {
         self.sizes.iter().copied().max().unwrap_or(8)
     }
 
+    /// The buffer memory a test holds on each side, all connections together, at most:
+    /// an RDMA connection's buffer holds each size's slots, at least two messages and
+    /// at most 1 MiB of them when they are small (`backend::rdma_connection`); a TCP
+    /// stream holds one message. [`rules::MAX_BUFFERS`] bounds it.
+    pub fn buffer_bytes(&self) -> u64 {
+        let max = self.max_size();
+        let per_connection = match self.link {
+            Link::Rdma(_) => max.saturating_mul(2).max(1 << 20),
+            Link::Tcp(_) => max,
+        };
+        per_connection.saturating_mul(u64::from(self.connections()))
+    }
+
     /// The queues the loops run with. TCP writes complete when the kernel has the
     /// data: its depth only sets how many go out between two looks at completions.
     pub fn queues(&self) -> Queues {

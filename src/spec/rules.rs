@@ -19,6 +19,10 @@ pub const MAX_DURATION: u64 = 86_400;
 pub const MAX_QPS: u32 = 1024;
 /// Most TCP streams (`-P`).
 pub const MAX_STREAMS: u32 = 128;
+/// Most buffer memory a test holds on one side, all its QPs or streams together, bytes
+/// (4 GiB: the two slots of one largest message). A peer's hello cannot make a server
+/// allocate, and touch, more.
+pub const MAX_BUFFERS: u64 = 4 << 30;
 
 /// perftest's flags for an RDMA test, as given (None: not given).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -306,9 +310,19 @@ impl TestSpec {
     pub fn validate(&self) -> Result<(), Error> {
         self.validate_common()?;
         match &self.link {
-            Link::Rdma(r) => self.validate_rdma(r),
-            Link::Tcp(t) => self.validate_tcp(t),
+            Link::Rdma(r) => self.validate_rdma(r)?,
+            Link::Tcp(t) => self.validate_tcp(t)?,
         }
+        let buffers = self.buffer_bytes();
+        check(buffers <= MAX_BUFFERS, || {
+            let flag = if self.rdma().is_some() { "-q" } else { "-P" };
+            format!(
+                "-s {} {flag} {}: {buffers} bytes of buffers, over the {} GiB one side may hold",
+                self.max_size(),
+                self.connections(),
+                MAX_BUFFERS >> 30
+            )
+        })
     }
 
     fn validate_common(&self) -> Result<(), Error> {

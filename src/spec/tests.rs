@@ -109,6 +109,33 @@ fn a_peers_spec_is_bounded_before_use() {
 }
 
 #[test]
+fn buffers_are_bounded_on_each_side() {
+    let tcp = |size, streams| TcpRequest {
+        size: Some(size),
+        streams: Some(streams),
+        ..Default::default()
+    };
+    // Found by tests/fuzz_protocol.rs: 15 QPs of 1.3 GB messages (41 GB of buffers), or
+    // a hello for 128 streams of 2 GiB - 1 (256 GiB, each zeroed before the run).
+    let big = RdmaRequest { size: Some(1_386_287_474), qps: Some(15), ..Default::default() };
+    let e = rules::rdma(SEND_BW, &big).unwrap_err();
+    assert_eq!(
+        e.message,
+        "-s 1386287474 -q 15: 41588624220 bytes of buffers, over the 4 GiB one side may hold"
+    );
+    let e = rules::tcp(Measure::Bw, &tcp(rules::MAX_MESSAGE, 128)).unwrap_err();
+    assert!(e.message.starts_with("-s 2147483647 -P 128: "), "{e}");
+    // The largest message on one QP or two streams, and a sweep on 256 QPs, still run.
+    let largest = RdmaRequest { size: Some(rules::MAX_MESSAGE), ..Default::default() };
+    assert_eq!(spec(WRITE_BW, largest).buffer_bytes(), 2 * rules::MAX_MESSAGE);
+    assert!(rules::tcp(Measure::Bw, &tcp(rules::MAX_MESSAGE, 2)).is_ok());
+    let sweep = RdmaRequest { all: true, qps: Some(256), ..Default::default() };
+    assert_eq!(spec(WRITE_BW, sweep).buffer_bytes(), rules::MAX_BUFFERS);
+    let sweep = RdmaRequest { all: true, qps: Some(257), ..Default::default() };
+    assert!(rules::rdma(WRITE_BW, &sweep).is_err());
+}
+
+#[test]
 fn sizes_parse_like_perftest() {
     assert_eq!(parse_size("65536"), Ok(65536));
     assert_eq!(parse_size("64K"), Ok(65536));
