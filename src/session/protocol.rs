@@ -3,7 +3,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -123,7 +123,7 @@ impl std::fmt::Display for ProtocolError {
             ProtocolError::Timeout { waiting_for, after } => {
                 write!(
                     f,
-                    "the peer sent nothing for {} s (waiting for {waiting_for})",
+                    "the peer sent no whole message for {} s (waiting for {waiting_for})",
                     after.as_secs()
                 )
             }
@@ -200,15 +200,39 @@ impl Channel {
         })
     }
 
-    /// Receives the next message other than a heartbeat. An `Error` message from the
-    /// peer becomes [`ProtocolError::Peer`].
+    /// Receives the next message other than a heartbeat. The whole message must arrive
+    /// within the timeout, heartbeats or not: a peer that trickles bytes, or only
+    /// beats, is as silent as one that sends nothing. An `Error` message from the peer
+    /// becomes [`ProtocolError::Peer`].
     ///
     /// # Errors
     /// Timeout, closed connection, foreign or malformed frames, the peer's error.
     pub fn recv(&mut self, waiting_for: &'static str) -> Result<Message, ProtocolError> {
+        self.recv_until(waiting_for, false)
+    }
+
+    /// As [`recv`](Self::recv), while the peer works alone (a client measuring while
+    /// the server idles): each heartbeat starts the timeout again.
+    ///
+    /// # Errors
+    /// As [`recv`](Self::recv).
+    pub fn recv_while_peer_works(
+        &mut self,
+        waiting_for: &'static str,
+    ) -> Result<Message, ProtocolError> {
+        self.recv_until(waiting_for, true)
+    }
+
+    fn recv_until(
+        &mut self,
+        waiting_for: &'static str,
+        beats_extend: bool,
+    ) -> Result<Message, ProtocolError> {
+        let mut deadline = Instant::now() + self.timeout;
         loop {
-            match self.recv_any(waiting_for)? {
-                Message::Heartbeat => continue,
+            match self.recv_any(waiting_for, deadline)? {
+                Message::Heartbeat if beats_extend => deadline = Instant::now() + self.timeout,
+                Message::Heartbeat => {}
                 Message::Error { message, kind } => {
                     let kind = kind.unwrap_or(ErrorKind::Refused);
                     return Err(ProtocolError::Peer(Error::new(kind, message)));
@@ -218,30 +242,51 @@ impl Channel {
         }
     }
 
-    fn recv_any(&mut self, waiting_for: &'static str) -> Result<Message, ProtocolError> {
+    fn recv_any(
+        &mut self,
+        waiting_for: &'static str,
+        deadline: Instant,
+    ) -> Result<Message, ProtocolError> {
         let mut header = [0u8; HEADER_LEN];
-        self.read_exact(&mut header, waiting_for)?;
+        self.read_exact(&mut header, waiting_for, deadline)?;
         let len = decode_header(&header)?;
         let mut payload = vec![0u8; len as usize];
-        self.read_exact(&mut payload, waiting_for)?;
+        self.read_exact(&mut payload, waiting_for, deadline)?;
         serde_json::from_slice(&payload)
             .map_err(|e| ProtocolError::Invalid(format!("malformed {waiting_for}: {e}")))
     }
 
+    /// Fills `buf` by `deadline`, however the bytes come.
     fn read_exact(
         &mut self,
         buf: &mut [u8],
         waiting_for: &'static str,
+        deadline: Instant,
     ) -> Result<(), ProtocolError> {
-        self.stream.read_exact(buf).map_err(|e| match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-                ProtocolError::Timeout { waiting_for, after: self.timeout }
+        let timeout = ProtocolError::Timeout { waiting_for, after: self.timeout };
+        let mut filled = 0;
+        while filled < buf.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(timeout);
             }
-            io::ErrorKind::UnexpectedEof
-            | io::ErrorKind::ConnectionReset
-            | io::ErrorKind::BrokenPipe => ProtocolError::Closed { waiting_for },
-            _ => ProtocolError::Io(e),
-        })
+            self.stream.set_read_timeout(Some(left)).map_err(ProtocolError::Io)?;
+            match self.stream.read(&mut buf[filled..]) {
+                Ok(0) => return Err(ProtocolError::Closed { waiting_for }),
+                Ok(n) => filled += n,
+                Err(e) => match e.kind() {
+                    io::ErrorKind::Interrupted => {}
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => return Err(timeout),
+                    io::ErrorKind::UnexpectedEof
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::BrokenPipe => {
+                        return Err(ProtocolError::Closed { waiting_for })
+                    }
+                    _ => return Err(ProtocolError::Io(e)),
+                },
+            }
+        }
+        Ok(())
     }
 
     /// This side's IPv4 address on the control connection: on RoCE, the GID holding it
@@ -408,6 +453,50 @@ mod tests {
         drop(a);
         let err = b.recv("result").unwrap_err();
         assert_eq!(err.to_string(), "the peer closed the control connection (waiting for result)");
+    }
+
+    #[test]
+    fn a_peer_that_only_beats_or_trickles_is_silent_unless_it_works_alone() {
+        let quick = Duration::from_millis(600);
+        let (a, mut b) = pair(quick);
+        let beats = |mut a: Channel, then: Option<Message>| {
+            std::thread::spawn(move || {
+                for _ in 0..8 {
+                    let _ = a.send(&Message::Heartbeat);
+                    std::thread::sleep(Duration::from_millis(150));
+                }
+                if let Some(m) = then {
+                    let _ = a.send(&m);
+                }
+                a
+            })
+        };
+        // Heartbeats alone do not answer a hello's wait.
+        let beater = beats(a, None);
+        let start = Instant::now();
+        let err = b.recv("hello").unwrap_err();
+        assert!(matches!(err, ProtocolError::Timeout { waiting_for: "hello", .. }), "{err}");
+        assert!(start.elapsed() < Duration::from_millis(1100), "{:?}", start.elapsed());
+        drop(beater.join().unwrap());
+        // While the client measures alone, they do: 1.2 s of beats, then its result.
+        // (A channel that timed out may stop mid-frame: each case has its own.)
+        let (a, mut b) = pair(quick);
+        let beater = beats(a, Some(Message::Ready { size: 2 }));
+        assert_eq!(b.recv_while_peer_works("the result").unwrap(), Message::Ready { size: 2 });
+        drop(beater.join().unwrap());
+        let (mut a, mut b) = pair(quick);
+        // A frame trickled a byte at a time is not a message in time.
+        let frame = encode(&serde_json::to_vec(&Message::Done).unwrap()).unwrap();
+        let trickler = std::thread::spawn(move || {
+            for byte in frame {
+                let _ = a.stream.write_all(&[byte]);
+                std::thread::sleep(Duration::from_millis(40));
+            }
+        });
+        let start = Instant::now();
+        assert!(matches!(b.recv("done"), Err(ProtocolError::Timeout { .. })));
+        assert!(start.elapsed() < Duration::from_millis(1100), "{:?}", start.elapsed());
+        trickler.join().unwrap();
     }
 
     #[test]

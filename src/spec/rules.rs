@@ -156,6 +156,16 @@ fn run_length(
     })
 }
 
+/// `-a` and `-s` exclude each other: a sweep has its own sizes.
+fn one_way_to_size(all: bool, size: Option<u64>) -> Result<(), Error> {
+    match (all, size) {
+        (true, Some(s)) => Err(Error::usage(format!(
+            "-a -s {s}: a sweep runs every size from 2 B to 8 MiB; drop -s or -a"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// `-a`: every power of two from 2 B up to `top`.
 fn sweep(top: u64) -> Vec<u64> {
     (1..24).map(|i| 1u64 << i).filter(|&s| s <= top).collect()
@@ -183,6 +193,7 @@ pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
             kind.id()
         )));
     }
+    one_way_to_size(r.all, r.size)?;
     let sizes = if r.all {
         sweep(if service == Service::Ud {
             u64::from(r.mtu.unwrap_or(4096))
@@ -247,6 +258,7 @@ pub fn tcp(measure: Measure, r: &TcpRequest) -> Result<TestSpec, Error> {
         None => None,
         Some(w) => Some(u32::try_from(w).map_err(|_| window_error(w))?),
     };
+    one_way_to_size(r.all, r.size)?;
     let spec = TestSpec {
         kind: TestKind { verb: Verb::Send, measure },
         sizes: if r.all {

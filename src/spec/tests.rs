@@ -181,6 +181,11 @@ fn invalid_combinations_are_one_clear_line() {
         (WRITE_BW, RdmaRequest { margin: Some(1), ..d() }, "needs -D"),
         (
             WRITE_BW,
+            RdmaRequest { all: true, size: Some(64), ..d() },
+            "-a -s 64: a sweep runs every size",
+        ),
+        (
+            WRITE_BW,
             RdmaRequest { atomic_type: Some(AtomicType::CmpAndSwap), ..d() },
             "only the atomic tests",
         ),
