@@ -35,7 +35,7 @@ pub mod transport;
 use std::io::{self, Write};
 
 use cli::{Cli, Command, DevicesArgs, TestArgs};
-use error::{Error, ErrorKind};
+use error::Error;
 
 /// Exit status for a run that failed for a reason the user can fix (bad input, no
 /// device, peer gone): 2, as perftest and ripgrep use.
@@ -76,8 +76,7 @@ fn test(t: TestArgs, out: &mut dyn Write) -> Result<u8, Error> {
 
 fn devices(args: &DevicesArgs, out: &mut dyn Write) -> Result<u8, Error> {
     let backend = args.backend.map_or_else(transport::Backend::native, Into::into);
-    let inventory = inventory::collect(args.device.as_deref(), backend)
-        .map_err(|e| Error::new(ErrorKind::NoDevice, e.to_string()))?;
+    let inventory = inventory::collect(args.device.as_deref(), backend)?;
     let text = if args.json {
         report::to_json(&inventory)
     } else {

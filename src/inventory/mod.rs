@@ -216,6 +216,17 @@ impl std::fmt::Display for InventoryError {
 
 impl std::error::Error for InventoryError {}
 
+impl From<InventoryError> for crate::error::Error {
+    fn from(e: InventoryError) -> Self {
+        use crate::error::ErrorKind;
+        let kind = match e {
+            InventoryError::Query(_) => ErrorKind::Device,
+            _ => ErrorKind::NoDevice,
+        };
+        crate::error::Error::new(kind, e.to_string())
+    }
+}
+
 /// Collects the inventory of every device, or only of `only` (a device name).
 pub fn collect(only: Option<&str>, backend: Backend) -> Result<Inventory, InventoryError> {
     let devices = match backend {

@@ -6,6 +6,10 @@ pub mod cpu;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+/// Most completion stamps a bandwidth recorder keeps per QP (1 MiB of them): past it,
+/// every other one (the resolution of the minimum-bandwidth intervals halves).
+pub const MAX_COMPLETION_STAMPS: usize = 1 << 16;
+
 /// Bytes in a MiB: perftest's "MB/sec" was always this.
 pub const MIB: f64 = 1_048_576.0;
 
@@ -20,12 +24,13 @@ pub struct BwRecorder {
 }
 
 impl BwRecorder {
-    /// Room for `messages` posts and `signals` completion stamps; post stamps are kept
-    /// only when `peak` is wanted.
+    /// Room for `messages` posts and `signals` completion stamps (at most
+    /// [`MAX_COMPLETION_STAMPS`]: a longer run keeps every other stamp when full, so
+    /// `-n` cannot size an allocation); post stamps are kept only when `peak` is wanted.
     pub fn new(messages: usize, signals: usize, peak: bool) -> Self {
         BwRecorder {
             posts: Vec::with_capacity(if peak { messages } else { 1 }),
-            completions: Vec::with_capacity(signals + 1),
+            completions: Vec::with_capacity(signals.min(MAX_COMPLETION_STAMPS) + 1),
             keep_posts: peak,
         }
     }
@@ -41,11 +46,24 @@ impl BwRecorder {
     /// At `t_ns`, `done` messages in total had completed.
     #[inline]
     pub fn completed(&mut self, t_ns: u64, done: u64) {
-        if self.completions.len() < self.completions.capacity() {
-            self.completions.push((t_ns, done));
-        } else if let Some(last) = self.completions.last_mut() {
-            *last = (t_ns, done);
+        if self.completions.len() == self.completions.capacity() {
+            self.thin();
         }
+        self.completions.push((t_ns, done));
+    }
+
+    /// Full: keeps every other completion stamp, the latest included, and frees half
+    /// the room. Rare (each time the run doubles past the room), and allocates nothing.
+    #[cold]
+    fn thin(&mut self) {
+        let n = self.completions.len();
+        // Indices n-1, n-3, …: the latest stays, in order.
+        let mut w = 0;
+        for r in ((n + 1) % 2..n).step_by(2) {
+            self.completions[w] = self.completions[r];
+            w += 1;
+        }
+        self.completions.truncate(w);
     }
 
     /// First post, ns.
@@ -324,6 +342,21 @@ impl LatencyRecorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recorder_past_its_room_thins_its_stamps_and_keeps_the_last() {
+        let mut r = BwRecorder::new(1, 9, false);
+        let room = r.completions.capacity();
+        for i in 1..=1000u64 {
+            r.completed(i * 10, i);
+        }
+        assert!(r.completions.len() <= room, "no allocation past the room");
+        assert_eq!(r.last_completion(), Some((10_000, 1000)));
+        assert!(r.completions.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
+        // A huge -n sizes nothing: the room is capped.
+        let huge = BwRecorder::new(1, usize::MAX / 32, false);
+        assert!(huge.completions.capacity() <= MAX_COMPLETION_STAMPS + 1);
+    }
 
     #[test]
     fn average_is_bytes_over_first_post_to_last_completion() {
