@@ -40,8 +40,9 @@ pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<u8, Error> {
             Ok(Some(accepted)) => accepted,
             // A reachability check (compare's), not a test: neither logged nor counted.
             Ok(None) => continue,
-            Err(e) => {
-                log(out, &format!("- refused: {e} ({})", e.kind));
+            Err(r) => {
+                let peer = r.peer.map_or_else(|| "-".to_string(), |a| a.to_string());
+                log(out, &format!("{peer} refused: {} ({})", r.error, r.error.kind));
                 served += 1;
                 continue;
             }

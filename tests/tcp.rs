@@ -264,6 +264,8 @@ fn serve_outlives_garbage_disconnects_and_unknown_tests() {
     assert!(lines[0].contains(&format!("serving on 0.0.0.0:{port}")));
     assert!(lines[1].contains("tcp_bw ok: 65536 B x 200"), "{log}");
     assert!(lines[2].contains("refused: control channel: the peer does not speak"), "{log}");
+    // Refusals name the client that was refused.
+    assert!(lines[2].contains(" 127.0.0.1:") && lines[3].contains(" 127.0.0.1:"), "{log}");
     assert!(lines[3].contains("refused: control channel: malformed hello"), "{log}");
     // Killed mid-message or between messages: the control or the data connection closes.
     assert!(lines[4].contains("tcp_bw FAILED: ") && lines[4].contains("closed the"), "{log}");

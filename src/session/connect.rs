@@ -1,7 +1,7 @@
 //! Opening the control channel: the server's listener, the client's connect with
 //! retries, and the heartbeat a client sends while the server only waits.
 
-use std::net::{IpAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use super::protocol::{Channel, Message, ProtocolError};
@@ -31,36 +31,32 @@ impl ControlListener {
         self.listener.local_addr().ok()
     }
 
-    /// Waits for one client (up to `wait`, or for ever) and reads its hello, every read
-    /// bounded by `timeout`. `None`: the client closed without a word (a reachability
-    /// check, as `compare` makes before its sweep).
+    /// Waits for one client (up to `wait`, or for ever) and reads its hello, which
+    /// must arrive whole within `timeout`. `None`: the client closed without a word (a
+    /// reachability check, as `compare` makes before its sweep).
     ///
     /// # Errors
-    /// No client in time, or one that does not say hello properly (it is told why).
+    /// No client in time, or one that does not say hello properly (it is told why);
+    /// the refusal names the client's address.
     pub fn accept_hello(
         &self,
         wait: Option<Duration>,
         timeout: Duration,
-    ) -> Result<Option<(Channel, TestSpec)>, Error> {
-        let stream = self.accept(wait)?;
-        let mut ch = Channel::new(stream, timeout)?;
-        match ch.recv("hello") {
-            Ok(Message::Hello { spec, .. }) => Ok(Some((ch, spec))),
-            Err(ProtocolError::Closed { .. }) => Ok(None),
+    ) -> Result<Option<(Channel, TestSpec)>, Refusal> {
+        let stream = self.accept(wait).map_err(|error| Refusal { peer: None, error })?;
+        let peer = stream.peer_addr().ok();
+        let refuse = |error: Error| Refusal { peer, error };
+        let mut ch = Channel::new(stream, timeout).map_err(|e| refuse(e.into()))?;
+        let error = match ch.recv("hello") {
+            Ok(Message::Hello { spec, .. }) => return Ok(Some((ch, spec))),
+            Err(ProtocolError::Closed { .. }) => return Ok(None),
             Ok(other) => {
-                let e = Error::refused(format!(
-                    "control channel: expected hello, got {}",
-                    other.name()
-                ));
-                ch.send_error(&e);
-                Err(e)
+                Error::refused(format!("control channel: expected hello, got {}", other.name()))
             }
-            Err(e) => {
-                let e = Error::from(e);
-                ch.send_error(&e);
-                Err(e)
-            }
-        }
+            Err(e) => Error::from(e),
+        };
+        ch.send_error(&error);
+        Err(refuse(error))
     }
 
     fn accept(&self, wait: Option<Duration>) -> Result<TcpStream, Error> {
@@ -91,6 +87,24 @@ impl ControlListener {
                 }
                 Err(e) => return Err(failed(e)),
             }
+        }
+    }
+}
+
+/// A client the listener would not take, and why.
+#[derive(Debug)]
+pub struct Refusal {
+    /// The client's address (None: no client came).
+    pub peer: Option<SocketAddr>,
+    /// Why.
+    pub error: Error,
+}
+
+impl From<Refusal> for Error {
+    fn from(r: Refusal) -> Error {
+        match r.peer {
+            Some(peer) => r.error.context(&format!("client {peer}")),
+            None => r.error,
         }
     }
 }
