@@ -8,7 +8,7 @@ use super::{
     address_lines, exchange_endpoints, params, prepare_all, Attachment, Backend, Found, Setup,
     SetupContext,
 };
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 use crate::session::protocol::Channel;
 use crate::spec::Verb;
 use crate::transport::nd::{NdConnection, NdEndpoint, NdRole, NdTransport};
@@ -52,9 +52,6 @@ impl Backend for Nd {
             .map(|(p, peer)| t.connect(p, peer))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| Error::from(e).context("NetworkDirect"))?;
-        if conns.is_empty() {
-            return Err(Error::new(ErrorKind::Device, "NetworkDirect: no queue pair connected"));
-        }
         let peer_ip = ch.peer_addr().map_or(local, |a| a.ip());
         let found = Found {
             device: format!("{local} ({})", t.adapter().provider().name()),

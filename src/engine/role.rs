@@ -51,15 +51,6 @@ impl Role {
             heartbeat: client && server_idles,
         }
     }
-
-    /// `client` or `server`.
-    pub fn name(&self) -> &'static str {
-        if self.client {
-            "client"
-        } else {
-            "server"
-        }
-    }
 }
 
 #[cfg(test)]

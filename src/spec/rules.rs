@@ -236,7 +236,8 @@ pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
             tx_depth,
             rx_depth,
             inline_size,
-            // A depth of 0 is refused by validate; the moderation fits the depth.
+            // The moderation fits the queue; an out-of-range -Q stays as given, for
+            // validate to name.
             cq_mod: if cq_mod == 0 || cq_mod > 1024 { cq_mod } else { cq_mod.min(tx_depth).max(1) },
             post_list: r.post_list.unwrap_or(1).max(1),
             outs: r.outs,
