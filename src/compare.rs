@@ -127,6 +127,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
         port: args.port.unwrap_or(DEFAULT_PORT),
         timeout: timeout(args.timeout)?,
         connect_window: SERVER_STARTING,
+        auth: args.auth_key.as_deref().map(crate::session::auth::AuthKey::load).transpose()?,
         ..Local::default()
     };
     std::fs::create_dir_all(&args.out)
@@ -167,8 +168,8 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
                 Err(e) => Row { series: s.id.clone(), size, result: None, error: Some(e) },
             };
             // A point's own failure is marked and the sweep goes on; a server that is
-            // gone ends it at once.
-            let gone = row.error.clone().filter(|e| e.kind.peer_gone());
+            // gone, refuses this side's key or is busy ends it at once.
+            let gone = row.error.clone().filter(|e| e.kind.peer_unavailable());
             report.rows.push(row);
             if let Some(e) = gone {
                 if progress {
@@ -177,7 +178,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
                 write_files(&args.out, &report)?;
                 return Err(Error::new(
                     e.kind,
-                    format!("the server is gone ({e}); partial results in {}", args.out.display()),
+                    format!("the sweep stopped: {e}; partial results in {}", args.out.display()),
                 ));
             }
         }
@@ -283,6 +284,7 @@ mod tests {
             device: None,
             gid_index: None,
             timeout: 30,
+            auth_key: None,
         };
         for s in series(4) {
             for size in default_sizes() {

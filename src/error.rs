@@ -38,6 +38,10 @@ pub enum ErrorKind {
     Validation,
     /// A local file or socket failed.
     Io,
+    /// `--auth-key`: the peer does not hold the key, or only one side has one.
+    Auth,
+    /// The server is running another client's test.
+    Busy,
 }
 
 impl ErrorKind {
@@ -56,6 +60,8 @@ impl ErrorKind {
             ErrorKind::Threshold => "threshold",
             ErrorKind::Validation => "validation",
             ErrorKind::Io => "io",
+            ErrorKind::Auth => "auth",
+            ErrorKind::Busy => "busy",
         }
     }
 
@@ -68,9 +74,13 @@ impl ErrorKind {
         }
     }
 
-    /// Whether the peer is gone: nothing more can run against it.
-    pub fn peer_gone(self) -> bool {
-        matches!(self, ErrorKind::PeerUnreachable | ErrorKind::PeerClosed)
+    /// Whether nothing more can run against the peer now: it is gone, it refuses this
+    /// side's key, or it is busy with another client.
+    pub fn peer_unavailable(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::PeerUnreachable | ErrorKind::PeerClosed | ErrorKind::Auth | ErrorKind::Busy
+        )
     }
 }
 
@@ -154,7 +164,9 @@ mod tests {
         let json = serde_json::to_string(&ErrorKind::PeerUnreachable).unwrap();
         assert_eq!(json, "\"peer_unreachable\"");
         assert_eq!(ErrorKind::NoDevice.to_string(), "no_device");
-        assert!(ErrorKind::PeerClosed.peer_gone() && !ErrorKind::Completion.peer_gone());
+        assert!(
+            ErrorKind::PeerClosed.peer_unavailable() && !ErrorKind::Completion.peer_unavailable()
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ use rdmabench::environment::Environment;
 use rdmabench::error::{one_line, Error, ErrorKind};
 use rdmabench::measure::{BwStats, LatStats};
 use rdmabench::perf::report::{SizeResult, Validation};
+use rdmabench::session::auth::{AuthKey, Nonce, Party};
 use rdmabench::session::protocol::{
     decode_header, encode, mismatches, Message, ProtocolError, HEADER_LEN, MAGIC, MAX_FRAME,
     VERSION,
@@ -349,6 +350,8 @@ fn error_kind(rng: &mut Rng) -> ErrorKind {
         ErrorKind::Threshold,
         ErrorKind::Validation,
         ErrorKind::Io,
+        ErrorKind::Auth,
+        ErrorKind::Busy,
     ])
 }
 
@@ -388,11 +391,25 @@ fn size_result(rng: &mut Rng) -> SizeResult {
     }
 }
 
+/// A nonce as a client sends it: 32 hex digits (sometimes not quite).
+fn nonce(rng: &mut Rng) -> String {
+    let n: String = (0..16).map(|_| format!("{:02x}", rng.next() as u8)).collect();
+    if rng.chance(90) {
+        n
+    } else {
+        n[..rng.index(n.len())].to_string()
+    }
+}
+
 /// A message of any type, as this version sends it.
 fn message(rng: &mut Rng, ctx: &Ctx) -> Message {
     let tool = rdmabench::engine::tool;
-    match rng.below(10) {
-        0..=2 => Message::Hello { tool: tool(), spec: valid_spec(rng) },
+    match rng.below(12) {
+        0..=2 => {
+            Message::Hello { tool: tool(), spec: valid_spec(rng), auth: maybe(rng, 30, nonce) }
+        }
+        9 => Message::Challenge { nonce: nonce(rng), proof: nonce(rng).repeat(2) },
+        10 => Message::Proof { proof: nonce(rng).repeat(2) },
         3 => Message::Accept { tool: tool() },
         4 => Message::Endpoints {
             mtu: *rng.pick(&[0, 256, 1024, 4096]),
@@ -719,14 +736,14 @@ fn generate(rng: &mut Rng, ctx: &Ctx, g: usize) -> Vec<u8> {
         3 => {
             let mut spec = valid_spec(rng);
             perturb(rng, &mut spec);
-            let msg = Message::Hello { tool: "fuzz".into(), spec };
+            let msg = Message::Hello { tool: "fuzz".into(), spec, auth: None };
             let rounds = if rng.chance(60) { 0 } else { rng.below(3) + 1 };
             let payload = mutated(rng, ctx, &msg, rounds);
             framed(rng, &payload)
         }
         // A hello as this version sends it.
         _ => {
-            let msg = Message::Hello { tool: "fuzz".into(), spec: valid_spec(rng) };
+            let msg = Message::Hello { tool: "fuzz".into(), spec: valid_spec(rng), auth: None };
             framed(rng, &serde_json::to_vec(&msg).expect("messages serialize"))
         }
     }
@@ -794,7 +811,22 @@ fn decode(payload: &[u8], seen: &mut Seen) {
         assert_eq!(back, msg, "the round trip changed the message");
     }
     match msg {
-        Message::Hello { spec, .. } => hello(&spec, seen),
+        Message::Hello { spec, auth, .. } => {
+            // As `auth::check_client` reads a client's nonce.
+            if let Some(n) = auth {
+                let _ = Nonce::from_hex(&n);
+            }
+            hello(&spec, seen)
+        }
+        Message::Challenge { nonce, proof } => {
+            // As `auth::prove_to_server` checks a server's answer.
+            static KEY: std::sync::OnceLock<AuthKey> = std::sync::OnceLock::new();
+            let key = KEY.get_or_init(|| AuthKey::from_bytes(&[7; 32]).unwrap());
+            let mine = Nonce::fresh().unwrap();
+            if let Ok(theirs) = Nonce::from_hex(&nonce) {
+                assert!(!key.verify(Party::Server, &mine, &theirs, &proof), "a forged proof held");
+            }
+        }
         Message::Error { message, kind } => {
             let peer = Error::new(kind.unwrap_or(ErrorKind::Refused), message);
             let e = Error::from(ProtocolError::Peer(peer));
@@ -1027,7 +1059,7 @@ fn fuzz_decoders() {
         // test nothing.
         assert!(seen.hellos_valid > inputs / 20 && seen.hellos_refused > inputs / 20);
         assert!(seen.frames > inputs / 4, "{} whole frames", seen.frames);
-        assert_eq!(seen.messages.len(), 9, "every message type decoded: {:?}", seen.messages);
+        assert_eq!(seen.messages.len(), 11, "every message type decoded: {:?}", seen.messages);
     }
 }
 
@@ -1121,7 +1153,7 @@ fn tcp_of(spec: &mut TestSpec) -> &mut TcpSpec {
 }
 
 fn hello_frame(spec: &TestSpec) -> Vec<u8> {
-    let msg = Message::Hello { tool: "hostile".into(), spec: spec.clone() };
+    let msg = Message::Hello { tool: "hostile".into(), spec: spec.clone(), auth: None };
     encode(&serde_json::to_vec(&msg).unwrap()).unwrap()
 }
 

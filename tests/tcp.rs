@@ -202,8 +202,9 @@ fn serve_outlives_garbage_disconnects_and_unknown_tests() {
         port.clone(),
         "--timeout".into(),
         "5".into(),
+        // Counted: the tests that ran (1, 4, 5, 6, 7), not the refused connections.
         "--count".into(),
-        "7".into(),
+        "5".into(),
     ]);
     let client = |args: &[&str]| {
         let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
@@ -257,7 +258,9 @@ fn serve_outlives_garbage_disconnects_and_unknown_tests() {
     let bw = client(&["tcp-bw", "-n", "100", "-P", "2"]);
     assert!(bw.status.success(), "{}", err(&bw));
     let serve = finish(serve, Duration::from_secs(30));
-    assert!(serve.status.success(), "serve: {}", err(&serve));
+    // Two of the five tests failed: serve says so in its status.
+    assert_eq!(serve.status.code(), Some(2), "serve: {}", err(&serve));
+    assert!(err(&serve).contains("5 tests served, not all passed"), "{}", err(&serve));
     let log = String::from_utf8_lossy(&serve.stdout).into_owned();
     let lines: Vec<&str> = log.lines().collect();
     assert_eq!(lines.len(), 8, "one line per client after the banner:\n{log}");
@@ -361,8 +364,16 @@ fn compare_stops_at_once_when_the_server_dies_mid_sweep_and_keeps_the_partial_re
         dir.display().to_string(),
     ]);
     // No RDMA on this host: the RDMA points fail on the server's side (no device) and
-    // the sweep goes on to TCP, whose points each move gigabytes.
-    std::thread::sleep(Duration::from_secs(3));
+    // the sweep goes on to TCP, whose points each move gigabytes. Once serve has logged
+    // the nine RDMA failures, a TCP point is under way: kill it then.
+    let mut log = std::io::BufReader::new(serve.stdout.take().unwrap());
+    let mut failures = 0;
+    while failures < 9 {
+        let mut line = String::new();
+        assert!(std::io::BufRead::read_line(&mut log, &mut line).unwrap() > 0, "serve ended");
+        failures += usize::from(line.contains("(no_device)"));
+    }
+    std::thread::sleep(Duration::from_millis(500));
     serve.kill().unwrap();
     let _ = serve.wait();
     let start = std::time::Instant::now();
@@ -371,7 +382,7 @@ fn compare_stops_at_once_when_the_server_dies_mid_sweep_and_keeps_the_partial_re
     assert_eq!(out.status.code(), Some(2), "{}", err(&out));
     let e = err(&out);
     assert_eq!(e.lines().count(), 1, "{e}");
-    assert!(e.contains("the server is gone") && e.contains("partial results in"), "{e}");
+    assert!(e.contains("the sweep stopped: ") && e.contains("partial results in"), "{e}");
     let v: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     let rows = v["rows"].as_array().unwrap();

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 
 use crate::error::Error;
+use crate::session::auth::AuthKey;
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
 use crate::spec::{
     parse_cpu_list, parse_size, AtomicType, Local, Measure, Output, TestKind, TestSpec,
@@ -123,9 +124,38 @@ pub struct PerfArgs {
     /// RDMA interface: verbs, or nd (NetworkDirect). Default: nd on Windows, verbs elsewhere.
     #[arg(long = "backend", value_enum, value_name = "API")]
     pub backend: Option<BackendArg>,
+    /// Where a server listens, and the shared secret.
+    #[command(flatten)]
+    pub access: AccessArgs,
     /// Output, thresholds, timeout.
     #[command(flatten)]
     pub report: ReportArgs,
+}
+
+/// Who may reach a server, and the secret both sides prove they hold: alike on every test.
+#[derive(Clone, Debug, Default, Args)]
+pub struct AccessArgs {
+    /// Server: listen on this address only (default: every address).
+    #[arg(long = "bind", value_name = "ADDR")]
+    pub bind: Option<std::net::IpAddr>,
+    /// Both sides: run only with a peer that proves it holds the secret in FILE (docs/security.md).
+    #[arg(long = "auth-key", value_name = "FILE")]
+    pub auth_key: Option<PathBuf>,
+}
+
+impl AccessArgs {
+    /// Sets this side's listening address and key, checked against its side.
+    fn apply(&self, client: bool, local: &mut Local) -> Result<(), Error> {
+        if client && self.bind.is_some() {
+            return Err(Error::usage("--bind: only a server listens (a client names HOST)"));
+        }
+        if client && local.port == 0 {
+            return Err(Error::usage("-p 0: a client needs the server's port"));
+        }
+        local.bind = self.bind;
+        local.auth = self.auth_key.as_deref().map(AuthKey::load).transpose()?;
+        Ok(())
+    }
 }
 
 /// How much every test runs, RDMA or TCP, with perftest's names.
@@ -200,6 +230,9 @@ pub struct TcpArgs {
     /// Control-channel TCP port (the data streams use a port the server picks).
     #[arg(short = 'p', long = "port")]
     pub port: Option<u16>,
+    /// Where a server listens, and the shared secret.
+    #[command(flatten)]
+    pub access: AccessArgs,
     /// Output, thresholds, timeout.
     #[command(flatten)]
     pub report: ReportArgs,
@@ -300,16 +333,16 @@ impl PerfArgs {
         if self.rdma_cm && self.host.as_deref().is_some_and(str::is_empty) {
             return Err(Error::usage("-R: HOST must be the RDMA interface's IP address"));
         }
-        let local = Local {
+        let mut local = Local {
             device: self.device.clone(),
             ib_port: self.ib_port.unwrap_or(1),
             gid_index: self.gid_index,
             port: self.port.unwrap_or(DEFAULT_PORT),
-            bind: None,
             timeout: self.report.timeout()?,
             connect_window: self.report.timeout()?,
-            pin: Vec::new(),
+            ..Local::default()
         };
+        self.access.apply(self.host.is_some(), &mut local)?;
         if spec.rdma().is_some_and(|r| r.backend == Backend::Nd) {
             rules::nd_local_rules(&local)?;
         }
@@ -336,13 +369,14 @@ impl TcpArgs {
             nodelay: self.nodelay,
         };
         let spec = rules::tcp(measure, &request)?;
-        let local = Local {
+        let mut local = Local {
             port: self.port.unwrap_or(DEFAULT_PORT),
             timeout: self.report.timeout()?,
             connect_window: self.report.timeout()?,
             pin: self.cpus.as_deref().map(parse_cpu_list).transpose()?.unwrap_or_default(),
             ..Local::default()
         };
+        self.access.apply(self.host.is_some(), &mut local)?;
         let output = self.report.output(measure == Measure::Bw)?;
         Ok(TestArgs { spec, host: self.host.clone(), local, output })
     }

@@ -133,9 +133,16 @@ pub struct ServeArgs {
     /// Seconds to wait for a client at each step of a test.
     #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
-    /// Exit after this many tests (default: serve for ever).
+    /// Exit after this many tests have run (default: serve for ever); exit status 0
+    /// only if every one passed.
     #[arg(long = "count", value_name = "N")]
     pub count: Option<u64>,
+    /// Most buffer memory one test may hold, bytes with K/M/G suffixes (default 1G, at most 4G).
+    #[arg(long = "max-memory", value_name = "BYTES", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
+    /// Serve only clients that prove they hold the shared secret in FILE (docs/security.md).
+    #[arg(long = "auth-key", value_name = "FILE")]
+    pub auth_key: Option<std::path::PathBuf>,
 }
 
 /// `rdmabench compare`.
@@ -174,6 +181,9 @@ pub struct CompareArgs {
     /// Seconds to wait for the server at each step.
     #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
+    /// Prove to the server (and check) the shared secret in FILE (docs/security.md).
+    #[arg(long = "auth-key", value_name = "FILE")]
+    pub auth_key: Option<std::path::PathBuf>,
 }
 
 /// Parses `args`. Help and version are printed here and reported as `Ok(None)`; a
@@ -194,10 +204,16 @@ where
     }
 }
 
-/// clap's error text is several lines (error, tip, usage); keep the error itself.
+/// clap's error text is several lines (error, tip, usage); keep the error itself, with
+/// the arguments it lists when it ends in a colon (`… were not provided: <HOST>`).
 fn first_line(rendered: &str) -> String {
-    let line = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
-    let line = line.strip_prefix("error: ").unwrap_or(line);
+    let mut lines = rendered.lines().skip_while(|l| l.trim().is_empty());
+    let first = lines.next().unwrap_or("invalid arguments");
+    let mut line = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    if line.ends_with(':') {
+        let listed: Vec<&str> = lines.map(str::trim).take_while(|l| !l.is_empty()).collect();
+        line = format!("{line} {}", listed.join(", "));
+    }
     format!("{line} (see rdmabench --help)")
 }
 

@@ -18,12 +18,14 @@ pub mod step;
 pub mod threads;
 
 use std::io::Write;
+use std::time::Instant;
 
 use crate::backend::{self, SetupContext};
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
 use crate::perf::report::{EnvironmentReport, RunReport};
-use crate::session::connect::{connect, ControlListener};
+use crate::session::auth::{self, Nonce};
+use crate::session::connect::{connect, ControlListener, Refusal};
 use crate::session::protocol::{mismatches, Channel, Message, ProtocolError};
 use crate::spec::{Link, Local, TestSpec};
 use crate::transport::Backend;
@@ -74,14 +76,7 @@ pub fn run(
             guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
         }
         Side::Server => {
-            let listener = ControlListener::bind(local.bind, local.port)?;
-            let (mut ch, theirs) =
-                listener.accept_hello(Some(local.timeout), local.timeout)?.ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::PeerClosed,
-                        "a client connected and closed before its hello",
-                    )
-                })?;
+            let (mut ch, theirs) = accept_client(local, out)?;
             let diff = mismatches(&theirs, spec);
             if !diff.is_empty() {
                 let e = Error::new(
@@ -120,6 +115,43 @@ pub fn serve_client(
     Outcome { report, error: result.err() }
 }
 
+/// A one-shot server's client: the first to say a proper hello within `--timeout`.
+/// Stray connections (a port scan, a reachability check, garbage, a wrong key) are told
+/// why and ignored, so they cannot end the server; the last is named if no client comes.
+fn accept_client(local: &Local, out: &mut dyn Write) -> Result<(Channel, TestSpec), Error> {
+    let listener = ControlListener::bind(local.bind, local.port)?;
+    if local.port == 0 {
+        // The system picked the port: the client needs to be told which.
+        let addr = listener.local_addr().map_or_else(|| "?".into(), |a| a.to_string());
+        let _ = writeln!(out, " Waiting for a client on {addr}");
+        let _ = out.flush();
+    }
+    let deadline = Instant::now() + local.timeout;
+    let mut stray: Option<Refusal> = None;
+    loop {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match listener.accept_hello(Some(wait), local.timeout, local.auth.as_ref()) {
+            Ok(Some(accepted)) => return Ok(accepted),
+            Ok(None) => {}
+            Err(r) if r.peer.is_some() => stray = Some(r),
+            Err(r) => {
+                return Err(match stray {
+                    None => r.error,
+                    Some(s) => Error::new(
+                        r.error.kind,
+                        format!(
+                            "no client said hello within {} s (--timeout); the last connection, from {}, was refused: {}",
+                            local.timeout.as_secs(),
+                            s.peer.map_or_else(|| "?".into(), |a| a.to_string()),
+                            s.error
+                        ),
+                    ),
+                })
+            }
+        }
+    }
+}
+
 fn new_report(spec: &TestSpec, client: bool) -> RunReport {
     let mut report = RunReport::new(spec.id(), if client { "client" } else { "server" }, tool());
     report.environment = Some(EnvironmentReport { local: Environment::host(), peer: None });
@@ -130,7 +162,12 @@ fn new_report(spec: &TestSpec, client: bool) -> RunReport {
 fn hello(spec: &TestSpec, host: &str, local: &Local) -> Result<Channel, Error> {
     let stream = connect(host, local.port, local.timeout, local.connect_window)?;
     let mut ch = Channel::new(stream, local.timeout)?;
-    ch.send(&Message::Hello { tool: tool(), spec: spec.clone() })?;
+    let nonce = local.auth.as_ref().map(|_| Nonce::fresh()).transpose()?;
+    let auth = nonce.as_ref().map(Nonce::to_hex);
+    ch.send(&Message::Hello { tool: tool(), spec: spec.clone(), auth })?;
+    if let (Some(key), Some(nonce)) = (&local.auth, &nonce) {
+        auth::prove_to_server(&mut ch, key, nonce)?;
+    }
     match ch.recv("the server's answer") {
         Ok(Message::Accept { .. }) => Ok(ch),
         Ok(other) => {

@@ -4,6 +4,7 @@
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use super::auth::{self, AuthKey};
 use super::protocol::{Channel, Message, ProtocolError};
 use crate::error::{Error, ErrorKind};
 use crate::spec::TestSpec;
@@ -23,7 +24,14 @@ impl ControlListener {
         let ip = bind.unwrap_or(IpAddr::from([0, 0, 0, 0]));
         let listener = TcpListener::bind((ip, port))
             .map_err(|e| Error::io(format!("cannot listen on {ip} TCP port {port}: {e}")))?;
+        // With port 0 the system picked one: name that one from now on.
+        let port = listener.local_addr().map_or(port, |a| a.port());
         Ok(ControlListener { listener, port })
+    }
+
+    /// The socket, for a server that accepts on a thread of its own.
+    pub fn into_inner(self) -> TcpListener {
+        self.listener
     }
 
     /// The address listened on.
@@ -31,9 +39,8 @@ impl ControlListener {
         self.listener.local_addr().ok()
     }
 
-    /// Waits for one client (up to `wait`, or for ever) and reads its hello, which
-    /// must arrive whole within `timeout`. `None`: the client closed without a word (a
-    /// reachability check, as `compare` makes before its sweep).
+    /// Waits for one client (up to `wait`, or for ever) and takes its hello
+    /// ([`handshake`]).
     ///
     /// # Errors
     /// No client in time, or one that does not say hello properly (it is told why);
@@ -42,21 +49,22 @@ impl ControlListener {
         &self,
         wait: Option<Duration>,
         timeout: Duration,
+        key: Option<&AuthKey>,
     ) -> Result<Option<(Channel, TestSpec)>, Refusal> {
         let stream = self.accept(wait).map_err(|error| Refusal { peer: None, error })?;
-        let peer = stream.peer_addr().ok();
-        let refuse = |error: Error| Refusal { peer, error };
-        let mut ch = Channel::new(stream, timeout).map_err(|e| refuse(e.into()))?;
-        let error = match ch.recv("hello") {
-            Ok(Message::Hello { spec, .. }) => return Ok(Some((ch, spec))),
-            Err(ProtocolError::Closed { .. }) => return Ok(None),
-            Ok(other) => {
-                Error::refused(format!("control channel: expected hello, got {}", other.name()))
-            }
-            Err(e) => Error::from(e),
-        };
-        ch.send_error(&error);
-        Err(refuse(error))
+        handshake(stream, timeout, key)
+    }
+
+    /// One client, if one is waiting: never blocks.
+    ///
+    /// # Errors
+    /// The listener failing (kind `io`).
+    pub fn try_accept(&self) -> Result<Option<TcpStream>, Error> {
+        match self.accept(Some(Duration::ZERO)) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if e.kind == ErrorKind::PeerUnreachable => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     fn accept(&self, wait: Option<Duration>) -> Result<TcpStream, Error> {
@@ -89,6 +97,38 @@ impl ControlListener {
             }
         }
     }
+}
+
+/// The server's side of a new connection: the client's hello, whole within `timeout`,
+/// and with `key`, the proof that the client holds it. `None`: the client closed
+/// without a word (a reachability check, as `compare` makes before its sweep).
+///
+/// # Errors
+/// A client that does not say hello properly, or cannot prove it holds the key: it is
+/// told why, and the refusal names its address.
+pub fn handshake(
+    stream: TcpStream,
+    timeout: Duration,
+    key: Option<&AuthKey>,
+) -> Result<Option<(Channel, TestSpec)>, Refusal> {
+    let peer = stream.peer_addr().ok();
+    let refuse = |error: Error| Refusal { peer, error };
+    let mut ch = Channel::new(stream, timeout).map_err(|e| refuse(e.into()))?;
+    let error = match ch.recv("hello") {
+        Ok(Message::Hello { spec, auth: nonce, .. }) => {
+            match auth::check_client(&mut ch, key, nonce.as_deref()) {
+                Ok(()) => return Ok(Some((ch, spec))),
+                Err(e) => e,
+            }
+        }
+        Err(ProtocolError::Closed { .. }) => return Ok(None),
+        Ok(other) => {
+            Error::refused(format!("control channel: expected hello, got {}", other.name()))
+        }
+        Err(e) => Error::from(e),
+    };
+    ch.send_error(&error);
+    Err(refuse(error))
 }
 
 /// A client the listener would not take, and why.

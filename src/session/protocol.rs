@@ -31,6 +31,22 @@ pub enum Message {
         tool: String,
         /// The test, whole: a server that serves any test runs exactly this.
         spec: TestSpec,
+        /// With `--auth-key`: the client's nonce (hex), asking the server to prove it
+        /// holds the key ([`super::auth`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        auth: Option<String>,
+    },
+    /// Server → client, to a hello with a nonce, when the server has `--auth-key`.
+    Challenge {
+        /// The server's nonce (hex).
+        nonce: String,
+        /// The server's proof over both nonces (hex HMAC-SHA256).
+        proof: String,
+    },
+    /// Client → server, answering a challenge: the client's proof over both nonces.
+    Proof {
+        /// Hex HMAC-SHA256.
+        proof: String,
     },
     /// Server → client: parameters agreed.
     Accept {
@@ -80,6 +96,8 @@ impl Message {
     pub fn name(&self) -> &'static str {
         match self {
             Message::Hello { .. } => "hello",
+            Message::Challenge { .. } => "challenge",
+            Message::Proof { .. } => "proof",
             Message::Accept { .. } => "accept",
             Message::Endpoints { .. } => "endpoints",
             Message::Describe { .. } => "describe",
@@ -427,7 +445,7 @@ mod tests {
     #[test]
     fn messages_round_trip_and_heartbeats_are_skipped() {
         let (mut a, mut b) = pair(Duration::from_secs(5));
-        let hello = Message::Hello { tool: "rdmabench test".into(), spec: params() };
+        let hello = Message::Hello { tool: "rdmabench test".into(), spec: params(), auth: None };
         a.send(&Message::Heartbeat).unwrap();
         a.send(&hello).unwrap();
         a.send(&Message::Ready { size: 8 }).unwrap();

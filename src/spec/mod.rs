@@ -376,6 +376,8 @@ pub struct Local {
     pub connect_window: Duration,
     /// CPUs the measuring threads are pinned to, one per connection in turn (`--cpus`).
     pub pin: Vec<usize>,
+    /// The shared secret both sides must hold (`--auth-key`; None: no authentication).
+    pub auth: Option<crate::session::auth::AuthKey>,
 }
 
 impl Default for Local {
@@ -389,6 +391,7 @@ impl Default for Local {
             timeout: Duration::from_secs(30),
             connect_window: Duration::from_secs(30),
             pin: Vec::new(),
+            auth: None,
         }
     }
 }

@@ -1,0 +1,73 @@
+//! One connection to `serve`, on its own thread: the handshake under its deadline,
+//! the server's own limits, the test slot, the test, one log line.
+
+use std::net::TcpStream;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::admission::{Admission, PendingTicket};
+use super::{summary, Config, Event};
+use crate::engine::serve_client;
+use crate::error::{Error, ErrorKind};
+use crate::session::connect::handshake;
+use crate::spec::TestSpec;
+
+/// How long a client that arrives during another's test waits for it to end (at most
+/// the timeout) before it is told the server is busy.
+pub const BUSY_WAIT: Duration = Duration::from_secs(5);
+
+/// Serves one connection to its end and reports it on `events`.
+pub(super) fn handle(
+    stream: TcpStream,
+    pending: PendingTicket,
+    admission: &Arc<Admission>,
+    config: &Config,
+    events: &Sender<Event>,
+) {
+    let peer = stream.peer_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
+    let say = |line: String| {
+        let _ = events.send(Event::Line(line));
+    };
+    let (mut ch, spec) = match handshake(stream, config.local.timeout, config.local.auth.as_ref()) {
+        Ok(Some(accepted)) => accepted,
+        // A reachability check (compare's), not a test: neither logged nor counted.
+        Ok(None) => return,
+        Err(r) => return say(format!("{peer} refused: {} ({})", r.error, r.error.kind)),
+    };
+    drop(pending);
+    let test = spec.id();
+    let wait = config.local.timeout.min(BUSY_WAIT);
+    let running = match admit(&spec, config).and_then(|()| admission.start(&peer, test, wait)) {
+        Ok(running) => running,
+        Err(e) => {
+            ch.send_error(&e);
+            return say(format!("{peer} {test} refused: {e} ({})", e.kind));
+        }
+    };
+    // The client's spec whole: both sides run with the same parameters.
+    let outcome = serve_client(&spec, ch, &config.local, &mut std::io::sink());
+    drop(running);
+    let line = match &outcome.error {
+        None => format!("{peer} {test} ok: {}", summary(&outcome.report)),
+        Some(e) => format!("{peer} {test} FAILED: {e} ({})", e.kind),
+    };
+    let _ = events.send(Event::Tested { line, error: outcome.error.map(|e| e.kind) });
+}
+
+/// The server's own limits on a client's test, beyond the rules every test obeys.
+fn admit(spec: &TestSpec, config: &Config) -> Result<(), Error> {
+    spec.validate()?;
+    let needs = spec.buffer_bytes();
+    if needs > config.max_memory {
+        return Err(Error::new(
+            ErrorKind::Usage,
+            format!(
+                "the test needs {} MiB of buffers; this server allows {} MiB (serve --max-memory)",
+                needs.div_ceil(1 << 20),
+                config.max_memory >> 20
+            ),
+        ));
+    }
+    Ok(())
+}

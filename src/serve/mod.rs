@@ -1,0 +1,198 @@
+//! `rdmabench serve`: one long-lived server. Each client says which test it wants in
+//! its hello; the server applies that test's rules and its own limits to the client's
+//! parameters, runs its side, logs one line, and goes on listening, whatever the client
+//! did. Each connection has its own thread and deadlines, so a silent, slow or hostile
+//! client delays nobody; one test runs at a time, and a second client meanwhile is
+//! told the server is busy (docs/security.md).
+
+mod admission;
+mod client;
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::cli::args::timeout;
+use crate::cli::ServeArgs;
+use crate::error::{one_line, Error, ErrorKind};
+use crate::perf::report::{bw_in_unit, RunReport};
+use crate::session::auth::AuthKey;
+use crate::session::connect::ControlListener;
+use crate::spec::rules::MAX_BUFFERS;
+use crate::spec::{Local, DEFAULT_PORT};
+
+pub use admission::MAX_PENDING;
+
+/// `--max-memory`'s default: the buffers one served test may hold, bytes.
+pub const DEFAULT_MAX_MEMORY: u64 = 1 << 30;
+
+/// What every connection's thread needs: this side's settings and limits.
+struct Config {
+    local: Local,
+    /// Largest [`crate::spec::TestSpec::buffer_bytes`] served.
+    max_memory: u64,
+}
+
+/// What the threads tell the loop that owns the log.
+enum Event {
+    /// A new connection.
+    Connected(TcpStream),
+    /// A line for the log.
+    Line(String),
+    /// A test ran: its line, and its error's kind if it failed.
+    Tested { line: String, error: Option<ErrorKind> },
+}
+
+/// Serves tests until `--count` of them have run (or for ever). Returns the exit status:
+/// 0 when every counted test passed.
+///
+/// # Errors
+/// A listener that cannot be opened, a key file that cannot be read; with `--count`,
+/// a test that failed (the log says why).
+pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<u8, Error> {
+    let config = Arc::new(config(args)?);
+    let listener = ControlListener::bind(args.bind, args.port.unwrap_or(DEFAULT_PORT))?;
+    let addr = listener.local_addr().map_or_else(|| "?".to_string(), |a| a.to_string());
+    let auth = if config.local.auth.is_some() { "; clients must hold --auth-key" } else { "" };
+    log(
+        out,
+        &format!(
+            "serving on {addr} (one test at a time, buffers up to {} MiB{auth})",
+            config.max_memory >> 20
+        ),
+    );
+    let (events, incoming) = mpsc::channel();
+    accept_in_background(listener.into_inner(), events.clone());
+    let admission = Arc::new(admission::Admission::default());
+    let (mut tests, mut first_failure) = (0u64, None);
+    while args.count.is_none_or(|n| tests < n) {
+        // The loop holds a sender itself: this never ends.
+        let Ok(event) = incoming.recv() else { break };
+        match event {
+            Event::Connected(stream) => {
+                let (pending, dropped) = admission.arrive(&stream);
+                if let Some(d) = dropped {
+                    log(out, &format!("{d} dropped: {MAX_PENDING} connections owed their hello"));
+                }
+                let (admission, config, events) =
+                    (Arc::clone(&admission), Arc::clone(&config), events.clone());
+                std::thread::spawn(move || {
+                    client::handle(stream, pending, &admission, &config, &events);
+                });
+            }
+            Event::Line(line) => log(out, &line),
+            Event::Tested { line, error } => {
+                log(out, &line);
+                tests += 1;
+                first_failure = first_failure.or(error);
+            }
+        }
+    }
+    match first_failure {
+        None => Ok(0),
+        Some(kind) => {
+            Err(Error::new(kind, format!("{tests} tests served, not all passed (see the log)")))
+        }
+    }
+}
+
+fn config(args: &ServeArgs) -> Result<Config, Error> {
+    let timeout = timeout(args.timeout)?;
+    let max_memory = args.max_memory.unwrap_or(DEFAULT_MAX_MEMORY);
+    if !(1 << 20..=MAX_BUFFERS).contains(&max_memory) {
+        return Err(Error::usage(format!(
+            "--max-memory {max_memory}: from 1M to {}M, the most any test may hold",
+            MAX_BUFFERS >> 20
+        )));
+    }
+    let local = Local {
+        device: args.device.clone(),
+        ib_port: args.ib_port.unwrap_or(1),
+        gid_index: args.gid_index,
+        port: args.port.unwrap_or(DEFAULT_PORT),
+        bind: args.bind,
+        timeout,
+        connect_window: timeout,
+        pin: Vec::new(),
+        auth: args.auth_key.as_deref().map(AuthKey::load).transpose()?,
+    };
+    Ok(Config { local, max_memory })
+}
+
+/// Accepts for ever on a thread of its own, handing each connection to the loop. The
+/// thread ends with the process (`serve` returns only to exit).
+fn accept_in_background(listener: TcpListener, events: Sender<Event>) {
+    std::thread::spawn(move || loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if events.send(Event::Connected(stream)).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                // Out of descriptors, say: say so, and give the clients time to go.
+                let line = format!("accepting: {e}");
+                if events.send(Event::Line(line)).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    });
+}
+
+/// `3 sizes, 65536 B: 612.30 MiB/sec` or `2 B: t_typical 12.30 usec`: the last size.
+pub fn summary(report: &RunReport) -> String {
+    let n = report.results.len();
+    let Some(last) = report.results.last() else { return "no sizes".into() };
+    let what = match (&last.bw, &last.lat) {
+        (Some(bw), _) => {
+            format!("BW average {:.2} MiB/sec", bw_in_unit(bw.avg_bytes_per_sec, false))
+        }
+        (None, Some(lat)) => format!("t_typical {:.2} usec", lat.t_typical_us),
+        (None, None) => "no figures".into(),
+    };
+    let sizes = if n > 1 { format!("{n} sizes, last ") } else { String::new() };
+    format!("{sizes}{} B x {}: {what}", last.size, last.iterations)
+}
+
+fn log(out: &mut dyn Write, line: &str) {
+    let _ = writeln!(out, "{} {}", utc_now(), one_line(line));
+    let _ = out.flush();
+}
+
+/// `2026-11-30T05:12:03Z`, without a date crate.
+pub fn utc_now() -> String {
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    utc(secs)
+}
+
+fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_utc_calendar_dates() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_796_008_323), "2026-11-30T03:12:03Z");
+    }
+}

@@ -1,0 +1,342 @@
+//! `serve` and the one-shot servers against hostile or careless clients, over real
+//! sockets on this host: floods of idle connections, a second client while a test
+//! runs, tests over the server's memory cap, shared-secret authentication, stray
+//! connections to a one-shot server. Each case ends with a normal client served.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Output};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{err, finish, text};
+
+static NEXT_PORT: AtomicU16 = AtomicU16::new(19800);
+
+fn port() -> String {
+    NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string()
+}
+
+fn spawn(args: &[&str]) -> Child {
+    common::spawn(false, args)
+}
+
+/// `rdmabench ARGS -p PORT 127.0.0.1`, to its end.
+fn client(port: &str, args: &[&str]) -> Output {
+    let mut a = args.to_vec();
+    a.extend(["-p", port, "--timeout", "10", "127.0.0.1"]);
+    finish(spawn(&a), Duration::from_secs(60))
+}
+
+fn serve(port: &str, extra: &[&str]) -> Child {
+    let mut a = vec!["serve", "-p", port, "--timeout", "3"];
+    a.extend(extra);
+    let child = spawn(&a);
+    wait_listening(port);
+    child
+}
+
+fn wait_listening(port: &str) {
+    let start = Instant::now();
+    while TcpStream::connect(format!("127.0.0.1:{port}")).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(10), "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A frame of the control protocol, as a foreign client writes it.
+fn frame(json: &str) -> Vec<u8> {
+    let mut f = b"RDMB".to_vec();
+    f.extend_from_slice(&2u16.to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(&(json.len() as u32).to_be_bytes());
+    f.extend_from_slice(json.as_bytes());
+    f
+}
+
+const TCP_BW_HELLO: &str = r#"{"type":"hello","tool":"x","spec":{"kind":{"verb":"send","measure":"bw"},"sizes":[65536],"run":{"iterations":100},"validate":false,"link":{"transport":"tcp","streams":1,"window":null,"nodelay":false}}}"#;
+
+fn key_file(name: &str, secret: &str) -> PathBuf {
+    let p = common::scratch("rdmabench-serve").join(name);
+    std::fs::write(&p, secret).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    p
+}
+
+#[test]
+fn a_flood_of_idle_connections_and_slow_clients_starve_nobody() {
+    let port = port();
+    let serve = serve(&port, &["--count", "2"]);
+    let addr = format!("127.0.0.1:{port}");
+    // 200 connections that never speak: more than the 64 that may owe a hello.
+    let idle: Vec<TcpStream> = (0..200).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    // One that beats before its hello, one that trickles a hello a byte at a time.
+    let mut beater = TcpStream::connect(&addr).unwrap();
+    let beats = std::thread::spawn(move || {
+        for _ in 0..20 {
+            if beater.write_all(&frame(r#"{"type":"heartbeat"}"#)).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    });
+    let mut trickler = TcpStream::connect(&addr).unwrap();
+    let trickle = std::thread::spawn(move || {
+        for b in frame(TCP_BW_HELLO) {
+            if trickler.write_all(&[b]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    // Real clients are served meanwhile, at once.
+    let start = Instant::now();
+    let lat = client(&port, &["tcp-lat", "-n", "50"]);
+    assert!(lat.status.success(), "{}", err(&lat));
+    let bw = client(&port, &["tcp-bw", "-n", "100", "-P", "2"]);
+    assert!(bw.status.success(), "{}", err(&bw));
+    assert!(start.elapsed() < Duration::from_secs(15), "served in {:?}", start.elapsed());
+    let serve = finish(serve, Duration::from_secs(30));
+    assert!(serve.status.success(), "{}", err(&serve));
+    let log = text(&serve);
+    assert!(log.contains("dropped: 64 connections owed their hello"), "{log}");
+    assert!(log.contains("tcp_lat ok") && log.contains("tcp_bw ok"), "{log}");
+    drop(idle);
+    beats.join().unwrap();
+    trickle.join().unwrap();
+}
+
+#[test]
+fn silent_beating_and_trickling_clients_are_dropped_within_the_timeout() {
+    let port = port();
+    let serve = serve(&port, &["--count", "1"]);
+    let addr = format!("127.0.0.1:{port}");
+    let start = Instant::now();
+    let mut silent = TcpStream::connect(&addr).unwrap();
+    let mut beater = TcpStream::connect(&addr).unwrap();
+    beater.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut answer = Vec::new();
+    // Beats for 6 s: twice the timeout. The server must close before.
+    let mut closed_after = None;
+    for _ in 0..30 {
+        if beater.write_all(&frame(r#"{"type":"heartbeat"}"#)).is_err() {
+            closed_after = Some(start.elapsed());
+            break;
+        }
+        let mut b = [0u8; 512];
+        match beater.read(&mut b) {
+            Ok(0) => {
+                closed_after = Some(start.elapsed());
+                break;
+            }
+            Ok(n) => answer.extend_from_slice(&b[..n]),
+            Err(_) => {}
+        }
+    }
+    let closed_after = closed_after.expect("a heartbeat-only client is dropped");
+    assert!(closed_after < Duration::from_secs(5), "dropped after {closed_after:?} (timeout 3 s)");
+    assert!(String::from_utf8_lossy(&answer).contains("waiting for hello"), "{answer:?}");
+    silent.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut rest = Vec::new();
+    let _ = silent.read_to_end(&mut rest);
+    assert!(start.elapsed() < Duration::from_secs(5), "the silent one too");
+    let ok = client(&port, &["tcp-lat", "-n", "20"]);
+    assert!(ok.status.success(), "{}", err(&ok));
+    let serve = finish(serve, Duration::from_secs(30));
+    assert!(serve.status.success(), "{}", err(&serve));
+    let log = text(&serve);
+    let silent_lines = log.lines().filter(|l| l.contains("sent no whole message for 3 s")).count();
+    assert_eq!(silent_lines, 2, "both logged with their address:\n{log}");
+    assert!(log.lines().all(|l| !l.contains("refused") || l.contains(" 127.0.0.1:")), "{log}");
+}
+
+#[test]
+fn a_second_client_is_told_the_server_is_busy_and_by_whom() {
+    let port = port();
+    let serve = serve(&port, &["--count", "2"]);
+    // The second client waits up to the timeout (3 s) for the first test to end.
+    let long = spawn(&["tcp-bw", "-D", "8", "-f", "1", "-p", &port, "127.0.0.1"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let second = client(&port, &["tcp-lat", "-n", "20"]);
+    assert_eq!(second.status.code(), Some(2));
+    let e = err(&second);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("server busy: running tcp_bw for 127.0.0.1:"), "{e}");
+    let long = finish(long, Duration::from_secs(60));
+    assert!(long.status.success(), "the running test is undisturbed: {}", err(&long));
+    let after = client(&port, &["tcp-lat", "-n", "20"]);
+    assert!(after.status.success(), "{}", err(&after));
+    let serve = finish(serve, Duration::from_secs(30));
+    assert!(serve.status.success(), "{}", err(&serve));
+    let log = text(&serve);
+    assert!(log.contains("tcp_lat refused: server busy") && log.contains("(busy)"), "{log}");
+}
+
+#[test]
+fn tests_over_the_memory_cap_are_refused_and_the_cap_is_checked() {
+    let port = port();
+    let serve = serve(&port, &["--count", "1", "--max-memory", "16M"]);
+    let big = client(&port, &["tcp-bw", "-s", "8M", "-P", "4", "-n", "5"]);
+    assert_eq!(big.status.code(), Some(2));
+    assert!(
+        err(&big).contains(
+            "the test needs 32 MiB of buffers; this server allows 16 MiB (serve --max-memory)"
+        ),
+        "{}",
+        err(&big)
+    );
+    // A hostile hello far over every limit: refused before anything is allocated.
+    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    let huge = TCP_BW_HELLO.replace("[65536]", "[4611686018427387904]");
+    s.write_all(&frame(&huge)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    assert!(String::from_utf8_lossy(&answer).contains("usage"), "{answer:?}");
+    let ok = client(&port, &["tcp-bw", "-s", "1M", "-P", "2", "-n", "20"]);
+    assert!(ok.status.success(), "{}", err(&ok));
+    let serve = finish(serve, Duration::from_secs(30));
+    assert!(serve.status.success(), "{}", err(&serve));
+    assert!(text(&serve).contains("buffers up to 16 MiB"), "{}", text(&serve));
+    for bad in ["0", "512K", "5G"] {
+        let out = common::rdmabench(false).args(["serve", "--max-memory", bad]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(err(&out).contains("--max-memory"), "{}", err(&out));
+    }
+}
+
+#[test]
+fn with_auth_key_only_clients_holding_the_key_are_served() {
+    let port = port();
+    let key = key_file("key", "correct horse battery staple\n");
+    let other = key_file("other", "another secret of some length\n");
+    let (key_s, other_s) = (key.to_str().unwrap(), other.to_str().unwrap());
+    let serve = serve(&port, &["--count", "1", "--auth-key", key_s]);
+    // No key: refused, and told why.
+    let none = client(&port, &["tcp-lat", "-n", "20"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(
+        err(&none).contains(
+            "authentication failed: the server requires --auth-key and the client has none"
+        ),
+        "{}",
+        err(&none)
+    );
+    // Another key: refused.
+    let wrong = client(&port, &["tcp-lat", "-n", "20", "--auth-key", other_s]);
+    assert_eq!(wrong.status.code(), Some(2));
+    assert!(err(&wrong).contains("authentication failed"), "{}", err(&wrong));
+    // What the server sends a stranger that asks to authenticate: no key, no buffer.
+    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    let hello = TCP_BW_HELLO
+        .replace(r#""tool":"x","#, r#""tool":"x","auth":"00112233445566778899aabbccddeeff","#);
+    s.write_all(&frame(&hello)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert!(answer.contains(r#""type":"challenge""#), "{answer}");
+    assert!(!answer.contains("correct horse"), "the key never crosses the wire: {answer}");
+    assert!(!answer.contains("endpoints") && !answer.contains("rkey"), "{answer}");
+    // The key: served.
+    let ok = client(&port, &["tcp-bw", "-n", "50", "--auth-key", key_s]);
+    assert!(ok.status.success(), "{}", err(&ok));
+    let serve = finish(serve, Duration::from_secs(30));
+    assert!(serve.status.success(), "{}", err(&serve));
+    let log = text(&serve);
+    assert!(log.contains("clients must hold --auth-key"), "{log}");
+    assert_eq!(log.matches("(auth)").count(), 2, "{log}");
+    assert!(log.contains("tcp_bw ok"), "{log}");
+}
+
+#[test]
+fn a_client_with_a_key_refuses_a_server_without_one() {
+    let port = port();
+    let key = key_file("client-key", "0123456789abcdef0123456789\n");
+    let serve = serve(&port, &["--count", "1"]);
+    let out = client(&port, &["tcp-lat", "-n", "20", "--auth-key", key.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        err(&out).contains("the client requires --auth-key and the server has none"),
+        "{}",
+        err(&out)
+    );
+    // One-shot server and client with the same key.
+    let p2 = self::port();
+    let k = key.to_str().unwrap();
+    let server = spawn(&["tcp-lat", "-n", "20", "-p", &p2, "--auth-key", k]);
+    let c = client(&p2, &["tcp-lat", "-n", "20", "--auth-key", k]);
+    assert!(c.status.success(), "{}", err(&c));
+    let server = finish(server, Duration::from_secs(30));
+    assert!(server.status.success(), "{}", err(&server));
+    // The server learns it only from the client, after its accept: its test failed.
+    let serve = finish(serve, Duration::from_secs(30));
+    assert_eq!(serve.status.code(), Some(2));
+    assert!(
+        text(&serve).contains("FAILED: the peer stopped: authentication failed"),
+        "{}",
+        text(&serve)
+    );
+}
+
+#[test]
+fn a_one_shot_server_outlives_stray_connections_and_names_its_port() {
+    // -p 0: the system picks the port, and the server says which.
+    let mut server = common::rdmabench(false)
+        .args(["tcp-bw", "-p", "0", "--bind", "127.0.0.1", "-n", "50", "--timeout", "20"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    let mut stdout = server.stdout.take().unwrap();
+    let mut b = [0u8; 1];
+    while !first.ends_with('\n') && stdout.read(&mut b).unwrap() == 1 {
+        first.push(b[0] as char);
+    }
+    let port = first.trim().rsplit(':').next().unwrap().to_string();
+    assert!(first.contains("Waiting for a client on 127.0.0.1:"), "{first}");
+    assert_ne!(port, "0");
+    // A port scan, a reachability check and garbage do not end it.
+    drop(TcpStream::connect(format!("127.0.0.1:{port}")).unwrap());
+    let mut g = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    g.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let _ = g.read_to_end(&mut Vec::new());
+    let c = client(&port, &["tcp-bw", "-n", "50"]);
+    assert!(c.status.success(), "{}", err(&c));
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let server = finish(server, Duration::from_secs(30));
+    assert!(server.status.success(), "{}", err(&server));
+    assert!(rest.contains("BW average"), "{rest}");
+    // With nobody but strays, the timeout names the last of them.
+    let p = self::port();
+    let lonely = spawn(&["tcp-bw", "-p", &p, "--timeout", "2"]);
+    wait_listening(&p);
+    let mut g = TcpStream::connect(format!("127.0.0.1:{p}")).unwrap();
+    g.write_all(b"SSH-2.0-OpenSSH\r\n").unwrap();
+    let lonely = finish(lonely, Duration::from_secs(20));
+    assert_eq!(lonely.status.code(), Some(2));
+    let e = err(&lonely);
+    assert!(e.contains("no client said hello within 2 s") && e.contains("does not speak"), "{e}");
+}
+
+#[test]
+fn clients_cannot_bind_and_need_a_real_port() {
+    for (args, says) in [
+        (&["tcp-bw", "--bind", "127.0.0.1", "127.0.0.1"][..], "--bind: only a server listens"),
+        (&["write-bw", "-p", "0", "127.0.0.1"][..], "-p 0: a client needs the server's port"),
+        (&["compare"][..], "<HOST>"),
+    ] {
+        let out = common::rdmabench(false).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(err(&out).contains(says), "{args:?}: {}", err(&out));
+        assert_eq!(err(&out).lines().count(), 1);
+    }
+}
