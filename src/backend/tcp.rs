@@ -52,7 +52,8 @@ impl Backend for Tcp {
             Some(listener) => {
                 let ep = listener.endpoint()?;
                 exchange_endpoints::<TcpEndpoint>(ch, false, 0, &[ep], Some(0))?;
-                listener.accept_streams(n, &self.opts, || ch.has_pending())?
+                let client = ch.peer_addr().map(|a| a.ip());
+                listener.accept_streams(n, &self.opts, client, || ch.has_pending())?
             }
             None => {
                 let (eps, _) = exchange_endpoints::<TcpEndpoint>(ch, true, 0, &[], Some(1))?;

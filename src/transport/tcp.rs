@@ -347,9 +347,11 @@ impl DataListener {
         Ok(TcpEndpoint { addr, cookie: self.cookie })
     }
 
-    /// Accepts `n` streams carrying this listener's cookie, in stream order. Strays
-    /// (another cookie, a port scanner) are dropped; the whole wait is bounded by
-    /// `opts.timeout`, and ends early when `client_gone` says so.
+    /// Accepts `n` streams carrying this listener's cookie, in stream order, from the
+    /// address `from` only (the control connection's peer) when given. Strays (another
+    /// address, another cookie, a port scanner) are dropped, those from elsewhere unread;
+    /// the whole wait is bounded by `opts.timeout`, and ends early when `client_gone`
+    /// says so.
     ///
     /// # Errors
     /// Fewer than `n` streams in time, the client gone, or a socket error.
@@ -357,6 +359,7 @@ impl DataListener {
         &self,
         n: u32,
         opts: &StreamOptions,
+        from: Option<std::net::IpAddr>,
         mut client_gone: impl FnMut() -> bool,
     ) -> Result<Vec<TcpConnection>, TransportError> {
         let deadline = Instant::now() + opts.timeout;
@@ -365,6 +368,7 @@ impl DataListener {
         let mut have = 0;
         while have < n {
             match self.listener.accept() {
+                Ok((_, addr)) if from.is_some_and(|ip| ip != addr.ip()) => continue,
                 Ok((s, _)) => {
                     s.set_nonblocking(false).map_err(|e| broken("accept", &e, opts.timeout))?;
                     let wait = deadline
@@ -460,7 +464,7 @@ mod tests {
         let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &opts()).unwrap();
         let ep = l.endpoint().unwrap();
         let client = std::thread::spawn(move || connect_streams(&ep, n, &opts()).unwrap());
-        let server = l.accept_streams(n, &opts(), || false).unwrap();
+        let server = l.accept_streams(n, &opts(), None, || false).unwrap();
         (client.join().unwrap(), server)
     }
 
@@ -523,7 +527,7 @@ mod tests {
             let strays = connect_streams(&stray, 1, &opts()).unwrap();
             (strays, connect_streams(&ep, 3, &opts()).unwrap())
         });
-        let server = l.accept_streams(3, &opts(), || false).unwrap();
+        let server = l.accept_streams(3, &opts(), None, || false).unwrap();
         let (_strays, client) = client.join().unwrap();
         for (c, s) in client.iter().zip(&server) {
             assert_eq!(c.local_addr(), s.peer_addr());
@@ -543,14 +547,27 @@ mod tests {
         let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &quick).unwrap();
         let ep = l.endpoint().unwrap();
         let client = std::thread::spawn(move || connect_streams(&ep, 1, &quick).unwrap());
-        let mut s = l.accept_streams(1, &quick, || false).unwrap();
+        let mut s = l.accept_streams(1, &quick, None, || false).unwrap();
         let _c = client.join().unwrap();
         s[0].post_recv(1, 0, 8).unwrap();
         let err = s[0].poll(&mut [Completion::default()]).unwrap_err();
         assert!(err.to_string().contains("nothing moved for 0 s"), "{err}");
-        let err = l.accept_streams(1, &quick, || false).unwrap_err();
+        let err = l.accept_streams(1, &quick, None, || false).unwrap_err();
         assert!(err.to_string().contains("only 0 of 1 TCP data streams"), "{err}");
-        let err = l.accept_streams(1, &opts(), || true).unwrap_err();
+        let err = l.accept_streams(1, &opts(), None, || true).unwrap_err();
         assert!(err.to_string().contains("the client stopped before"), "{err}");
+    }
+
+    #[test]
+    fn streams_from_another_address_than_the_clients_are_not_taken() {
+        let quick = StreamOptions { timeout: Duration::from_millis(500), ..opts() };
+        let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &quick).unwrap();
+        let ep = l.endpoint().unwrap();
+        // The right cookie, from 127.0.0.1, while the control peer is 127.0.0.2.
+        let client = std::thread::spawn(move || connect_streams(&ep, 1, &quick));
+        let other = Some(IpAddr::from([127, 0, 0, 2]));
+        let err = l.accept_streams(1, &quick, other, || false).unwrap_err();
+        assert!(err.to_string().contains("only 0 of 1 TCP data streams"), "{err}");
+        let _ = client.join().unwrap();
     }
 }
