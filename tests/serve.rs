@@ -340,3 +340,30 @@ fn clients_cannot_bind_and_need_a_real_port() {
         assert_eq!(err(&out).lines().count(), 1);
     }
 }
+
+#[test]
+fn a_fake_server_that_only_beats_cannot_hold_a_client_past_its_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let fake = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut hello = [0u8; 4096];
+        let _ = s.read(&mut hello);
+        for _ in 0..40 {
+            if s.write_all(&frame(r#"{"type":"heartbeat"}"#)).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    });
+    let start = Instant::now();
+    let out = finish(
+        spawn(&["tcp-bw", "-n", "10", "-p", &port, "--timeout", "2", "127.0.0.1"]),
+        Duration::from_secs(30),
+    );
+    let took = start.elapsed();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(took < Duration::from_secs(4), "--timeout 2 honoured: took {took:?}");
+    assert!(err(&out).contains("sent no whole message for 2 s"), "{}", err(&out));
+    fake.join().unwrap();
+}
