@@ -48,7 +48,16 @@ fn lab_a_served_sweep_runs_the_clients_parameters_on_both_sides() {
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_serve_runs_rdma_and_tcp_clients_in_a_row() {
-    let serve = spawn(&["serve", "-p", "19700", "--timeout", "20", "--count", "4"]);
+    // With --auth-key: the RDMA set-up follows the challenge and the proof.
+    let key = scratch().join("lab.key");
+    std::fs::write(&key, "a lab's shared secret, 32 bytes\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let key = key.to_str().unwrap();
+    let serve =
+        spawn(&["serve", "-p", "19700", "--timeout", "20", "--count", "4", "--auth-key", key]);
     let json = scratch().join("write_bw.json");
     let json = json.to_str().unwrap();
     let runs: [&[&str]; 4] = [
@@ -58,8 +67,15 @@ fn lab_serve_runs_rdma_and_tcp_clients_in_a_row() {
         &["tcp-bw", "-n", "200", "-P", "2"],
     ];
     for args in runs {
+        // A client without the key before each is refused, and not counted.
+        let stranger = finish(
+            spawn(&["write-bw", "-n", "50", "-p", "19700", "127.0.0.1"]),
+            Duration::from_secs(60),
+        );
+        assert_eq!(stranger.status.code(), Some(2));
+        assert!(err(&stranger).contains("authentication failed"), "{}", err(&stranger));
         let mut a = args.to_vec();
-        a.extend(["-p", "19700", "127.0.0.1"]);
+        a.extend(["-p", "19700", "--auth-key", key, "127.0.0.1"]);
         let out = finish(spawn(&a), Duration::from_secs(120));
         assert!(out.status.success(), "{args:?}: {}", err(&out));
     }
@@ -68,6 +84,7 @@ fn lab_serve_runs_rdma_and_tcp_clients_in_a_row() {
     for test in ["write_bw ok", "send_lat ok", "read_bw ok", "tcp_bw ok"] {
         assert!(log.contains(test), "{test} missing from the serve log:\n{log}");
     }
+    assert_eq!(log.matches("(auth)").count(), 4, "{log}");
     // The RDMA run has CPU figures from both sides: the server's came back.
     let report: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
     let cpu = &report["results"][0]["cpu"];
