@@ -179,9 +179,17 @@ fn a_second_client_is_told_the_server_is_busy_and_by_whom() {
 }
 
 #[test]
-fn tests_over_the_memory_cap_are_refused_and_the_cap_is_checked() {
+fn tests_over_the_memory_or_time_caps_are_refused_and_the_caps_are_checked() {
     let port = port();
-    let serve = serve(&port, &["--count", "1", "--max-memory", "16M"]);
+    let serve = serve(&port, &["--count", "1", "--max-memory", "16M", "--max-time", "60"]);
+    let long = client(&port, &["tcp-bw", "-D", "61"]);
+    assert_eq!(long.status.code(), Some(2));
+    assert!(
+        err(&long)
+            .contains("the test runs 61 s; this server allows 60 s per test (serve --max-time)"),
+        "{}",
+        err(&long)
+    );
     let big = client(&port, &["tcp-bw", "-s", "8M", "-P", "4", "-n", "5"]);
     assert_eq!(big.status.code(), Some(2));
     assert!(
@@ -203,11 +211,17 @@ fn tests_over_the_memory_cap_are_refused_and_the_cap_is_checked() {
     assert!(ok.status.success(), "{}", err(&ok));
     let serve = finish(serve, Duration::from_secs(30));
     assert!(serve.status.success(), "{}", err(&serve));
-    assert!(text(&serve).contains("buffers up to 16 MiB"), "{}", text(&serve));
-    for bad in ["0", "512K", "5G"] {
-        let out = common::rdmabench(false).args(["serve", "--max-memory", bad]).output().unwrap();
+    assert!(text(&serve).contains("up to 60 s and 16 MiB of buffers"), "{}", text(&serve));
+    for bad in [
+        &["--max-memory", "0"][..],
+        &["--max-memory", "512K"],
+        &["--max-memory", "5G"],
+        &["--max-time", "0"],
+        &["--max-time", "86401"],
+    ] {
+        let out = common::rdmabench(false).arg("serve").args(bad).output().unwrap();
         assert_eq!(out.status.code(), Some(2));
-        assert!(err(&out).contains("--max-memory"), "{}", err(&out));
+        assert!(err(&out).contains(bad[0]), "{}", err(&out));
     }
 }
 

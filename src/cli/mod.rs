@@ -140,6 +140,9 @@ pub struct ServeArgs {
     /// Most buffer memory one test may hold, bytes with K/M/G suffixes (default 1G, at most 4G).
     #[arg(long = "max-memory", value_name = "BYTES", value_parser = parse_size)]
     pub max_memory: Option<u64>,
+    /// Longest a test may hold the server, seconds (default 3600, at most 86400).
+    #[arg(long = "max-time", value_name = "SECS")]
+    pub max_time: Option<u64>,
     /// Serve only clients that prove they hold the shared secret in FILE (docs/security.md).
     #[arg(long = "auth-key", value_name = "FILE")]
     pub auth_key: Option<std::path::PathBuf>,

@@ -11,7 +11,7 @@ use super::{summary, Config, Event};
 use crate::engine::serve_client;
 use crate::error::{Error, ErrorKind};
 use crate::session::connect::handshake;
-use crate::spec::TestSpec;
+use crate::spec::{RunLength, TestSpec};
 
 /// How long a client that arrives during another's test waits for it to end (at most
 /// the timeout) before it is told the server is busy.
@@ -45,6 +45,8 @@ pub(super) fn handle(
             return say(format!("{peer} {test} refused: {e} ({})", e.kind));
         }
     };
+    // However the client beats, the server waits for it no longer than this.
+    ch.end_by(config.max_time);
     // The client's spec whole: both sides run with the same parameters.
     let outcome = serve_client(&spec, ch, &config.local, &mut std::io::sink());
     drop(running);
@@ -68,6 +70,15 @@ fn admit(spec: &TestSpec, config: &Config) -> Result<(), Error> {
                 config.max_memory >> 20
             ),
         ));
+    }
+    if let RunLength::Duration { secs, .. } = spec.run {
+        let total = secs.saturating_mul(spec.sizes.len() as u64);
+        if total > config.max_time.as_secs() {
+            return Err(Error::usage(format!(
+                "the test runs {total} s; this server allows {} s per test (serve --max-time)",
+                config.max_time.as_secs()
+            )));
+        }
     }
     Ok(())
 }

@@ -27,12 +27,16 @@ pub use admission::MAX_PENDING;
 
 /// `--max-memory`'s default: the buffers one served test may hold, bytes.
 pub const DEFAULT_MAX_MEMORY: u64 = 1 << 30;
+/// `--max-time`'s default, seconds.
+pub const DEFAULT_MAX_TIME: u64 = 3600;
 
 /// What every connection's thread needs: this side's settings and limits.
 struct Config {
     local: Local,
     /// Largest [`crate::spec::TestSpec::buffer_bytes`] served.
     max_memory: u64,
+    /// Longest a served test may wait on its client (and a duration run last).
+    max_time: Duration,
 }
 
 /// What the threads tell the loop that owns the log.
@@ -59,7 +63,8 @@ pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<u8, Error> {
     log(
         out,
         &format!(
-            "serving on {addr} (one test at a time, buffers up to {} MiB{auth})",
+            "serving on {addr} (one test at a time, up to {} s and {} MiB of buffers{auth})",
+            config.max_time.as_secs(),
             config.max_memory >> 20
         ),
     );
@@ -107,6 +112,10 @@ fn config(args: &ServeArgs) -> Result<Config, Error> {
             MAX_BUFFERS >> 20
         )));
     }
+    let max_time = match args.max_time.unwrap_or(DEFAULT_MAX_TIME) {
+        s @ 1..=86_400 => Duration::from_secs(s),
+        s => return Err(Error::usage(format!("--max-time {s}: from 1 to 86400 seconds"))),
+    };
     let local = Local {
         device: args.device.clone(),
         ib_port: args.ib_port.unwrap_or(1),
@@ -118,7 +127,7 @@ fn config(args: &ServeArgs) -> Result<Config, Error> {
         pin: Vec::new(),
         auth: args.auth_key.as_deref().map(AuthKey::load).transpose()?,
     };
-    Ok(Config { local, max_memory })
+    Ok(Config { local, max_memory, max_time })
 }
 
 /// Accepts for ever on a thread of its own, handing each connection to the loop. The

@@ -127,6 +127,11 @@ pub enum ProtocolError {
     },
     /// The peer closed the connection while we were sending.
     Gone,
+    /// The session ran past the end this side set for it ([`Channel::end_by`]).
+    Overtime {
+        /// The limit, from the session's start.
+        limit: Duration,
+    },
     /// Not our protocol, another version, or a malformed message.
     Invalid(String),
     /// The peer sent an error message.
@@ -149,6 +154,11 @@ impl std::fmt::Display for ProtocolError {
                 write!(f, "the peer closed the control connection (waiting for {waiting_for})")
             }
             ProtocolError::Gone => f.write_str("the peer closed the control connection"),
+            ProtocolError::Overtime { limit } => write!(
+                f,
+                "the test ran past this server's limit of {} s (serve --max-time)",
+                limit.as_secs()
+            ),
             ProtocolError::Invalid(why) => write!(f, "control channel: {why}"),
             ProtocolError::Peer(e) => write!(f, "the peer stopped: {e}"),
             ProtocolError::Io(e) => write!(f, "control channel: {e}"),
@@ -163,7 +173,7 @@ impl From<ProtocolError> for Error {
         let kind = match &e {
             ProtocolError::Timeout { .. } => ErrorKind::PeerSilent,
             ProtocolError::Closed { .. } | ProtocolError::Gone => ErrorKind::PeerClosed,
-            ProtocolError::Invalid(_) => ErrorKind::Refused,
+            ProtocolError::Invalid(_) | ProtocolError::Overtime { .. } => ErrorKind::Refused,
             // The peer's own reason: its kind, when it says one.
             ProtocolError::Peer(peer) => peer.kind,
             ProtocolError::Io(_) => ErrorKind::Io,
@@ -180,6 +190,8 @@ impl From<ProtocolError> for Error {
 pub struct Channel {
     stream: TcpStream,
     timeout: Duration,
+    /// No message is waited for past this, heartbeats or not, with the limit it came from.
+    end: Option<(Instant, Duration)>,
 }
 
 impl Channel {
@@ -191,7 +203,13 @@ impl Channel {
         stream.set_nodelay(true).map_err(ProtocolError::Io)?;
         stream.set_read_timeout(Some(timeout)).map_err(ProtocolError::Io)?;
         stream.set_write_timeout(Some(timeout)).map_err(ProtocolError::Io)?;
-        Ok(Channel { stream, timeout })
+        Ok(Channel { stream, timeout, end: None })
+    }
+
+    /// Waits for no message past `limit` from now, however the peer beats: a served
+    /// test cannot hold the server longer.
+    pub fn end_by(&mut self, limit: Duration) {
+        self.end = Some((Instant::now() + limit, limit));
     }
 
     /// A second handle on the same socket (for the heartbeat thread).
@@ -202,6 +220,7 @@ impl Channel {
         Ok(Channel {
             stream: self.stream.try_clone().map_err(ProtocolError::Io)?,
             timeout: self.timeout,
+            end: self.end,
         })
     }
 
@@ -248,7 +267,14 @@ impl Channel {
     ) -> Result<Message, ProtocolError> {
         let mut deadline = Instant::now() + self.timeout;
         loop {
-            match self.recv_any(waiting_for, deadline)? {
+            let result = match self.end {
+                Some((end, limit)) if end < deadline => match self.recv_any(waiting_for, end) {
+                    Err(ProtocolError::Timeout { .. }) => Err(ProtocolError::Overtime { limit }),
+                    other => other,
+                },
+                _ => self.recv_any(waiting_for, deadline),
+            };
+            match result? {
                 Message::Heartbeat if beats_extend => deadline = Instant::now() + self.timeout,
                 Message::Heartbeat => {}
                 Message::Error { message, kind } => {
@@ -515,6 +541,28 @@ mod tests {
         assert!(matches!(b.recv("done"), Err(ProtocolError::Timeout { .. })));
         assert!(start.elapsed() < Duration::from_millis(1100), "{:?}", start.elapsed());
         trickler.join().unwrap();
+    }
+
+    #[test]
+    fn beats_do_not_extend_a_wait_past_the_sessions_end() {
+        let (a, mut b) = pair(Duration::from_millis(400));
+        b.end_by(Duration::from_millis(900));
+        let beater = std::thread::spawn(move || {
+            let mut a = a;
+            for _ in 0..30 {
+                if a.send(&Message::Heartbeat).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let start = Instant::now();
+        let err = b.recv_while_peer_works("the client's result").unwrap_err();
+        assert!(matches!(err, ProtocolError::Overtime { .. }), "{err}");
+        assert!(start.elapsed() < Duration::from_millis(1500), "{:?}", start.elapsed());
+        assert!(err.to_string().contains("serve --max-time"), "{err}");
+        drop(b);
+        beater.join().unwrap();
     }
 
     #[test]
