@@ -51,6 +51,7 @@ fn lab_serve_runs_rdma_and_tcp_clients_in_a_row() {
     // With --auth-key: the RDMA set-up follows the challenge and the proof.
     let key = scratch().join("lab.key");
     std::fs::write(&key, "a lab's shared secret, 32 bytes\n").unwrap();
+    #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
