@@ -13,6 +13,7 @@ use crate::engine::{self, tool, Side};
 use crate::error::{Error, ErrorKind};
 use crate::report::compare::{self, CompareReport, Row, Series};
 use crate::report::svg::size_label;
+use crate::session::auth::AuthKey;
 use crate::session::connect::{connect_retrying, ConnectFailure};
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
 use crate::spec::{Local, Measure, TestKind, TestSpec, Verb, DEFAULT_PORT, MAX_SWEEP_SIZE};
@@ -113,6 +114,23 @@ fn sizes(args: &CompareArgs) -> Result<Vec<u64>, Error> {
     Ok(sizes)
 }
 
+/// Tries a busy server again: another user's test on a shared `serve` ends in time.
+const BUSY_RETRIES: u32 = 5;
+const BUSY_PAUSE: Duration = Duration::from_secs(3);
+
+/// One point; a busy server is asked again a few times before the busy error stands.
+fn run_point(spec: &TestSpec, side: &Side, local: &Local) -> engine::Outcome {
+    let mut outcome = engine::run(spec, side, local, false, &mut io::sink());
+    for _ in 0..BUSY_RETRIES {
+        if outcome.error.as_ref().is_none_or(|e| e.kind != ErrorKind::Busy) {
+            break;
+        }
+        std::thread::sleep(BUSY_PAUSE);
+        outcome = engine::run(spec, side, local, false, &mut io::sink());
+    }
+    outcome
+}
+
 /// Runs the sweep, prints the table and writes the report files. Returns the exit
 /// status: 0, or 1 when some points failed (they are in the report, marked).
 ///
@@ -127,7 +145,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
         port: args.port.unwrap_or(DEFAULT_PORT),
         timeout: timeout(args.timeout)?,
         connect_window: SERVER_STARTING,
-        auth: args.auth_key.as_deref().map(crate::session::auth::AuthKey::load).transpose()?,
+        auth: args.auth_key.as_deref().map(AuthKey::load).transpose()?,
         ..Local::default()
     };
     std::fs::create_dir_all(&args.out)
@@ -158,7 +176,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
             }
             let row = match point_spec(args, s, size) {
                 Ok(spec) => {
-                    let outcome = engine::run(&spec, &side, &local, false, &mut io::sink());
+                    let outcome = run_point(&spec, &side, &local);
                     if report.environment.is_none() && outcome.report.peer_params.is_some() {
                         report.environment = outcome.report.environment.clone();
                     }

@@ -139,16 +139,28 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Text for one log or terminal line: control characters (newlines, escapes) become
-/// spaces, and it is cut at 500 characters.
+/// Text for one log or terminal line: control characters (newlines, escapes) and the
+/// format characters that move or hide text (line and paragraph separators,
+/// bidirectional overrides, zero-width marks) become spaces, and it is cut at 500
+/// characters.
 pub fn one_line(text: &str) -> String {
     const MAX: usize = 500;
-    let mut line: String =
-        text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(MAX).collect();
+    let mut line: String = text.chars().map(|c| if shown(c) { c } else { ' ' }).take(MAX).collect();
     if text.chars().count() > MAX {
         line.push('…');
     }
     line
+}
+
+/// Whether `c` prints as itself on one line.
+fn shown(c: char) -> bool {
+    !c.is_control()
+        && !matches!(c,
+            '\u{200B}'..='\u{200F}' // zero-width space, joiners, LTR/RTL marks
+            | '\u{2028}'..='\u{202E}' // line and paragraph separators, bidi embeddings and overrides
+            | '\u{2060}'..='\u{206F}' // word joiner, bidi isolates, invisible operators
+            | '\u{FEFF}' // byte order mark
+            | '\u{FFF9}'..='\u{FFFB}') // interlinear annotation
 }
 
 #[cfg(test)]
@@ -175,6 +187,10 @@ mod tests {
         assert_eq!(e.message, "bad line [31m red");
         let long = "x".repeat(600);
         assert_eq!(one_line(&long).chars().count(), 501);
+        // Separators and bidi overrides would start a new line or reverse a log's text.
+        let forged = "ok\u{2028}2026-12-01 fake ok\u{202E}kl\u{2066}x\u{200B}y\u{FEFF}";
+        assert_eq!(one_line(forged), "ok 2026-12-01 fake ok kl x y ");
+        assert_eq!(one_line("µs — ≥ 5 %"), "µs — ≥ 5 %", "ordinary text is kept");
         assert_eq!(
             Error::io("disk").context("writing out.json").to_string(),
             "writing out.json: disk"

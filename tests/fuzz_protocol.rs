@@ -31,10 +31,10 @@ use rdmabench::environment::Environment;
 use rdmabench::error::{one_line, Error, ErrorKind};
 use rdmabench::measure::{BwStats, LatStats};
 use rdmabench::perf::report::{SizeResult, Validation};
-use rdmabench::session::auth::{AuthKey, Nonce, Party};
+use rdmabench::session::auth::{AuthKey, Nonce, Party, Transcript};
 use rdmabench::session::protocol::{
     decode_header, encode, mismatches, Message, ProtocolError, HEADER_LEN, MAGIC, MAX_FRAME,
-    VERSION,
+    MAX_HELLO, VERSION,
 };
 use rdmabench::spec::rules::{
     self, RdmaRequest, TcpRequest, MAX_BUFFERS, MAX_DURATION, MAX_MESSAGE, MAX_QPS, MAX_SIZES,
@@ -820,11 +820,19 @@ fn decode(payload: &[u8], seen: &mut Seen) {
         }
         Message::Challenge { nonce, proof } => {
             // As `auth::prove_to_server` checks a server's answer.
-            static KEY: std::sync::OnceLock<AuthKey> = std::sync::OnceLock::new();
-            let key = KEY.get_or_init(|| AuthKey::from_bytes(&[7; 32]).unwrap());
-            let mine = Nonce::fresh().unwrap();
+            static KEY: std::sync::OnceLock<(AuthKey, TestSpec)> = std::sync::OnceLock::new();
+            let (key, spec) = KEY.get_or_init(|| {
+                let spec = rules::tcp(Measure::Bw, &TcpRequest::default()).unwrap();
+                (AuthKey::from_bytes(&[7; 32]).unwrap(), spec)
+            });
             if let Ok(theirs) = Nonce::from_hex(&nonce) {
-                assert!(!key.verify(Party::Server, &mine, &theirs, &proof), "a forged proof held");
+                let mine = Nonce::from_hex(&"5a".repeat(16)).unwrap();
+                let t = Transcript::new(mine, theirs, spec, [127, 0, 0, 1].into());
+                let genuine = key.proof(Party::Server, &t);
+                // Exactly the genuine proof holds (hex in either case); nothing else.
+                assert!(key.verify(Party::Server, &t, &genuine));
+                let holds = key.verify(Party::Server, &t, &proof);
+                assert_eq!(holds, proof.eq_ignore_ascii_case(&genuine), "{proof}");
             }
         }
         Message::Error { message, kind } => {
@@ -1191,24 +1199,26 @@ fn serve_outlives_hostile_sessions() {
     serve.session(&whole[..6], false);
     serve.session(&whole[..HEADER_LEN], false);
     serve.session(&whole[..whole.len() / 2], false);
-    // A header announcing 1 MiB, then silence: dropped after serve's --timeout.
+    // A header announcing the largest hello, then silence: dropped after serve's --timeout.
     let start = Instant::now();
-    serve.session(&header(MAGIC, VERSION, 0, MAX_FRAME), true);
+    serve.session(&header(MAGIC, VERSION, 0, MAX_HELLO), true);
     assert!(start.elapsed() >= Duration::from_millis(1500), "serve waited for the payload");
     // Half a header, then silence.
     serve.session(&whole[..5], true);
     // Lengths over the limit: refused before anything is read or allocated.
-    for len in [MAX_FRAME + 1, u32::MAX] {
+    // A stranger's frame over the hello limit (64 KiB) is refused as one over the
+    // frame limit (1 MiB) is.
+    for len in [MAX_HELLO + 1, MAX_FRAME, MAX_FRAME + 1, u32::MAX] {
         let a = serve.session(&header(MAGIC, VERSION, 0, len), true);
         assert!(refusal(&a).contains("over the"), "{len}: {}", refusal(&a));
     }
     // Malformed JSON, deep nesting, a 1 MiB payload of whitespace.
     let a = serve.session(&encode(b"{\"type\":\"hello\",").unwrap(), false);
     assert!(refusal(&a).contains("malformed hello"), "{}", refusal(&a));
-    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let deep = format!("{}{}", "[".repeat(30_000), "]".repeat(30_000));
     let a = serve.session(&encode(deep.as_bytes()).unwrap(), false);
     assert!(refusal(&a).contains("malformed hello"), "{}", refusal(&a));
-    let a = serve.session(&encode(&vec![b' '; MAX_FRAME as usize]).unwrap(), false);
+    let a = serve.session(&encode(&vec![b' '; MAX_HELLO as usize]).unwrap(), false);
     assert!(refusal(&a).contains("malformed hello"), "{}", refusal(&a));
     // Valid hellos with limits broken, and TCP tests with absurd sizes and streams:
     // refused by the rules, before any set-up.

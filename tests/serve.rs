@@ -167,7 +167,8 @@ fn a_second_client_is_told_the_server_is_busy_and_by_whom() {
     assert_eq!(second.status.code(), Some(2));
     let e = err(&second);
     assert_eq!(e.lines().count(), 1, "{e}");
-    assert!(e.contains("server busy: running tcp_bw for 127.0.0.1:"), "{e}");
+    assert!(e.contains("server busy: running tcp_bw since "), "{e}");
+    assert!(!e.contains("127.0.0.1:"), "a stranger is not told who runs: {e}");
     let long = finish(long, Duration::from_secs(60));
     assert!(long.status.success(), "the running test is undisturbed: {}", err(&long));
     let after = client(&port, &["tcp-lat", "-n", "20"]);
@@ -245,7 +246,13 @@ fn with_auth_key_only_clients_holding_the_key_are_served() {
     // Another key: refused.
     let wrong = client(&port, &["tcp-lat", "-n", "20", "--auth-key", other_s]);
     assert_eq!(wrong.status.code(), Some(2));
-    assert!(err(&wrong).contains("authentication failed"), "{}", err(&wrong));
+    assert!(
+        err(&wrong).contains(
+            "authentication failed: the server's proof does not hold (another --auth-key, or not the server connected to)"
+        ),
+        "{}",
+        err(&wrong)
+    );
     // What the server sends a stranger that asks to authenticate: no key, no buffer.
     let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
     let hello = TCP_BW_HELLO
@@ -257,7 +264,16 @@ fn with_auth_key_only_clients_holding_the_key_are_served() {
     let answer = String::from_utf8_lossy(&answer).into_owned();
     assert!(answer.contains(r#""type":"challenge""#), "{answer}");
     assert!(!answer.contains("correct horse"), "the key never crosses the wire: {answer}");
-    assert!(!answer.contains("endpoints") && !answer.contains("rkey"), "{answer}");
+    assert!(!answer.contains(r#""type":"accept""#), "nothing opened for it: {answer}");
+    // A client that answers the challenge with a made-up proof is refused.
+    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    s.write_all(&frame(&hello)).unwrap();
+    s.write_all(&frame(&format!(r#"{{"type":"proof","proof":"{}"}}"#, "ab".repeat(32)))).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert!(answer.contains("the client's proof does not hold"), "{answer}");
     // The key: served.
     let ok = client(&port, &["tcp-bw", "-n", "50", "--auth-key", key_s]);
     assert!(ok.status.success(), "{}", err(&ok));
@@ -265,7 +281,7 @@ fn with_auth_key_only_clients_holding_the_key_are_served() {
     assert!(serve.status.success(), "{}", err(&serve));
     let log = text(&serve);
     assert!(log.contains("clients must hold --auth-key"), "{log}");
-    assert_eq!(log.matches("(auth)").count(), 2, "{log}");
+    assert_eq!(log.matches("(auth)").count(), 3, "{log}");
     assert!(log.contains("tcp_bw ok"), "{log}");
 }
 
@@ -314,9 +330,11 @@ fn a_one_shot_server_outlives_stray_connections_and_names_its_port() {
     while !first.ends_with('\n') && stdout.read(&mut b).unwrap() == 1 {
         first.push(b[0] as char);
     }
-    let port = first.trim().rsplit(':').next().unwrap().to_string();
-    assert!(first.contains("Waiting for a client on 127.0.0.1:"), "{first}");
+    let port = first.trim().rsplit(' ').next().unwrap().to_string();
+    assert!(first.contains("Waiting for a client on port "), "{first}");
     assert_ne!(port, "0");
+    // --bind: another local address finds nobody there.
+    assert!(TcpStream::connect(format!("127.0.0.2:{port}")).is_err(), "bound to 127.0.0.1 only");
     // A port scan, a reachability check and garbage do not end it.
     drop(TcpStream::connect(format!("127.0.0.1:{port}")).unwrap());
     let mut g = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();

@@ -52,15 +52,15 @@ impl Backend for Tcp {
             Some(listener) => {
                 let ep = listener.endpoint()?;
                 exchange_endpoints::<TcpEndpoint>(ch, false, 0, &[ep], Some(0))?;
-                let client = ch.peer_addr().map(|a| a.ip());
+                let client = ch.peer_addr().map(|a| a.ip().to_canonical());
                 listener.accept_streams(n, &self.opts, client, || ch.has_pending())?
             }
             None => {
                 let (eps, _) = exchange_endpoints::<TcpEndpoint>(ch, true, 0, &[], Some(1))?;
                 let ep = eps[0];
                 // The data goes where the control connection goes, nowhere else.
-                let server = ch.peer_addr().map(|a| a.ip());
-                if server != Some(ep.addr.ip()) {
+                let server = ch.peer_addr().map(|a| a.ip().to_canonical());
+                if server != Some(ep.addr.ip().to_canonical()) {
                     return Err(Error::new(
                         ErrorKind::Refused,
                         format!(

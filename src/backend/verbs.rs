@@ -48,9 +48,13 @@ impl Backend for Verbs {
             (false, _) => Opened::Device(open(ctx, ctx.local.device.clone(), local_ipv4)?),
             (true, true) => Opened::Cm(None),
             // The server listens for rdma_cm before the client is told to go on.
+            // At the address and port the client reached (not every address: --bind).
             (true, false) => {
-                let any = std::net::SocketAddr::from(([0, 0, 0, 0], ctx.local.port));
-                Opened::Cm(Some(CmListener::bind(any).map_err(|e| cm_error(&e))?))
+                let ip =
+                    ch.local_ip().ok_or_else(|| Error::io("control channel: no local address"))?;
+                let port = ch.local_port().unwrap_or(ctx.local.port);
+                let here = std::net::SocketAddr::from((ip, port));
+                Opened::Cm(Some(CmListener::bind(here).map_err(|e| cm_error(&e))?))
             }
         };
         Ok(Verbs { opened, local_ipv4 })

@@ -18,14 +18,14 @@ pub mod step;
 pub mod threads;
 
 use std::io::Write;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::backend::{self, SetupContext};
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
 use crate::perf::report::{EnvironmentReport, RunReport};
 use crate::session::auth::{self, Nonce};
-use crate::session::connect::{connect, ControlListener, Refusal};
+use crate::session::connect::{connect, handshake, ControlListener, Refusal};
 use crate::session::protocol::{mismatches, Channel, Message, ProtocolError};
 use crate::spec::{Link, Local, TestSpec};
 use crate::transport::Backend;
@@ -117,38 +117,49 @@ pub fn serve_client(
 
 /// A one-shot server's client: the first to say a proper hello within `--timeout`.
 /// Stray connections (a port scan, a reachability check, garbage, a wrong key) are told
-/// why and ignored, so they cannot end the server; the last is named if no client comes.
+/// why, named on stderr and ignored, so they cannot end the server; each gets what is
+/// left of the wait, so none can stretch it.
 fn accept_client(local: &Local, out: &mut dyn Write) -> Result<(Channel, TestSpec), Error> {
     let listener = ControlListener::bind(local.bind, local.port)?;
     if local.port == 0 {
         // The system picked the port: the client needs to be told which.
-        let addr = listener.local_addr().map_or_else(|| "?".into(), |a| a.to_string());
-        let _ = writeln!(out, " Waiting for a client on {addr}");
+        let port = listener.local_addr().map_or(0, |a| a.port());
+        let _ = writeln!(out, " Waiting for a client on port {port}");
         let _ = out.flush();
     }
     let deadline = Instant::now() + local.timeout;
     let mut stray: Option<Refusal> = None;
     loop {
         let wait = deadline.saturating_duration_since(Instant::now());
-        match listener.accept_hello(Some(wait), local.timeout, local.auth.as_ref()) {
+        let (stream, peer) = match listener.accept(Some(wait)) {
+            Ok(accepted) => accepted,
+            Err(e) => return Err(no_client(e, stray.as_ref(), local.timeout)),
+        };
+        let wait = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
+        match handshake(stream, peer, wait, local.auth.as_ref()) {
             Ok(Some(accepted)) => return Ok(accepted),
             Ok(None) => {}
-            Err(r) if r.peer.is_some() => stray = Some(r),
             Err(r) => {
-                return Err(match stray {
-                    None => r.error,
-                    Some(s) => Error::new(
-                        r.error.kind,
-                        format!(
-                            "no client said hello within {} s (--timeout); the last connection, from {}, was refused: {}",
-                            local.timeout.as_secs(),
-                            s.peer.map_or_else(|| "?".into(), |a| a.to_string()),
-                            s.error
-                        ),
-                    ),
-                })
+                eprintln!("rdmabench: ignored {}: {} ({})", r.peer, r.error, r.error.kind);
+                stray = Some(r);
             }
         }
+    }
+}
+
+/// Why a one-shot server gave up: nobody came, or only strays did (the last is named).
+fn no_client(e: Error, stray: Option<&Refusal>, timeout: Duration) -> Error {
+    match stray {
+        None => e,
+        Some(s) => Error::new(
+            e.kind,
+            format!(
+                "no client said hello within {} s (--timeout); the last connection, from {}, was refused: {}",
+                timeout.as_secs(),
+                s.peer,
+                s.error
+            ),
+        ),
     }
 }
 
@@ -166,7 +177,7 @@ fn hello(spec: &TestSpec, host: &str, local: &Local) -> Result<Channel, Error> {
     let auth = nonce.as_ref().map(Nonce::to_hex);
     ch.send(&Message::Hello { tool: tool(), spec: spec.clone(), auth })?;
     if let (Some(key), Some(nonce)) = (&local.auth, &nonce) {
-        auth::prove_to_server(&mut ch, key, nonce)?;
+        auth::prove_to_server(&mut ch, key, nonce, spec)?;
     }
     match ch.recv("the server's answer") {
         Ok(Message::Accept { .. }) => Ok(ch),

@@ -1,12 +1,12 @@
 //! One connection to `serve`, on its own thread: the handshake under its deadline,
 //! the server's own limits, the test slot, the test, one log line.
 
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::admission::{Admission, PendingTicket};
+use super::admission::{Admission, ConnectionTicket, PendingTicket};
 use super::{summary, Config, Event};
 use crate::engine::serve_client;
 use crate::error::{Error, ErrorKind};
@@ -20,25 +20,31 @@ pub const BUSY_WAIT: Duration = Duration::from_secs(5);
 /// Serves one connection to its end and reports it on `events`.
 pub(super) fn handle(
     stream: TcpStream,
-    pending: PendingTicket,
+    addr: SocketAddr,
+    tickets: (ConnectionTicket, PendingTicket),
     admission: &Arc<Admission>,
     config: &Config,
     events: &Sender<Event>,
 ) {
-    let peer = stream.peer_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
+    let (_connection, pending) = tickets;
+    let peer = addr.to_string();
     let say = |line: String| {
         let _ = events.send(Event::Line(line));
     };
-    let (mut ch, spec) = match handshake(stream, config.local.timeout, config.local.auth.as_ref()) {
+    let key = config.local.auth.as_ref();
+    let (mut ch, spec) = match handshake(stream, addr, config.local.timeout, key) {
         Ok(Some(accepted)) => accepted,
         // A reachability check (compare's), not a test: neither logged nor counted.
         Ok(None) => return,
         Err(r) => return say(format!("{peer} refused: {} ({})", r.error, r.error.kind)),
     };
-    drop(pending);
+    if !pending.said_hello() {
+        // Dropped for a flood while its hello was read: its socket is shut already.
+        return;
+    }
     let test = spec.id();
     let wait = config.local.timeout.min(BUSY_WAIT);
-    let running = match admit(&spec, config).and_then(|()| admission.start(&peer, test, wait)) {
+    let running = match admit(&spec, config).and_then(|()| admission.start(test, wait)) {
         Ok(running) => running,
         Err(e) => {
             ch.send_error(&e);

@@ -9,7 +9,7 @@ mod admission;
 mod client;
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -23,7 +23,7 @@ use crate::session::connect::ControlListener;
 use crate::spec::rules::MAX_BUFFERS;
 use crate::spec::{Local, DEFAULT_PORT};
 
-pub use admission::MAX_PENDING;
+pub use admission::{MAX_CONNECTIONS, MAX_PENDING, MAX_WAITING};
 
 /// `--max-memory`'s default: the buffers one served test may hold, bytes.
 pub const DEFAULT_MAX_MEMORY: u64 = 1 << 30;
@@ -41,21 +41,24 @@ struct Config {
 
 /// What the threads tell the loop that owns the log.
 enum Event {
-    /// A new connection.
-    Connected(TcpStream),
+    /// A new connection, and its address.
+    Connected(TcpStream, SocketAddr),
     /// A line for the log.
     Line(String),
     /// A test ran: its line, and its error's kind if it failed.
     Tested { line: String, error: Option<ErrorKind> },
 }
 
-/// Serves tests until `--count` of them have run (or for ever). Returns the exit status:
-/// 0 when every counted test passed.
+/// Serves tests until `--count` of them have run (or for ever), then returns 0 if
+/// every one passed.
 ///
 /// # Errors
 /// A listener that cannot be opened, a key file that cannot be read; with `--count`,
-/// a test that failed (the log says why).
+/// a test that failed (the log says why), as the first failure's kind.
 pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<u8, Error> {
+    if args.count == Some(0) {
+        return Err(Error::usage("--count 0: at least 1 test (or no --count: serve for ever)"));
+    }
     let config = Arc::new(config(args)?);
     let listener = ControlListener::bind(args.bind, args.port.unwrap_or(DEFAULT_PORT))?;
     let addr = listener.local_addr().map_or_else(|| "?".to_string(), |a| a.to_string());
@@ -76,16 +79,10 @@ pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<u8, Error> {
         // The loop holds a sender itself: this never ends.
         let Ok(event) = incoming.recv() else { break };
         match event {
-            Event::Connected(stream) => {
-                let (pending, dropped) = admission.arrive(&stream);
-                if let Some(d) = dropped {
-                    log(out, &format!("{d} dropped: {MAX_PENDING} connections owed their hello"));
+            Event::Connected(stream, addr) => {
+                if let Some(line) = start_client(stream, addr, &admission, &config, &events) {
+                    log(out, &line);
                 }
-                let (admission, config, events) =
-                    (Arc::clone(&admission), Arc::clone(&config), events.clone());
-                std::thread::spawn(move || {
-                    client::handle(stream, pending, &admission, &config, &events);
-                });
             }
             Event::Line(line) => log(out, &line),
             Event::Tested { line, error } => {
@@ -100,6 +97,32 @@ pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<u8, Error> {
         Some(kind) => {
             Err(Error::new(kind, format!("{tests} tests served, not all passed (see the log)")))
         }
+    }
+}
+
+/// Hands a new connection to a thread of its own, if there is room. Returns a line for
+/// the log: a connection closed for want of room, or one dropped for a flood.
+fn start_client(
+    stream: TcpStream,
+    addr: SocketAddr,
+    admission: &Arc<admission::Admission>,
+    config: &Arc<Config>,
+    events: &Sender<Event>,
+) -> Option<String> {
+    let Some(connection) = admission.connect() else {
+        return Some(format!("{addr} closed: {MAX_CONNECTIONS} connections open"));
+    };
+    let (pending, dropped) = admission.arrive(&stream, addr);
+    let (admission, config, events) = (Arc::clone(admission), Arc::clone(config), events.clone());
+    let spawned = std::thread::Builder::new().name(format!("client {addr}")).spawn(move || {
+        client::handle(stream, addr, (connection, pending), &admission, &config, &events);
+    });
+    match (spawned, dropped) {
+        (Err(e), _) => Some(format!("{addr} closed: no thread for it ({e})")),
+        (Ok(_), Some(d)) => {
+            Some(format!("{d} dropped: {MAX_PENDING} connections owed their hello"))
+        }
+        (Ok(_), None) => None,
     }
 }
 
@@ -135,8 +158,8 @@ fn config(args: &ServeArgs) -> Result<Config, Error> {
 fn accept_in_background(listener: TcpListener, events: Sender<Event>) {
     std::thread::spawn(move || loop {
         match listener.accept() {
-            Ok((stream, _)) => {
-                if events.send(Event::Connected(stream)).is_err() {
+            Ok((stream, addr)) => {
+                if events.send(Event::Connected(stream, addr)).is_err() {
                     return;
                 }
             }

@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use super::auth::{self, AuthKey};
-use super::protocol::{Channel, Message, ProtocolError};
+use super::protocol::{Channel, Message, ProtocolError, MAX_FRAME, MAX_HELLO};
 use crate::error::{Error, ErrorKind};
 use crate::spec::TestSpec;
 
@@ -39,47 +39,25 @@ impl ControlListener {
         self.listener.local_addr().ok()
     }
 
-    /// Waits for one client (up to `wait`, or for ever) and takes its hello
-    /// ([`handshake`]).
+    /// Waits for one client, up to `wait` (or for ever), and returns its connection and
+    /// address (read at accept: a client that resets at once still has one).
     ///
     /// # Errors
-    /// No client in time, or one that does not say hello properly (it is told why);
-    /// the refusal names the client's address.
-    pub fn accept_hello(
-        &self,
-        wait: Option<Duration>,
-        timeout: Duration,
-        key: Option<&AuthKey>,
-    ) -> Result<Option<(Channel, TestSpec)>, Refusal> {
-        let stream = self.accept(wait).map_err(|error| Refusal { peer: None, error })?;
-        handshake(stream, timeout, key)
-    }
-
-    /// One client, if one is waiting: never blocks.
-    ///
-    /// # Errors
-    /// The listener failing (kind `io`).
-    pub fn try_accept(&self) -> Result<Option<TcpStream>, Error> {
-        match self.accept(Some(Duration::ZERO)) {
-            Ok(s) => Ok(Some(s)),
-            Err(e) if e.kind == ErrorKind::PeerUnreachable => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    fn accept(&self, wait: Option<Duration>) -> Result<TcpStream, Error> {
+    /// No client in time (kind `peer_unreachable`), or the listener failing.
+    pub fn accept(&self, wait: Option<Duration>) -> Result<(TcpStream, SocketAddr), Error> {
         let port = self.port;
         let failed = |e: std::io::Error| Error::io(format!("accepting on port {port}: {e}"));
         let Some(wait) = wait else {
-            return self.listener.accept().map(|(s, _)| s).map_err(failed);
+            self.listener.set_nonblocking(false).map_err(failed)?;
+            return self.listener.accept().map_err(failed);
         };
         self.listener.set_nonblocking(true).map_err(failed)?;
         let start = Instant::now();
         loop {
             match self.listener.accept() {
-                Ok((s, _)) => {
+                Ok((s, peer)) => {
                     s.set_nonblocking(false).map_err(failed)?;
-                    return Ok(s);
+                    return Ok((s, peer));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     if start.elapsed() > wait {
@@ -108,16 +86,21 @@ impl ControlListener {
 /// told why, and the refusal names its address.
 pub fn handshake(
     stream: TcpStream,
+    peer: SocketAddr,
     timeout: Duration,
     key: Option<&AuthKey>,
 ) -> Result<Option<(Channel, TestSpec)>, Refusal> {
-    let peer = stream.peer_addr().ok();
     let refuse = |error: Error| Refusal { peer, error };
     let mut ch = Channel::new(stream, timeout).map_err(|e| refuse(e.into()))?;
+    // A stranger's frames stay small until it is let in.
+    ch.limit_frames(MAX_HELLO);
     let error = match ch.recv("hello") {
         Ok(Message::Hello { spec, auth: nonce, .. }) => {
-            match auth::check_client(&mut ch, key, nonce.as_deref()) {
-                Ok(()) => return Ok(Some((ch, spec))),
+            match auth::check_client(&mut ch, key, nonce.as_deref(), &spec) {
+                Ok(()) => {
+                    ch.limit_frames(MAX_FRAME);
+                    return Ok(Some((ch, spec)));
+                }
                 Err(e) => e,
             }
         }
@@ -131,22 +114,13 @@ pub fn handshake(
     Err(refuse(error))
 }
 
-/// A client the listener would not take, and why.
+/// A client the server would not take, and why.
 #[derive(Debug)]
 pub struct Refusal {
-    /// The client's address (None: no client came).
-    pub peer: Option<SocketAddr>,
+    /// The client's address.
+    pub peer: SocketAddr,
     /// Why.
     pub error: Error,
-}
-
-impl From<Refusal> for Error {
-    fn from(r: Refusal) -> Error {
-        match r.peer {
-            Some(peer) => r.error.context(&format!("client {peer}")),
-            None => r.error,
-        }
-    }
 }
 
 /// Connects the control channel to `host:port`. A refused connection is retried

@@ -19,6 +19,9 @@ pub const MAGIC: [u8; 4] = *b"RDMB";
 pub const VERSION: u16 = 2;
 /// Largest payload accepted, bytes.
 pub const MAX_FRAME: u32 = 1 << 20;
+/// Largest payload a server accepts before the client is authenticated and its test
+/// admitted (the hello, the proof): a spec of 64 sizes is a few KiB.
+pub const MAX_HELLO: u32 = 64 << 10;
 
 /// Every message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -192,6 +195,8 @@ pub struct Channel {
     timeout: Duration,
     /// No message is waited for past this, heartbeats or not, with the limit it came from.
     end: Option<(Instant, Duration)>,
+    /// Largest payload read now: [`MAX_FRAME`], or less while a stranger is let in.
+    max_frame: u32,
 }
 
 impl Channel {
@@ -203,7 +208,12 @@ impl Channel {
         stream.set_nodelay(true).map_err(ProtocolError::Io)?;
         stream.set_read_timeout(Some(timeout)).map_err(ProtocolError::Io)?;
         stream.set_write_timeout(Some(timeout)).map_err(ProtocolError::Io)?;
-        Ok(Channel { stream, timeout, end: None })
+        Ok(Channel { stream, timeout, end: None, max_frame: MAX_FRAME })
+    }
+
+    /// Reads no payload over `max` bytes (at most [`MAX_FRAME`]) from now on.
+    pub fn limit_frames(&mut self, max: u32) {
+        self.max_frame = max.min(MAX_FRAME);
     }
 
     /// Waits for no message past `limit` from now, however the peer beats: a served
@@ -221,6 +231,7 @@ impl Channel {
             stream: self.stream.try_clone().map_err(ProtocolError::Io)?,
             timeout: self.timeout,
             end: self.end,
+            max_frame: self.max_frame,
         })
     }
 
@@ -294,6 +305,12 @@ impl Channel {
         let mut header = [0u8; HEADER_LEN];
         self.read_exact(&mut header, waiting_for, deadline)?;
         let len = decode_header(&header)?;
+        if len > self.max_frame {
+            return Err(ProtocolError::Invalid(format!(
+                "a {len}-byte {waiting_for} is over the {}-byte limit",
+                self.max_frame
+            )));
+        }
         let mut payload = vec![0u8; len as usize];
         self.read_exact(&mut payload, waiting_for, deadline)?;
         serde_json::from_slice(&payload)
@@ -342,9 +359,15 @@ impl Channel {
         }
     }
 
-    /// This side's address on the control connection (the TCP data streams listen there).
+    /// This side's address on the control connection (the TCP data streams listen
+    /// there), IPv4-mapped IPv6 as IPv4.
     pub fn local_ip(&self) -> Option<std::net::IpAddr> {
-        Some(self.stream.local_addr().ok()?.ip())
+        Some(self.stream.local_addr().ok()?.ip().to_canonical())
+    }
+
+    /// This side's port on the control connection.
+    pub fn local_port(&self) -> Option<u16> {
+        Some(self.stream.local_addr().ok()?.port())
     }
 
     /// The peer's address.

@@ -368,7 +368,7 @@ impl DataListener {
         let mut have = 0;
         while have < n {
             match self.listener.accept() {
-                Ok((_, addr)) if from.is_some_and(|ip| ip != addr.ip()) => continue,
+                Ok((_, addr)) if from.is_some_and(|ip| ip != addr.ip().to_canonical()) => continue,
                 Ok((s, _)) => {
                     s.set_nonblocking(false).map_err(|e| broken("accept", &e, opts.timeout))?;
                     let wait = deadline
@@ -438,9 +438,13 @@ pub fn connect_streams(
         .collect()
 }
 
-/// A cookie no other test is likely to send: std's randomly keyed hasher over the
-/// time and the process id.
+/// A cookie no stranger can guess: 64 bits from the system's random source (the time
+/// and the process id, hashed with std's random keys, if that fails).
 fn new_cookie() -> u64 {
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_ok() {
+        return u64::from_ne_bytes(bytes);
+    }
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(
