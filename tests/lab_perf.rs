@@ -452,7 +452,15 @@ fn lab_a_peer_killed_mid_run_ends_the_other_side() {
         let mut cargs = args.clone();
         cargs.push("127.0.0.1".into());
         let mut client = spawn(&cargs);
-        std::thread::sleep(Duration::from_secs(4));
+        // Mid-run: both sides have printed their header (set-up is over), and a moment more.
+        let outs = [server.stdout.take().unwrap(), client.stdout.take().unwrap()];
+        let limit = Duration::from_secs(120);
+        if !outs.into_iter().all(|out| common::wait_for_line(out, "-----", limit)) {
+            let _ = (server.kill(), client.kill());
+            let (s, c) = (server.wait_with_output().unwrap(), client.wait_with_output().unwrap());
+            panic!("set-up did not finish: server {}, client {}", err(&s), err(&c));
+        }
+        std::thread::sleep(Duration::from_secs(1));
         let start = Instant::now();
         let survivor = if kill_server {
             server.kill().unwrap();

@@ -121,9 +121,9 @@ pub fn serve_client(
 /// left of the wait, so none can stretch it.
 fn accept_client(local: &Local, out: &mut dyn Write) -> Result<(Channel, TestSpec), Error> {
     let listener = ControlListener::bind(local.bind, local.port)?;
+    let port = listener.local_addr().map_or(local.port, |a| a.port());
     if local.port == 0 {
         // The system picked the port: the client needs to be told which.
-        let port = listener.local_addr().map_or(0, |a| a.port());
         let _ = writeln!(out, " Waiting for a client on port {port}");
         let _ = out.flush();
     }
@@ -133,7 +133,7 @@ fn accept_client(local: &Local, out: &mut dyn Write) -> Result<(Channel, TestSpe
         let wait = deadline.saturating_duration_since(Instant::now());
         let (stream, peer) = match listener.accept(Some(wait)) {
             Ok(accepted) => accepted,
-            Err(e) => return Err(no_client(e, stray.as_ref(), local.timeout)),
+            Err(e) => return Err(no_client(e, stray.as_ref(), port, local.timeout)),
         };
         let wait = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
         match handshake(stream, peer, wait, local.auth.as_ref()) {
@@ -147,20 +147,21 @@ fn accept_client(local: &Local, out: &mut dyn Write) -> Result<(Channel, TestSpe
     }
 }
 
-/// Why a one-shot server gave up: nobody came, or only strays did (the last is named).
-fn no_client(e: Error, stray: Option<&Refusal>, timeout: Duration) -> Error {
-    match stray {
-        None => e,
-        Some(s) => Error::new(
-            e.kind,
-            format!(
-                "no client said hello within {} s (--timeout); the last connection, from {}, was refused: {}",
-                timeout.as_secs(),
-                s.peer,
-                s.error
-            ),
-        ),
+/// Why a one-shot server gave up: nobody came in `--timeout`, or only strays did (the
+/// last is named), or the listener failed.
+fn no_client(e: Error, stray: Option<&Refusal>, port: u16, timeout: Duration) -> Error {
+    if e.kind != ErrorKind::PeerUnreachable {
+        return e;
     }
+    let waited = format!("within {} s (--timeout)", timeout.as_secs());
+    let message = match stray {
+        None => format!("no client connected to port {port} {waited}"),
+        Some(s) => format!(
+            "no client said hello {waited}; the last connection, from {}, was refused: {}",
+            s.peer, s.error
+        ),
+    };
+    Error::new(e.kind, message)
 }
 
 fn new_report(spec: &TestSpec, client: bool) -> RunReport {

@@ -63,3 +63,22 @@ pub fn scratch(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Reads `out` (a child's stdout) on a thread until a line contains `text`: false if
+/// none did within `limit` (or the output ended first). The rest of the output is read
+/// and dropped, so the child never blocks on it.
+pub fn wait_for_line(out: std::process::ChildStdout, text: &str, limit: Duration) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let wanted = text.to_string();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut found = false;
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if !found && line.contains(&wanted) {
+                found = true;
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(limit).is_ok()
+}
