@@ -64,6 +64,28 @@ fn capabilities() -> Capabilities {
     }
 }
 
+/// Writes all of `buf`; fails when the socket had no room for `timeout`. Not
+/// `write_all`: a write that has copied part of the message and then waited the whole
+/// SO_SNDTIMEO for room returns that part, and the next write waits the timeout again,
+/// so a peer that vanished mid-message (a cut link, a stopped process) took twice the
+/// timeout to notice. A short write that took the timeout (less a tenth: the kernel
+/// counts in jiffies) is that wait running out.
+fn send_all(stream: &mut TcpStream, mut buf: &[u8], timeout: Duration) -> io::Result<()> {
+    while !buf.is_empty() {
+        let started = Instant::now();
+        match stream.write(buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) if n < buf.len() && started.elapsed() >= timeout.mul_f64(0.9) => {
+                return Err(io::ErrorKind::TimedOut.into())
+            }
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 fn broken(what: &str, e: &io::Error, timeout: Duration) -> TransportError {
     match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => TransportError::PeerSilent(format!(
@@ -203,8 +225,7 @@ impl Connection for TcpConnection {
         match wr.op {
             Op::Send => {
                 let r = self.range(wr.local_offset, wr.len as usize)?;
-                self.stream
-                    .write_all(&self.buf[r])
+                send_all(&mut self.stream, &self.buf[r], self.timeout)
                     .map_err(|e| broken("send", &e, self.timeout))?;
             }
             // The end marker: no more data on this stream.
@@ -543,6 +564,28 @@ mod tests {
         // A close before any byte is the end marker; mid-message it is an error.
         assert_eq!(s[0].poll(&mut wc).unwrap(), 1);
         assert_eq!(wc[0].imm, Some(END_IMM));
+    }
+
+    #[test]
+    fn a_send_the_peer_stops_taking_fails_after_one_timeout() {
+        // A small window, a message far larger, and a receiver that never reads: the
+        // first write copies what fits and waits for room until the timeout.
+        let quick = StreamOptions {
+            timeout: Duration::from_secs(1),
+            window: Some(64 << 10),
+            buf_len: 32 << 20,
+            ..opts()
+        };
+        let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &quick).unwrap();
+        let ep = l.endpoint().unwrap();
+        let client = std::thread::spawn(move || connect_streams(&ep, 1, &quick).unwrap());
+        let _s = l.accept_streams(1, &quick, || false).unwrap();
+        let mut c = client.join().unwrap();
+        let start = Instant::now();
+        let err = c[0].post(&send(0, 32 << 20, 1)).unwrap_err();
+        assert!(err.to_string().contains("TCP send: nothing moved for 1 s"), "{err}");
+        let took = start.elapsed();
+        assert!(took < Duration::from_millis(1800), "one timeout, not two: {took:?}");
     }
 
     #[test]
