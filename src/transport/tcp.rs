@@ -69,13 +69,16 @@ fn capabilities() -> Capabilities {
 /// SO_SNDTIMEO for room returns that part, and the next write waits the timeout again,
 /// so a peer that vanished mid-message (a cut link, a stopped process) took twice the
 /// timeout to notice. A short write that took the timeout (less a tenth: the kernel
-/// counts in jiffies) is that wait running out.
+/// counts in jiffies) is that wait running out. Writes go in chunks of at most
+/// [`SEND_CHUNK`], so a write that takes that long on a link that still moves would mean
+/// under a chunk per timeout: nothing a benchmark can call moving.
 fn send_all(stream: &mut TcpStream, mut buf: &[u8], timeout: Duration) -> io::Result<()> {
     while !buf.is_empty() {
+        let chunk = &buf[..buf.len().min(SEND_CHUNK)];
         let started = Instant::now();
-        match stream.write(buf) {
+        match stream.write(chunk) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) if n < buf.len() && started.elapsed() >= timeout.mul_f64(0.9) => {
+            Ok(n) if n < chunk.len() && started.elapsed() >= timeout.mul_f64(0.9) => {
                 return Err(io::ErrorKind::TimedOut.into())
             }
             Ok(n) => buf = &buf[n..],
@@ -85,6 +88,9 @@ fn send_all(stream: &mut TcpStream, mut buf: &[u8], timeout: Duration) -> io::Re
     }
     Ok(())
 }
+
+/// Largest write [`send_all`] makes at once.
+const SEND_CHUNK: usize = 1 << 20;
 
 fn broken(what: &str, e: &io::Error, timeout: Duration) -> TransportError {
     match e.kind() {
@@ -579,7 +585,7 @@ mod tests {
         let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &quick).unwrap();
         let ep = l.endpoint().unwrap();
         let client = std::thread::spawn(move || connect_streams(&ep, 1, &quick).unwrap());
-        let _s = l.accept_streams(1, &quick, || false).unwrap();
+        let _s = l.accept_streams(1, &quick, None, || false).unwrap();
         let mut c = client.join().unwrap();
         let start = Instant::now();
         let err = c[0].post(&send(0, 32 << 20, 1)).unwrap_err();
