@@ -399,3 +399,23 @@ fn a_fake_server_that_only_beats_cannot_hold_a_client_past_its_timeout() {
     assert!(err(&out).contains("sent no whole message for 2 s"), "{}", err(&out));
     fake.join().unwrap();
 }
+
+#[test]
+fn a_one_shot_servers_test_has_the_whole_timeout_however_late_its_client_came() {
+    // The hello gets what is left of the wait; what follows gets --timeout again.
+    let port = port();
+    let server = spawn(&["tcp-bw", "-p", &port, "--timeout", "3"]);
+    wait_listening(&port);
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    let hello = TCP_BW_HELLO.replace(r#""iterations":100"#, r#""iterations":5000"#);
+    s.write_all(&frame(&hello)).unwrap();
+    // Then silence, where the client's endpoints should come.
+    let start = Instant::now();
+    let server = finish(server, Duration::from_secs(30));
+    assert_eq!(server.status.code(), Some(2));
+    let e = err(&server);
+    assert!(e.contains("the peer sent no whole message for 3 s (waiting for endpoints)"), "{e}");
+    assert!(start.elapsed() >= Duration::from_millis(2800), "{:?}", start.elapsed());
+    drop(s);
+}

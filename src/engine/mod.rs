@@ -137,7 +137,11 @@ fn accept_client(local: &Local, out: &mut dyn Write) -> Result<(Channel, TestSpe
         };
         let wait = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
         match handshake(stream, peer, wait, local.auth.as_ref()) {
-            Ok(Some(accepted)) => return Ok(accepted),
+            Ok(Some((mut ch, spec))) => {
+                // The hello had what was left of the wait; the test has the whole timeout.
+                ch.set_timeout(local.timeout)?;
+                return Ok((ch, spec));
+            }
             Ok(None) => {}
             Err(r) => {
                 eprintln!("rdmabench: ignored {}: {} ({})", r.peer, r.error, r.error.kind);

@@ -211,6 +211,16 @@ impl Channel {
         Ok(Channel { stream, timeout, end: None, max_frame: MAX_FRAME })
     }
 
+    /// Waits `timeout` for each message from now on (the handshake may have had less).
+    ///
+    /// # Errors
+    /// Setting the socket's write timeout failing.
+    pub fn set_timeout(&mut self, timeout: Duration) -> Result<(), ProtocolError> {
+        self.stream.set_write_timeout(Some(timeout)).map_err(ProtocolError::Io)?;
+        self.timeout = timeout;
+        Ok(())
+    }
+
     /// Reads no payload over `max` bytes (at most [`MAX_FRAME`]) from now on.
     pub fn limit_frames(&mut self, max: u32) {
         self.max_frame = max.min(MAX_FRAME);
