@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{err, finish, text};
+use common::{err, finish, frame, text};
 
 static NEXT_PORT: AtomicU16 = AtomicU16::new(19800);
 
@@ -46,14 +46,16 @@ fn wait_listening(port: &str) {
     }
 }
 
-/// A frame of the control protocol, as a foreign client writes it.
-fn frame(json: &str) -> Vec<u8> {
-    let mut f = b"RDMB".to_vec();
-    f.extend_from_slice(&2u16.to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(&(json.len() as u32).to_be_bytes());
-    f.extend_from_slice(json.as_bytes());
-    f
+/// A raw client's session: sends `frames`, returns all the server says until it closes.
+fn session(port: &str, frames: &[Vec<u8>]) -> String {
+    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    for f in frames {
+        s.write_all(f).unwrap();
+    }
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
 }
 
 const TCP_BW_HELLO: &str = r#"{"type":"hello","tool":"x","spec":{"kind":{"verb":"send","measure":"bw"},"sizes":[65536],"run":{"iterations":100},"validate":false,"link":{"transport":"tcp","streams":1,"window":null,"nodelay":false}}}"#;
@@ -201,13 +203,9 @@ fn tests_over_the_memory_or_time_caps_are_refused_and_the_caps_are_checked() {
         err(&big)
     );
     // A hostile hello far over every limit: refused before anything is allocated.
-    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
     let huge = TCP_BW_HELLO.replace("[65536]", "[4611686018427387904]");
-    s.write_all(&frame(&huge)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut answer = Vec::new();
-    let _ = s.read_to_end(&mut answer);
-    assert!(String::from_utf8_lossy(&answer).contains("usage"), "{answer:?}");
+    let answer = session(&port, &[frame(&huge)]);
+    assert!(answer.contains("usage"), "{answer}");
     let ok = client(&port, &["tcp-bw", "-s", "1M", "-P", "2", "-n", "20"]);
     assert!(ok.status.success(), "{}", err(&ok));
     let serve = finish(serve, Duration::from_secs(30));
@@ -254,25 +252,15 @@ fn with_auth_key_only_clients_holding_the_key_are_served() {
         err(&wrong)
     );
     // What the server sends a stranger that asks to authenticate: no key, no buffer.
-    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
     let hello = TCP_BW_HELLO
         .replace(r#""tool":"x","#, r#""tool":"x","auth":"00112233445566778899aabbccddeeff","#);
-    s.write_all(&frame(&hello)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut answer = Vec::new();
-    let _ = s.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let answer = session(&port, &[frame(&hello)]);
     assert!(answer.contains(r#""type":"challenge""#), "{answer}");
     assert!(!answer.contains("correct horse"), "the key never crosses the wire: {answer}");
     assert!(!answer.contains(r#""type":"accept""#), "nothing opened for it: {answer}");
     // A client that answers the challenge with a made-up proof is refused.
-    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
-    s.write_all(&frame(&hello)).unwrap();
-    s.write_all(&frame(&format!(r#"{{"type":"proof","proof":"{}"}}"#, "ab".repeat(32)))).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut answer = Vec::new();
-    let _ = s.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let proof = frame(&format!(r#"{{"type":"proof","proof":"{}"}}"#, "ab".repeat(32)));
+    let answer = session(&port, &[frame(&hello), proof]);
     assert!(answer.contains("the client's proof does not hold"), "{answer}");
     // The key: served.
     let ok = client(&port, &["tcp-bw", "-n", "50", "--auth-key", key_s]);

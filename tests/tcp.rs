@@ -18,7 +18,7 @@ fn port() -> String {
 }
 
 mod common;
-use common::{err, finish};
+use common::{err, finish, frame};
 
 fn bin() -> Command {
     common::rdmabench(false)
@@ -181,16 +181,6 @@ fn pinned_streams_and_socket_buffers_are_reported() {
     assert!(tcp["socket_buffer"].as_u64().unwrap() >= 256 * 1024, "{tcp}");
     assert_eq!(tcp["nodelay"], true);
     assert!(text.contains("Pinned to CPUs  : 0") && text.contains("TCP_NODELAY     : ON"));
-}
-
-/// One frame of the control protocol, as a foreign client would write it.
-fn frame(json: &str) -> Vec<u8> {
-    let mut f = b"RDMB".to_vec();
-    f.extend_from_slice(&2u16.to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(&(json.len() as u32).to_be_bytes());
-    f.extend_from_slice(json.as_bytes());
-    f
 }
 
 #[test]
