@@ -42,6 +42,8 @@ pub enum ErrorKind {
     Auth,
     /// The server is running another client's test.
     Busy,
+    /// This side's port went down: the cause of the completion error or silence seen.
+    LinkDown,
 }
 
 impl ErrorKind {
@@ -62,6 +64,7 @@ impl ErrorKind {
             ErrorKind::Io => "io",
             ErrorKind::Auth => "auth",
             ErrorKind::Busy => "busy",
+            ErrorKind::LinkDown => "link_down",
         }
     }
 

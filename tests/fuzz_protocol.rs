@@ -220,6 +220,16 @@ fn rdma_request(rng: &mut Rng) -> RdmaRequest {
         rdma_cm: rng.chance(10),
         events: rng.chance(10),
         outs: maybe(rng, 10, small),
+        qp_timeout: maybe(
+            rng,
+            10,
+            |r| if r.chance(80) { r.below(32) as u8 } else { r.next() as u8 },
+        ),
+        retry_count: maybe(
+            rng,
+            10,
+            |r| if r.chance(80) { r.below(8) as u8 } else { r.next() as u8 },
+        ),
         atomic_type: maybe(rng, 10, |r| {
             *r.pick(&[AtomicType::FetchAndAdd, AtomicType::CmpAndSwap])
         }),
@@ -281,7 +291,7 @@ fn perturb(rng: &mut Rng, spec: &mut TestSpec) {
 }
 
 fn perturb_rdma(rng: &mut Rng, r: &mut RdmaSpec) {
-    match rng.below(14) {
+    match rng.below(16) {
         0 => r.backend = *rng.pick(&[Backend::Verbs, Backend::Nd]),
         1 => r.service = service(rng),
         2 => r.qps = edgy_u32(rng),
@@ -295,6 +305,8 @@ fn perturb_rdma(rng: &mut Rng, r: &mut RdmaSpec) {
         10 => r.post_list = edgy_u32(rng),
         11 => r.outs = maybe(rng, 80, edgy_u32),
         12 => r.events = !r.events,
+        13 => r.qp_timeout = rng.next() as u8,
+        14 => r.retry_count = rng.next() as u8,
         _ => r.mtu = maybe(rng, 80, edgy_u32),
     }
 }
@@ -427,6 +439,7 @@ fn message(rng: &mut Rng, ctx: &Ctx) -> Message {
                 mtu: 1024,
                 inline: rng.below(256) as u32,
                 outs: 16,
+                retries: maybe(rng, 50, |r| (r.next() as u8, r.next() as u8)),
             };
             let mut environment = ctx.environment.clone();
             environment.cpus = rng.next() as u32;

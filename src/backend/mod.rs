@@ -200,6 +200,8 @@ pub struct Found {
     pub inline: u32,
     /// Outstanding reads/atomics.
     pub outs: u32,
+    /// RC ACK timeout exponent and retry count set on the queue pairs (verbs).
+    pub retries: Option<(u8, u8)>,
 }
 
 /// The parameters in effect on this side, after every default and what the device
@@ -224,6 +226,8 @@ pub fn params(ctx: &SetupContext<'_>, found: Found) -> EffectiveParams {
         post_list: q.post_list,
         inline_size: found.inline,
         outs: found.outs,
+        qp_timeout: found.retries.map(|(timeout, _)| timeout),
+        retry_count: found.retries.map(|(_, count)| count),
         events: q.events,
         bidirectional: spec.bidirectional(),
         rdma_cm: rdma.is_some_and(|r| r.rdma_cm),

@@ -60,6 +60,7 @@ impl Backend for Nd {
             mtu: 0,
             inline: t.capabilities().max_inline.min(ctx.spec.queues().inline_size),
             outs: t.read_limit(),
+            retries: None,
         };
         let verb = ctx.spec.kind.verb;
         Ok(Setup {

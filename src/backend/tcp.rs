@@ -86,6 +86,7 @@ impl Backend for Tcp {
             mtu: 0,
             inline: 0,
             outs: 0,
+            retries: None,
         };
         let mut params = params(ctx, found);
         let pin = &ctx.local.pin;

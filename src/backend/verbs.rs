@@ -108,6 +108,8 @@ fn open(
         local_ipv4,
         mtu: rdma.and_then(|r| r.mtu).and_then(Mtu::from_bytes),
         max_rd_atomic: rdma.and_then(|r| r.outs),
+        qp_timeout: rdma.map_or(crate::spec::DEFAULT_QP_TIMEOUT, |r| r.qp_timeout),
+        retry_count: rdma.map_or(crate::spec::DEFAULT_RETRY_COUNT, |r| r.retry_count),
     };
     let t = VerbsTransport::open(&opts)?;
     if ctx.spec.kind.verb == Verb::Atomic && !t.capabilities().atomics {
@@ -212,6 +214,11 @@ fn finish(
         mtu,
         inline: inline.min(ctx.spec.queues().inline_size),
         outs: t.max_rd_atomic().into(),
+        retries: ctx
+            .spec
+            .rdma()
+            .filter(|r| r.service == crate::transport::Service::Rc)
+            .map(|r| (r.qp_timeout, r.retry_count)),
     };
     let verb = ctx.spec.kind.verb;
     Setup {

@@ -115,6 +115,12 @@ pub struct PerfArgs {
     /// Outstanding RDMA reads/atomics (default: the device's max_qp_rd_atom, at most 16).
     #[arg(short = 'o', long = "outs", value_name = "N")]
     pub outs: Option<u32>,
+    /// RC ACK timeout: 4.096 µs × 2^N before a retry (perftest's -u; default 14, 67 ms).
+    #[arg(short = 'u', long = "qp-timeout", value_name = "N")]
+    pub qp_timeout: Option<u8>,
+    /// RC retries before the work fails with IBV_WC_RETRY_EXC_ERR (0-7; default 7).
+    #[arg(long = "retry_count", alias = "retry-count", value_name = "N")]
+    pub retry_count: Option<u8>,
     /// Atomic operation.
     #[arg(short = 'A', long = "atomic_type", value_enum, value_name = "TYPE")]
     pub atomic_type: Option<AtomicArg>,
@@ -315,6 +321,8 @@ impl PerfArgs {
             rdma_cm: self.rdma_cm,
             events: self.events,
             outs: self.outs,
+            qp_timeout: self.qp_timeout,
+            retry_count: self.retry_count,
             atomic_type: self.atomic_type.map(|a| match a {
                 AtomicArg::FetchAndAdd => AtomicType::FetchAndAdd,
                 AtomicArg::CmpAndSwap => AtomicType::CmpAndSwap,

@@ -10,6 +10,7 @@
 //! side's [`role`], worked out once) and [`results`].
 
 pub mod describe;
+pub mod link;
 pub mod pattern;
 pub mod results;
 pub mod role;
@@ -219,7 +220,8 @@ fn dispatch(
             session::run::<backend::nd::Nd>(ctx, ch, report, out)
         }
         #[cfg(target_os = "linux")]
-        Link::Rdma(_) => session::run::<backend::verbs::Verbs>(ctx, ch, report, out),
+        Link::Rdma(_) => session::run::<backend::verbs::Verbs>(ctx, ch, report, out)
+            .map_err(|e| link::name_the_cause(e, report.params.as_ref())),
         #[cfg(not(target_os = "linux"))]
         Link::Rdma(_) => Err(Error::new(
             ErrorKind::NoDevice,

@@ -33,6 +33,18 @@ pub fn numa_node(ibdev_path: &Path) -> Option<u32> {
     read_trimmed(&ibdev_path.join("device").join("numa_node"))?.parse().ok()
 }
 
+/// Port `port` of the device at `ibdev_path` as sysfs words it now: its state
+/// (`DOWN`, `ACTIVE`, …) and physical state (`Disabled`, `LinkUp`, …), without the
+/// numeric prefixes. `None` when sysfs has no such port.
+pub fn port_state(ibdev_path: &Path, port: u8) -> Option<(String, Option<String>)> {
+    let dir = ibdev_path.join("ports").join(port.to_string());
+    let word = |file: &str| {
+        read_trimmed(&dir.join(file))
+            .map(|s| s.split_once(": ").map_or(s.clone(), |(_, w)| w.to_string()))
+    };
+    Some((word("state")?, word("phys_state")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +81,18 @@ mod tests {
         fs::write(dir.join("device/numa_node"), "-1\n").unwrap();
         assert_eq!(numa_node(&dir), None);
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn port_state_in_words() {
+        let dev = scratch("port-state");
+        let port = dev.join("ports").join("1");
+        fs::create_dir_all(&port).unwrap();
+        fs::write(port.join("state"), "1: DOWN\n").unwrap();
+        fs::write(port.join("phys_state"), "3: Disabled\n").unwrap();
+        assert_eq!(port_state(&dev, 1), Some(("DOWN".into(), Some("Disabled".into()))));
+        assert_eq!(port_state(&dev, 2), None, "no such port");
+        fs::remove_file(port.join("phys_state")).unwrap();
+        assert_eq!(port_state(&dev, 1), Some(("DOWN".into(), None)));
     }
 }

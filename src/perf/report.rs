@@ -147,6 +147,12 @@ pub struct EffectiveParams {
     pub inline_size: u32,
     /// Outstanding reads/atomics.
     pub outs: u32,
+    /// RC ACK timeout exponent and retries (verbs RC; null otherwise).
+    #[serde(default)]
+    pub qp_timeout: Option<u8>,
+    /// See `qp_timeout`.
+    #[serde(default)]
+    pub retry_count: Option<u8>,
     /// Event mode.
     pub events: bool,
     /// Both directions.

@@ -203,6 +203,26 @@ pub struct RdmaSpec {
     pub events: bool,
     /// Path MTU (`-m`; None: the port's active MTU).
     pub mtu: Option<u32>,
+    /// RC local ACK timeout exponent (`-u`): 4.096 µs × 2^n.
+    #[serde(default = "default_qp_timeout")]
+    pub qp_timeout: u8,
+    /// RC transport retries before `IBV_WC_RETRY_EXC_ERR` (`--retry_count`).
+    #[serde(default = "default_retry_count")]
+    pub retry_count: u8,
+}
+
+/// perftest's `-u` default: 4.096 µs × 2^14 ≈ 67 ms.
+pub const DEFAULT_QP_TIMEOUT: u8 = 14;
+/// perftest's `--retry_count` default (the most the 3-bit field holds; soft-RoCE
+/// retries for ever at 7).
+pub const DEFAULT_RETRY_COUNT: u8 = 7;
+
+fn default_qp_timeout() -> u8 {
+    DEFAULT_QP_TIMEOUT
+}
+
+fn default_retry_count() -> u8 {
+    DEFAULT_RETRY_COUNT
 }
 
 /// The TCP part of a spec: iperf3's stream flags.

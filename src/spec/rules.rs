@@ -47,6 +47,10 @@ pub struct RdmaRequest {
     pub service: Option<Service>,
     /// `-m`.
     pub mtu: Option<u32>,
+    /// `-u`.
+    pub qp_timeout: Option<u8>,
+    /// `--retry_count`.
+    pub retry_count: Option<u8>,
     /// `-I`.
     pub inline_size: Option<u32>,
     /// `-Q`.
@@ -243,6 +247,8 @@ pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
             outs: r.outs,
             events: r.events,
             mtu: r.mtu,
+            qp_timeout: r.qp_timeout.unwrap_or(super::DEFAULT_QP_TIMEOUT),
+            retry_count: r.retry_count.unwrap_or(super::DEFAULT_RETRY_COUNT),
         }),
     };
     spec.validate()?;
@@ -442,6 +448,8 @@ impl TestSpec {
         check(r.cq_mod > 0, || "-Q 0: at least one completion per 1 work request".into())?;
         check(r.cq_mod <= 1024, || format!("-Q {}: at most 1024", r.cq_mod))?;
         check(r.cq_mod <= t, || format!("-Q {}: more than the send queue (-t {t})", r.cq_mod))?;
+        check(r.qp_timeout <= 31, || format!("-u {}: between 0 and 31", r.qp_timeout))?;
+        check(r.retry_count <= 7, || format!("--retry_count {}: between 0 and 7", r.retry_count))?;
         check(r.outs.is_none_or(|o| (1..=255).contains(&o)), || {
             format!("-o {}: between 1 and 255", r.outs.unwrap_or(0))
         })?;

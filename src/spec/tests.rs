@@ -39,6 +39,12 @@ fn perftest_defaults_per_test() {
     assert_eq!(rdma(&spec(WRITE_BW, small)).cq_mod, 100);
     assert_eq!(spec(ATOMIC_BW, RdmaRequest::default()).sizes, [8]);
     assert_eq!(spec(WRITE_BW, RdmaRequest::default()).id(), "write_bw");
+    // RC's ACK timeout and retries: perftest's 14 (67 ms) and 7, or as asked.
+    assert_eq!((r.qp_timeout, r.retry_count), (14, 7));
+    let fast_fail =
+        RdmaRequest { qp_timeout: Some(10), retry_count: Some(2), ..Default::default() };
+    let c = spec(WRITE_BW, fast_fail);
+    assert_eq!((rdma(&c).qp_timeout, rdma(&c).retry_count), (10, 2));
 }
 
 #[test]
@@ -190,6 +196,8 @@ fn invalid_combinations_are_one_clear_line() {
             "only the atomic tests",
         ),
         (WRITE_BW, RdmaRequest { tx_depth: Some(0), ..d() }, "-t 0"),
+        (WRITE_BW, RdmaRequest { qp_timeout: Some(32), ..d() }, "-u 32: between 0 and 31"),
+        (SEND_BW, RdmaRequest { retry_count: Some(8), ..d() }, "--retry_count 8: between 0 and 7"),
         (
             ATOMIC_BW,
             RdmaRequest { backend: Some(Backend::Nd), ..d() },

@@ -39,6 +39,10 @@ pub struct VerbsOptions {
     pub mtu: Option<Mtu>,
     /// Outstanding RDMA reads/atomics (`-o`); `None`: the device's maximum, at most 16.
     pub max_rd_atomic: Option<u32>,
+    /// RC ACK timeout exponent (`-u`).
+    pub qp_timeout: u8,
+    /// RC retries (`--retry_count`).
+    pub retry_count: u8,
 }
 
 /// An opened verbs device and port.
@@ -48,6 +52,8 @@ pub struct VerbsTransport {
     port: u8,
     gid_index: Option<u8>,
     local: QpEndpoint,
+    qp_timeout: u8,
+    retry_count: u8,
     mtu: Mtu,
     caps: Capabilities,
     max_qp_rd_atom: u8,
@@ -122,6 +128,8 @@ impl VerbsTransport {
             local: QpEndpoint { lid: port_attr.lid, gid, qpn: 0, psn: 0 },
             context,
             pd,
+            qp_timeout: opts.qp_timeout,
+            retry_count: opts.retry_count,
             port: opts.port,
             gid_index,
             mtu,
@@ -183,7 +191,12 @@ impl VerbsTransport {
             };
             p.qp.to_rtr(Some(&rtr))?;
         }
-        let rts = RtsAttr { max_rd_atomic: self.max_qp_rd_atom, ..RtsAttr::new(p.local.qp.psn) };
+        let rts = RtsAttr {
+            max_rd_atomic: self.max_qp_rd_atom,
+            timeout: self.qp_timeout,
+            retry_cnt: self.retry_count,
+            ..RtsAttr::new(p.local.qp.psn)
+        };
         p.qp.to_rts(&rts)?;
         Ok(self.finish(p, peer.buffer, peer.qp.qpn, ah, None, mtu))
     }

@@ -2,6 +2,8 @@
 //! (a hang fails a test, it never blocks the run), read what it printed.
 #![allow(dead_code)] // each test binary uses its own part
 
+pub mod nodes;
+
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

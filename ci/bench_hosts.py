@@ -1,0 +1,113 @@
+"""Runs on node 1 of `ci/lab-vm --nodes 2` (ci/bench-hosts): rdmabench against perftest
+(RDMA) and iperf3 (TCP) across the lab link, servers on node 2 over the lab's ssh,
+interleaved over several rounds; prints medians and rdmabench/reference ratios."""
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+RDMABENCH = os.path.abspath(os.environ.get("RDMABENCH", "target/release/rdmabench"))
+PEER = "198.18.1.2"
+SSH = ["ssh", "-F", os.environ["RDMABENCH_LAB_SSH_CONFIG"], "node2"]
+MTU = os.environ.get("RDMABENCH_LAB_MTU", "1500")
+NUMBER = re.compile(r"^[0-9]+(\.[0-9]+)?")
+# RDMA: (test, size, iterations); sized for the lab's 5-25 MB/s.
+RDMA = [("write_bw", 65536, 300), ("read_bw", 65536, 300), ("send_bw", 65536, 300),
+        ("write_bw", 1048576, 30), ("write_lat", 2, 1000)]
+TCP_SECS = "5"
+
+
+def reachable(port):
+    try:
+        import socket
+        with socket.create_connection((PEER, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def pair(server_cmd, client_cmd, port, probe=False):
+    """The server on node 2 (over ssh), the client here; returns the client's output."""
+    server = subprocess.Popen(SSH + [shlex.join(["timeout", "300"] + server_cmd)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if probe:
+        # perftest and iperf3 clients do not retry a refused connection (rdmabench's do):
+        # wait until node 2's server listens. A probe is a stray connection; only
+        # iperf3 and perftest servers, which shrug those off, are probed.
+        deadline = time.time() + 60
+        while not reachable(port) and time.time() < deadline and server.poll() is None:
+            time.sleep(0.3)
+    client = subprocess.run(client_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    try:
+        server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    if client.returncode != 0:
+        sys.exit(f"bench: {' '.join(client_cmd)} failed:\n{client.stdout}")
+    return client.stdout
+
+
+def table_row(output, size):
+    for line in output.splitlines():
+        cols = line.split()
+        if cols and cols[0] == str(size) and len(cols) >= 5:
+            return [float(NUMBER.match(c).group(0)) for c in cols[2:] if NUMBER.match(c)]
+    sys.exit(f"bench: no {size}-byte row in:\n{output}")
+
+
+def rdma(tool, test, size, iters):
+    verb, kind = test.split("_")
+    flags = ["-d", "rxe0", "-x", "1", "-s", str(size), "-n", str(iters)]
+    if tool == "perftest":
+        cmd = [f"ib_{verb}_{kind}"] + flags
+        out = pair(cmd, cmd + [PEER], 18515, probe=True)
+    else:
+        cmd = [RDMABENCH, f"{verb}-{kind}", "-p", "18530"] + flags
+        out = pair(cmd, cmd + [PEER], 18530)
+    cols = table_row(out, size)
+    # bw: BW average (MiB/s) is the 2nd value; lat: t_typical (usec) the 3rd.
+    return cols[1] if kind == "bw" else cols[2]
+
+
+def tcp(tool, streams):
+    if tool == "iperf3":
+        out = pair(["iperf3", "-s", "-1", "-p", "5201"],
+                   ["iperf3", "-c", PEER, "-p", "5201", "-t", TCP_SECS, "-P", str(streams), "-f", "m"],
+                   5201, probe=True)
+        line = [l for l in out.splitlines() if "receiver" in l and ("SUM" in l or streams == 1)][-1]
+        mbits = float(line.split("Mbits/sec")[0].split()[-1])
+        return mbits * 1e6 / 8 / 2**20  # MiB/s
+    cmd = [RDMABENCH, "tcp-bw", "-p", "18531", "-s", "131072", "-D", TCP_SECS, "-P", str(streams)]
+    out = pair(cmd, cmd + [PEER], 18531)
+    return table_row(out, 131072)[1]
+
+
+def main():
+    cases = [(f"{t} {s}", "perftest", (lambda tool, t=t, s=s, n=n: rdma(tool, t, s, n))) for t, s, n in RDMA]
+    cases += [(f"tcp_bw P{p}", "iperf3", (lambda tool, p=p: tcp(tool, p))) for p in (1, 4)]
+    results = {}
+    for rnd in range(1, ROUNDS + 1):
+        for name, reference, run in cases:
+            order = [reference, "rdmabench"]
+            if rnd % 2 == 0:
+                order.reverse()  # alternate who goes first: drift cancels over the rounds
+            for tool in order:
+                value = run(tool)
+                results.setdefault((name, tool), []).append(value)
+                print(f"round {rnd} {name} {tool}: {value:.2f}", flush=True)
+    print()
+    print(f"MTU {MTU}: {'test':<18} {'reference':>18} {'rdmabench':>12} {'ratio':>7}")
+    for name, reference, _ in cases:
+        ref = statistics.median(results[(name, reference)])
+        ours = statistics.median(results[(name, "rdmabench")])
+        unit = "usec" if "lat" in name else "MiB/s"
+        print(f"MTU {MTU}: {name:<18} {reference:>8} {ref:>7.2f} {ours:>7.2f} {unit:<5} {ours / ref:>6.3f}")
+    print(f"\n{ROUNDS} rounds, medians; bandwidth is BW average (MiB/s), latency t_typical (usec);"
+          f" TCP: {TCP_SECS} s runs, rdmabench's 128 KiB writes against iperf3's defaults")
+
+
+main()

@@ -1,0 +1,142 @@
+//! The lab of several hosts (`ci/lab-vm --nodes N`): the nodes' addresses, and commands on
+//! another node over the lab's ssh. A command started there runs detached, its output in
+//! that node's /tmp, so it outlives an ssh session that a link fault cuts; it is read
+//! back over ssh once it has ended.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The lab's addresses, node 1 first. Asserts that this is node 1 of a lab of two or
+/// more hosts: a two-host test fails, never passes vacuously, elsewhere.
+pub fn addresses() -> Vec<String> {
+    let nodes: Vec<String> = std::env::var("RDMABENCH_NODES")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    assert!(
+        nodes.len() >= 2 && std::env::var("RDMABENCH_NODE").as_deref() == Ok("1"),
+        "two-host lab test: run on node 1 of `ci/lab-vm --nodes 2` (RDMABENCH_NODES is {nodes:?})"
+    );
+    nodes
+}
+
+/// Node `n`'s address (1-based).
+pub fn address(n: usize) -> String {
+    addresses()[n - 1].clone()
+}
+
+/// `ssh nodeN` with the lab's configuration.
+pub fn ssh(n: usize) -> Command {
+    let config = std::env::var("RDMABENCH_LAB_SSH_CONFIG").expect("RDMABENCH_LAB_SSH_CONFIG set");
+    let mut c = Command::new("ssh");
+    c.args(["-F", &config, &format!("node{n}")]);
+    c
+}
+
+/// Runs the shell line `line` on node `n` and returns what it printed; panics if it
+/// fails or takes over `limit`.
+pub fn on(n: usize, line: &str, limit: Duration) -> String {
+    let mut c = ssh(n);
+    c.arg(line);
+    let out = super::finish(
+        c.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+        limit,
+    );
+    assert!(out.status.success(), "node{n}: `{line}` failed: {}", super::err(&out));
+    super::text(&out)
+}
+
+/// A command started detached on another node.
+pub struct Remote {
+    node: usize,
+    files: String,
+}
+
+/// How a remote command ended.
+pub struct RemoteOutput {
+    /// Its exit status.
+    pub status: i32,
+    /// What it printed.
+    pub stdout: String,
+    /// What it printed on stderr.
+    pub stderr: String,
+}
+
+impl Remote {
+    /// Starts `rdmabench ARGS` on node `n` (the same binary: the repo is shared), killed
+    /// there after `limit`. `tag` names its files in that node's /tmp.
+    pub fn rdmabench(n: usize, tag: &str, args: &[&str], limit: Duration) -> Remote {
+        let files = format!("/tmp/rdmabench-hosts-{tag}");
+        let command: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_rdmabench"))
+            .chain(args.iter().copied())
+            .map(quote)
+            .collect();
+        let line = format!(
+            "rm -f {files}.*; setsid bash -c 'echo $$ > {files}.pid; \
+             timeout -k 5 {} {} > {files}.out 2> {files}.err; echo $? > {files}.rc' \
+             < /dev/null > /dev/null 2>&1 &",
+            limit.as_secs(),
+            command.join(" ").replace('\'', "'\\''"),
+        );
+        on(n, &line, Duration::from_secs(60));
+        Remote { node: n, files }
+    }
+
+    /// Waits (polling over ssh) up to `limit` for it to end.
+    pub fn wait(&self, limit: Duration) -> RemoteOutput {
+        let start = Instant::now();
+        loop {
+            let rc = on(
+                self.node,
+                &format!("cat {0}.rc 2>/dev/null || true", self.files),
+                Duration::from_secs(90),
+            );
+            if let Ok(status) = rc.trim().parse() {
+                let read = |ext: &str| {
+                    on(self.node, &format!("cat {}.{ext}", self.files), Duration::from_secs(60))
+                };
+                return RemoteOutput { status, stdout: read("out"), stderr: read("err") };
+            }
+            assert!(start.elapsed() < limit, "node{}: still running after {limit:?}", self.node);
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// Stops it with SIGTERM (`timeout` passes it on), as a user's Ctrl-C or kill would.
+    pub fn stop(&self) {
+        on(
+            self.node,
+            &format!("pkill -TERM -P \"$(cat {}.pid)\" timeout", self.files),
+            Duration::from_secs(60),
+        );
+    }
+
+    /// A file it wrote in that node's /tmp (`--json`), by the name given.
+    pub fn read(&self, path: &str) -> String {
+        on(self.node, &format!("cat {}", quote(path)), Duration::from_secs(60))
+    }
+}
+
+fn quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// rxe0's hardware counter `name` on node `n` (soft-RoCE's: `completer_retry_err`,
+/// `rcvd_seq_err`, …).
+pub fn counter(n: usize, name: &str) -> u64 {
+    let path = format!("/sys/class/infiniband/rxe0/ports/1/hw_counters/{name}");
+    let text = if std::env::var("RDMABENCH_NODE").as_deref() == Ok(&n.to_string()) {
+        std::fs::read_to_string(&path).unwrap()
+    } else {
+        on(n, &format!("cat {path}"), Duration::from_secs(60))
+    };
+    text.trim().parse().unwrap_or_else(|_| panic!("node{n}: {path} holds {text:?}"))
+}
