@@ -7,7 +7,6 @@ import shlex
 import statistics
 import subprocess
 import sys
-import time
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 RDMABENCH = os.path.abspath(os.environ.get("RDMABENCH", "target/release/rdmabench"))
@@ -21,26 +20,21 @@ RDMA = [("write_bw", 65536, 300), ("read_bw", 65536, 300), ("send_bw", 65536, 30
 TCP_SECS = "5"
 
 
-def reachable(port):
-    try:
-        import socket
-        with socket.create_connection((PEER, port), timeout=1):
-            return True
-    except OSError:
-        return False
+def wait_listening(port):
+    """Waits (on node 2, over one ssh call) until something listens on `port`: perftest and
+    iperf3 clients do not retry a refused connection, and a probing connection would be
+    taken by their servers as the client."""
+    check = (f"for i in $(seq 600); do grep -qiE ':{port:04X} [0-9A-F]+:0000 0A' /proc/net/tcp /proc/net/tcp6 "
+             "&& exit 0; sleep 0.1; done; exit 1")
+    subprocess.run(SSH + [check], timeout=90, check=True)
 
 
 def pair(server_cmd, client_cmd, port, probe=False):
     """The server on node 2 (over ssh), the client here; returns the client's output."""
     server = subprocess.Popen(SSH + [shlex.join(["timeout", "300"] + server_cmd)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if probe:
-        # perftest and iperf3 clients do not retry a refused connection (rdmabench's do):
-        # wait until node 2's server listens. A probe is a stray connection; only
-        # iperf3 and perftest servers, which shrug those off, are probed.
-        deadline = time.time() + 60
-        while not reachable(port) and time.time() < deadline and server.poll() is None:
-            time.sleep(0.3)
+    if probe:  # rdmabench's clients retry a refused connection themselves
+        wait_listening(port)
     client = subprocess.run(client_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     try:
         server.wait(timeout=60)
