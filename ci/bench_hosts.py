@@ -2,18 +2,17 @@
 (RDMA) and iperf3 (TCP) across the lab link, servers on node 2 over the lab's ssh,
 interleaved over several rounds; prints medians and rdmabench/reference ratios."""
 import os
-import re
 import shlex
 import statistics
 import subprocess
-import sys
+
+from bench_common import client_against, table_row
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 RDMABENCH = os.path.abspath(os.environ.get("RDMABENCH", "target/release/rdmabench"))
 PEER = "198.18.1.2"
 SSH = ["ssh", "-F", os.environ["RDMABENCH_LAB_SSH_CONFIG"], "node2"]
 MTU = os.environ.get("RDMABENCH_LAB_MTU", "1500")
-NUMBER = re.compile(r"^[0-9]+(\.[0-9]+)?")
 # RDMA: (test, size, iterations); sized for the lab's 5-25 MB/s.
 RDMA = [("write_bw", 65536, 300), ("read_bw", 65536, 300), ("send_bw", 65536, 300),
         ("write_bw", 1048576, 30), ("write_lat", 2, 1000)]
@@ -35,22 +34,7 @@ def pair(server_cmd, client_cmd, port, probe=False):
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if probe:  # rdmabench's clients retry a refused connection themselves
         wait_listening(port)
-    client = subprocess.run(client_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-    try:
-        server.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    if client.returncode != 0:
-        sys.exit(f"bench: {' '.join(client_cmd)} failed:\n{client.stdout}")
-    return client.stdout
-
-
-def table_row(output, size):
-    for line in output.splitlines():
-        cols = line.split()
-        if cols and cols[0] == str(size) and len(cols) >= 5:
-            return [float(NUMBER.match(c).group(0)) for c in cols[2:] if NUMBER.match(c)]
-    sys.exit(f"bench: no {size}-byte row in:\n{output}")
+    return client_against(server, client_cmd)
 
 
 def rdma(tool, test, size, iters):

@@ -1,11 +1,11 @@
 """Runs inside the lab (ci/bench-vs-perftest): perftest and rdmabench interleaved in one
 boot, same flags, several rounds; prints medians and the rdmabench/perftest ratios."""
 import os
-import re
 import statistics
 import subprocess
-import sys
 import time
+
+from bench_common import client_against, table_row
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "9"))
 ITERS = os.environ.get("BENCH_ITERS", "2000")
@@ -45,27 +45,7 @@ def pair(server_cmd, client_cmd, port):
     while not listening(port) and time.time() < deadline and server.poll() is None:
         time.sleep(0.05)
     time.sleep(0.2)
-    client = subprocess.run(client_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-    try:
-        server.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    if client.returncode != 0:
-        sys.exit(f"bench: {' '.join(client_cmd)} failed:\n{client.stdout}")
-    return client.stdout
-
-
-NUMBER = re.compile(r"^[0-9]+(\.[0-9]+)?")
-
-
-def row(output, size):
-    # perftest sometimes appends a warning to the row itself ("0.000596ethernet_read_keys:
-    # ..."): take the leading number of each column.
-    for line in output.splitlines():
-        cols = line.split()
-        if cols and cols[0] == str(size) and len(cols) >= 5:
-            return [float(NUMBER.match(c).group(0)) for c in cols[2:] if NUMBER.match(c)]
-    sys.exit(f"bench: no {size}-byte row in:\n{output}")
+    return client_against(server, client_cmd)
 
 
 def perftest(verb, kind):
@@ -90,7 +70,7 @@ def main():
                 if rnd % 2 == 0:
                     order.reverse()
                 for name, fn in order:
-                    cols = row(fn(verb, kind), size)
+                    cols = table_row(fn(verb, kind), size)
                     # bw: BW average (MiB/s) is the 2nd value; lat: t_typical is the 3rd.
                     value = cols[1] if kind == "bw" else cols[2]
                     results.setdefault((verb, kind, name), []).append(value)

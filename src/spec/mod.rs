@@ -333,14 +333,14 @@ impl TestSpec {
             Link::Tcp(_) => {
                 let iters = self.run.iterations();
                 let at_most = |v: u64| u32::try_from(v.min(iters)).unwrap_or(1).max(1);
-                // A duration run counts the messages inside its window as completions
-                // arrive: one per write, or a slow link's window would be counted in
-                // steps of 64 messages (8 MiB at 128 KiB: ±3 MB/s in a 3 s window).
-                let cq_mod = if self.run.duration().is_some() { 1 } else { at_most(64) };
+                // A TCP write is done when it returns, and its completion is stamped when
+                // the loop next polls: one write in flight, each one signaled, so every
+                // completion carries its own time. (With 128 queued a stream wrote 16 MiB
+                // between polls: a duration window on a slow link counted nothing.)
                 Queues {
-                    tx_depth: at_most(128),
+                    tx_depth: 1,
                     rx_depth: at_most(16),
-                    cq_mod,
+                    cq_mod: 1,
                     post_list: 1,
                     inline_size: 0,
                     events: false,
