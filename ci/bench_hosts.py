@@ -17,6 +17,7 @@ MTU = os.environ.get("RDMABENCH_LAB_MTU", "1500")
 RDMA = [("write_bw", 65536, 300), ("read_bw", 65536, 300), ("send_bw", 65536, 300),
         ("write_bw", 1048576, 30), ("write_lat", 2, 1000)]
 TCP_SECS = "5"
+ONLY = os.environ.get("BENCH_ONLY", "")  # a prefix of the cases to run: "tcp", "write_bw"
 
 
 def wait_listening(port):
@@ -67,6 +68,7 @@ def tcp(tool, streams):
 def main():
     cases = [(f"{t} {s}", "perftest", (lambda tool, t=t, s=s, n=n: rdma(tool, t, s, n))) for t, s, n in RDMA]
     cases += [(f"tcp_bw P{p}", "iperf3", (lambda tool, p=p: tcp(tool, p))) for p in (1, 4)]
+    cases = [c for c in cases if c[0].startswith(ONLY)]
     results = {}
     for rnd in range(1, ROUNDS + 1):
         for name, reference, run in cases:
