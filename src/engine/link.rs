@@ -51,7 +51,7 @@ mod tests {
     use std::fs;
 
     fn params(device: &str) -> EffectiveParams {
-        let mut p: EffectiveParams = serde_json::from_value(serde_json::json!({
+        serde_json::from_value(serde_json::json!({
             "device": device, "ib_port": 1, "link_layer": "Ethernet", "gid_index": 1,
             "mtu": 1024, "connection": "RC", "qps": 1, "sizes": [65536],
             "run": {"iterations": 10}, "tx_depth": 128, "rx_depth": 1, "cq_mod": 1,
@@ -59,9 +59,7 @@ mod tests {
             "bidirectional": false, "rdma_cm": false, "validate": false,
             "atomic_type": null, "bw_unit": "MiB/s", "latency_is": "round trip"
         }))
-        .unwrap();
-        p.device = device.into();
-        p
+        .unwrap()
     }
 
     fn port(root: &Path, device: &str, state: &str) {
