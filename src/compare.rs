@@ -19,7 +19,7 @@ use crate::spec::rules::{self, RdmaRequest, TcpRequest};
 use crate::spec::{Local, Measure, TestKind, TestSpec, Verb, DEFAULT_PORT, MAX_SWEEP_SIZE};
 
 /// How long `compare` waits for a server that refuses connections (one still starting).
-const SERVER_STARTING: Duration = Duration::from_secs(3);
+pub(crate) const SERVER_STARTING: Duration = Duration::from_secs(3);
 
 /// The default sweep: 2 B … 8 MiB in steps of ×4.
 pub fn default_sizes() -> Vec<u64> {
@@ -119,7 +119,7 @@ const BUSY_RETRIES: u32 = 5;
 const BUSY_PAUSE: Duration = Duration::from_secs(3);
 
 /// One point; a busy server is asked again a few times before the busy error stands.
-fn run_point(spec: &TestSpec, side: &Side, local: &Local) -> engine::Outcome {
+pub(crate) fn run_point(spec: &TestSpec, side: &Side, local: &Local) -> engine::Outcome {
     let mut outcome = engine::run(spec, side, local, false, &mut io::sink());
     for _ in 0..BUSY_RETRIES {
         if outcome.error.as_ref().is_none_or(|e| e.kind != ErrorKind::Busy) {
@@ -219,7 +219,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
 
 /// One connection attempt before the sweep: a wrong host or port fails at once with
 /// one line, instead of each point retrying for its timeout.
-fn reach_server(host: &str, local: &Local) -> Result<(), Error> {
+pub(crate) fn reach_server(host: &str, local: &Local) -> Result<(), Error> {
     let port = local.port;
     let wait = local.timeout.min(Duration::from_secs(10));
     // A server started a moment ago may not listen yet: refusals are retried briefly,

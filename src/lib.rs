@@ -10,7 +10,7 @@
 //! - [`measure`], [`report`]: pure arithmetic, then printers;
 //! - [`error`]: one error type with a kind, mapped once to the exit status;
 //! - [`environment`]: the host, device and interface every result records;
-//! - [`inventory`] (`rdmabench devices`), [`serve`], [`compare`].
+//! - [`inventory`] (`rdmabench devices`), [`serve`], [`compare`], [`doctor`], [`qualify`].
 //!
 //! All `unsafe` code lives in the `rdmabench-ffi` crate (imported as `ffi`); this crate
 //! forbids it.
@@ -20,12 +20,14 @@
 pub mod backend;
 pub mod cli;
 pub mod compare;
+pub mod doctor;
 pub mod engine;
 pub mod environment;
 pub mod error;
 pub mod inventory;
 pub mod measure;
 pub mod perf;
+pub mod qualify;
 pub mod report;
 pub mod serve;
 pub mod session;
@@ -34,7 +36,7 @@ pub mod transport;
 
 use std::io::{self, Write};
 
-use cli::{Cli, Command, DevicesArgs, TestArgs};
+use cli::{Cli, Command, DevicesArgs, DoctorArgs, TestArgs};
 use error::Error;
 
 /// Exit status for a run that failed for a reason the user can fix (bad input, no
@@ -55,6 +57,8 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, Error> {
         Command::Tcp(measure, args) => test(args.to_test(measure)?, out),
         Command::Serve(args) => serve::serve(&args, out),
         Command::Compare(args) => compare::compare(&args, out),
+        Command::Doctor(args) => doctor(&args, out),
+        Command::Qualify(args) => qualify::qualify(&args, out),
     }
 }
 
@@ -84,6 +88,22 @@ fn devices(args: &DevicesArgs, out: &mut dyn Write) -> Result<u8, Error> {
     };
     write_out(out, &text)?;
     Ok(0)
+}
+
+fn doctor(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8, Error> {
+    let backend = args.backend.map_or_else(transport::Backend::native, Into::into);
+    let root = args.root.clone().unwrap_or_else(|| "/".into());
+    if !root.is_dir() {
+        return Err(Error::usage(format!("--root {}: not a directory", root.display())));
+    }
+    let target = doctor::Target { device: args.device.as_deref(), root: &root, backend };
+    let report = doctor::diagnose(&target)?;
+    write_out(out, &doctor::render(&report))?;
+    if let Some(path) = &args.json {
+        std::fs::write(path, report::to_json(&report))
+            .map_err(|e| Error::io(format!("--json {}: {e}", path.display())))?;
+    }
+    Ok(if report.worst() == doctor::Status::Fail { EXIT_VERDICT } else { 0 })
 }
 
 /// Writes a report; a closed pipe (`| head`) is not an error.

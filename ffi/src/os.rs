@@ -243,6 +243,150 @@ pub fn interface_addresses() -> io::Result<Vec<InterfaceAddress>> {
     Err(io::Error::new(io::ErrorKind::Unsupported, "getifaddrs is not available on this platform"))
 }
 
+/// Each IP address of each network adapter with the adapter's transmit link speed in
+/// bits/s (`None` when Windows does not know it), from `GetAdaptersAddresses`.
+///
+/// # Errors
+/// `GetAdaptersAddresses` failing.
+#[cfg(windows)]
+pub fn link_speeds() -> io::Result<Vec<(IpAddr, Option<u64>)>> {
+    use std::ffi::c_void;
+
+    /// The head of `IP_ADAPTER_ADDRESSES_LH` (iptypes.h), up to the link speeds; Windows
+    /// owns the rest of each entry, which is never read here.
+    #[repr(C)]
+    struct AdapterAddresses {
+        length: u32,
+        if_index: u32,
+        next: *const AdapterAddresses,
+        adapter_name: *const u8,
+        first_unicast: *const UnicastAddress,
+        first_anycast: *const c_void,
+        first_multicast: *const c_void,
+        first_dns_server: *const c_void,
+        dns_suffix: *const u16,
+        description: *const u16,
+        friendly_name: *const u16,
+        physical_address: [u8; 8],
+        physical_address_length: u32,
+        flags: u32,
+        mtu: u32,
+        if_type: u32,
+        oper_status: i32,
+        ipv6_if_index: u32,
+        zone_indices: [u32; 16],
+        first_prefix: *const c_void,
+        transmit_link_speed: u64,
+        receive_link_speed: u64,
+    }
+    /// The head of `IP_ADAPTER_UNICAST_ADDRESS_LH`: its `SOCKET_ADDRESS`.
+    #[repr(C)]
+    struct UnicastAddress {
+        length: u32,
+        flags: u32,
+        next: *const UnicastAddress,
+        sockaddr: *const u8,
+        sockaddr_length: i32,
+    }
+    #[link(name = "iphlpapi")]
+    extern "system" {
+        fn GetAdaptersAddresses(
+            family: u32,
+            flags: u32,
+            reserved: *mut c_void,
+            addresses: *mut AdapterAddresses,
+            size: *mut u32,
+        ) -> u32;
+    }
+    const AF_UNSPEC: u32 = 0;
+    const GAA_FLAG_SKIP_ANYCAST: u32 = 0x2;
+    const GAA_FLAG_SKIP_MULTICAST: u32 = 0x4;
+    const GAA_FLAG_SKIP_DNS_SERVER: u32 = 0x8;
+    const ERROR_BUFFER_OVERFLOW: u32 = 111;
+    const AF_INET: u16 = 2;
+    const AF_INET6: u16 = 23;
+
+    let flags = GAA_FLAG_SKIP_ANYCAST | GAA_FLAG_SKIP_MULTICAST | GAA_FLAG_SKIP_DNS_SERVER;
+    let mut size: u32 = 16 * 1024;
+    // u64s: the entries hold pointers and u64s, so the buffer is 8-aligned.
+    let mut buf: Vec<u64>;
+    let mut tries = 0;
+    loop {
+        buf = vec![0u64; (size as usize).div_ceil(8)];
+        // SAFETY: `buf` has room for `size` bytes, 8-aligned; Windows writes at most
+        // `size` bytes and sets `size` to what it needs when that is not enough.
+        let rc = unsafe {
+            GetAdaptersAddresses(
+                AF_UNSPEC,
+                flags,
+                std::ptr::null_mut(),
+                buf.as_mut_ptr().cast(),
+                &mut size,
+            )
+        };
+        match rc {
+            0 => break,
+            ERROR_BUFFER_OVERFLOW if tries < 3 => tries += 1,
+            _ => return Err(io::Error::from_raw_os_error(rc as i32)),
+        }
+    }
+    let mut out = Vec::new();
+    let mut adapter = buf.as_ptr().cast::<AdapterAddresses>();
+    while !adapter.is_null() {
+        // SAFETY: the first entry is at the start of `buf` and each `next` points into
+        // it (or is null); `buf` outlives this loop.
+        let a = unsafe { &*adapter };
+        let speed = (a.transmit_link_speed != u64::MAX && a.transmit_link_speed != 0)
+            .then_some(a.transmit_link_speed);
+        let mut unicast = a.first_unicast;
+        while !unicast.is_null() {
+            // SAFETY: a non-null unicast entry of the list Windows built inside `buf`.
+            let u = unsafe { &*unicast };
+            if !u.sockaddr.is_null() && u.sockaddr_length >= 8 {
+                // SAFETY: a SOCKADDR of `sockaddr_length` bytes; its family is its first
+                // u16, an IPv4 address at offset 4 (16 bytes long), an IPv6 address at
+                // offset 8 (28 bytes long); lengths are checked before each read.
+                let family = unsafe { std::ptr::read_unaligned(u.sockaddr.cast::<u16>()) };
+                let len = u.sockaddr_length as usize;
+                let ip = match family {
+                    AF_INET if len >= 8 => {
+                        // SAFETY: an AF_INET SOCKADDR of at least 8 bytes: the
+                        // address is bytes 4..8.
+                        let b = unsafe {
+                            std::ptr::read_unaligned(u.sockaddr.add(4).cast::<[u8; 4]>())
+                        };
+                        Some(IpAddr::from(b))
+                    }
+                    AF_INET6 if len >= 24 => {
+                        // SAFETY: an AF_INET6 SOCKADDR of at least 24 bytes: the
+                        // address is bytes 8..24.
+                        let b = unsafe {
+                            std::ptr::read_unaligned(u.sockaddr.add(8).cast::<[u8; 16]>())
+                        };
+                        Some(IpAddr::from(b))
+                    }
+                    _ => None,
+                };
+                if let Some(ip) = ip {
+                    out.push((ip, speed));
+                }
+            }
+            unicast = u.next;
+        }
+        adapter = a.next;
+    }
+    Ok(out)
+}
+
+/// Each IP address with its adapter's link speed, bits/s.
+///
+/// # Errors
+/// Always: elsewhere than Windows, read `/sys/class/net/IF/speed` instead.
+#[cfg(not(windows))]
+pub fn link_speeds() -> io::Result<Vec<(IpAddr, Option<u64>)>> {
+    Err(io::Error::new(io::ErrorKind::Unsupported, "GetAdaptersAddresses is Windows'"))
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;

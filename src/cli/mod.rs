@@ -54,6 +54,12 @@ enum RawCommand {
     Serve(ServeArgs),
     /// RDMA against TCP over a size sweep, against `rdmabench serve`: table, JSON, CSV, charts, HTML.
     Compare(CompareArgs),
+    /// Preflight: port, link rate, PCIe, NUMA, CPU governor and C-states, MTU, GIDs,
+    /// memlock, firmware, IPoIB, NIC homogeneity; PASS/WARN/FAIL with the fix.
+    Doctor(DoctorArgs),
+    /// Qualify a NIC, firmware or driver: doctor, then a profile's tests against `serve`,
+    /// judged by thresholds and a baseline; table, JSON, JUnit XML, HTML.
+    Qualify(QualifyArgs),
 }
 
 /// What to run.
@@ -69,6 +75,10 @@ pub enum Command {
     Serve(ServeArgs),
     /// `rdmabench compare`.
     Compare(Box<CompareArgs>),
+    /// `rdmabench doctor`.
+    Doctor(DoctorArgs),
+    /// `rdmabench qualify`.
+    Qualify(Box<QualifyArgs>),
 }
 
 impl From<RawCommand> for Command {
@@ -90,6 +100,8 @@ impl From<RawCommand> for Command {
             RawCommand::TcpLat(a) => Command::Tcp(Lat, Box::new(a)),
             RawCommand::Serve(a) => Command::Serve(a),
             RawCommand::Compare(a) => Command::Compare(Box::new(a)),
+            RawCommand::Doctor(a) => Command::Doctor(a),
+            RawCommand::Qualify(a) => Command::Qualify(Box::new(a)),
         }
     }
 }
@@ -110,6 +122,63 @@ pub struct DevicesArgs {
     /// Default: nd on Windows, verbs elsewhere.
     #[arg(long = "backend", value_enum, value_name = "API")]
     pub backend: Option<BackendArg>,
+}
+
+/// `rdmabench doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Only this device's checks (host checks always run).
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// Also write the checks as JSON to FILE (docs/json.md#doctor).
+    #[arg(long = "json", value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+    /// Judge the /sys and /proc under DIR (a tree ci/capture-sysfs copied) instead of
+    /// this host's; no device is opened.
+    #[arg(long = "root", value_name = "DIR")]
+    pub root: Option<std::path::PathBuf>,
+    /// RDMA interface: verbs, or nd (NetworkDirect's checks). Default: nd on Windows,
+    /// verbs elsewhere.
+    #[arg(long = "backend", value_enum, value_name = "API")]
+    pub backend: Option<BackendArg>,
+}
+
+/// `rdmabench qualify`.
+#[derive(Debug, Args)]
+pub struct QualifyArgs {
+    /// A built-in profile (quick, sweep) or a profile file (TOML; docs/qualify-profile.toml).
+    #[arg(value_name = "PROFILE")]
+    pub profile: String,
+    /// The host running `rdmabench serve`.
+    #[arg(long = "server", value_name = "HOST")]
+    pub server: String,
+    /// An earlier qualify JSON: flag each result that regressed beyond the profile's tolerance.
+    #[arg(long = "baseline", value_name = "FILE")]
+    pub baseline: Option<std::path::PathBuf>,
+    /// Write every run, the verdicts and the environments as JSON to FILE.
+    #[arg(long = "json", value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+    /// Write JUnit XML (one testcase per check and test point) to FILE.
+    #[arg(long = "junit", value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
+    /// Where qualify.json, junit.xml and report.html go (default: rdmabench-qualify).
+    #[arg(long = "out", value_name = "DIR", default_value = "rdmabench-qualify")]
+    pub out: std::path::PathBuf,
+    /// Control-channel TCP port of the server.
+    #[arg(short = 'p', long = "port")]
+    pub port: Option<u16>,
+    /// RDMA device on this side (default: the first); doctor checks it.
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// GID index on this side.
+    #[arg(short = 'x', long = "gid-index")]
+    pub gid_index: Option<u8>,
+    /// Seconds to wait for the server at each step.
+    #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
+    /// Prove to the server (and check) the shared secret in FILE (docs/security.md).
+    #[arg(long = "auth-key", value_name = "FILE")]
+    pub auth_key: Option<std::path::PathBuf>,
 }
 
 /// `rdmabench serve`.

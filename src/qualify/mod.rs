@@ -1,0 +1,262 @@
+//! `rdmabench qualify PROFILE --server HOST`: doctor first, then every test point of the
+//! profile `repeats` times against a `serve`, judged by medians against the profile's
+//! thresholds and, with `--baseline`, against an earlier qualification. Writes
+//! qualify.json, junit.xml and report.html; exit 0 pass, 1 fail or regression, 2 error.
+//! docs/qualify.md walks a firmware upgrade with it.
+
+pub mod profile;
+pub mod report;
+pub mod threshold;
+pub mod verdict;
+
+use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use crate::cli::args::timeout;
+use crate::cli::QualifyArgs;
+use crate::compare::{reach_server, run_point, SERVER_STARTING};
+use crate::doctor::{self, Status};
+use crate::engine::{tool, Side};
+use crate::error::Error;
+use crate::inventory;
+use crate::session::auth::AuthKey;
+use crate::spec::{Link, Local, DEFAULT_PORT};
+use crate::transport::Backend;
+
+use report::{BaselineSummary, Point, ProfileSummary, QualifyReport, QualifyVerdict, Sides};
+use verdict::{Median, Run};
+
+/// Runs the qualification and writes its files. Returns the exit status: 0 when
+/// everything passed, 1 on a failure or a regression.
+///
+/// # Errors
+/// A bad profile or baseline, doctor finding no device, files that cannot be written, or
+/// a server that is gone (the partial report is written first).
+pub fn qualify(args: &QualifyArgs, out: &mut dyn Write) -> Result<u8, Error> {
+    let profile = profile::load(&args.profile)?;
+    let baseline = args.baseline.as_deref().map(Baseline::load).transpose()?;
+    let local = Local {
+        device: args.device.clone(),
+        gid_index: args.gid_index,
+        port: args.port.unwrap_or(DEFAULT_PORT),
+        timeout: timeout(args.timeout)?,
+        connect_window: SERVER_STARTING,
+        auth: args.auth_key.as_deref().map(AuthKey::load).transpose()?,
+        ..Local::default()
+    };
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| Error::io(format!("cannot create --out {}: {e}", args.out.display())))?;
+    // Checked (and emptied) first: a verdict is never lost to a bad path at the end.
+    for path in [&args.json, &args.junit].into_iter().flatten() {
+        std::fs::write(path, "").map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
+    }
+    let root = PathBuf::from("/");
+    let target =
+        doctor::Target { device: args.device.as_deref(), root: &root, backend: Backend::native() };
+    let doctor = doctor::diagnose(&target)?;
+    reach_server(&args.server, &local)?;
+    let link_gbps = rdma_link_gbps(args.device.as_deref());
+    let mut report = QualifyReport {
+        schema_version: crate::report::SCHEMA_VERSION,
+        kind: "qualify".into(),
+        tool: tool(),
+        profile: ProfileSummary {
+            name: profile.name.clone(),
+            source: profile.source.clone(),
+            repeats: profile.repeats,
+            tolerance_percent: profile.tolerance.0,
+            waive: profile.waive.clone(),
+        },
+        server: args.server.clone(),
+        started: crate::serve::utc_now(),
+        verdict: QualifyVerdict::default(),
+        waived: Vec::new(),
+        doctor,
+        points: Vec::new(),
+        environment: None,
+        baseline: None,
+    };
+    let side = Side::Client { host: args.server.clone() };
+    let total: usize =
+        profile.tests.iter().map(|t| t.specs.len()).sum::<usize>() * profile.repeats as usize;
+    let progress = io::stderr().is_terminal();
+    let mut done = 0;
+    for test in &profile.tests {
+        for spec in &test.specs {
+            let size = spec.sizes[0];
+            let id = Point::id_for(&test.name, size);
+            let mut runs = Vec::with_capacity(profile.repeats as usize);
+            let mut tcp_link = None;
+            for _ in 0..profile.repeats {
+                if progress {
+                    eprint!("\rqualify: {done}/{total} {id:<40}");
+                }
+                let outcome = run_point(spec, &side, &local);
+                done += 1;
+                if let Some(env) = &outcome.report.environment {
+                    tcp_link = env
+                        .local
+                        .interface
+                        .as_ref()
+                        .and_then(|i| i.speed_mbps)
+                        .map(|m| m as f64 / 1000.0);
+                    if report.environment.is_none() && env.peer.is_some() {
+                        report.environment =
+                            Some(Sides { local: env.local.clone(), peer: env.peer.clone() });
+                    }
+                }
+                let gone = outcome.error.clone().filter(|e| e.kind.peer_unavailable());
+                runs.push(Run {
+                    result: outcome.report.results.into_iter().next(),
+                    error: outcome.error,
+                });
+                if let Some(e) = gone {
+                    report.points.push(point(test, &id, spec.id(), size, runs, link_gbps));
+                    finish(&mut report, &profile, baseline.as_ref());
+                    write_files(args, &report)?;
+                    return Err(Error::new(
+                        e.kind,
+                        format!(
+                            "the qualification stopped: {e}; partial results in {}",
+                            args.out.display()
+                        ),
+                    ));
+                }
+            }
+            let link = if matches!(spec.link, Link::Tcp(_)) { tcp_link } else { link_gbps };
+            report.points.push(point(test, &id, spec.id(), size, runs, link));
+        }
+    }
+    if progress {
+        eprintln!("\rqualify: {total}/{total} done{:40}", "");
+    }
+    finish(&mut report, &profile, baseline.as_ref());
+    write_files(args, &report)?;
+    let mut text = report::table(&report);
+    text.push_str(&format!(" report: {}\n", args.out.join("report.html").display()));
+    out.write_all(text.as_bytes()).map_err(|e| Error::io(format!("writing output: {e}")))?;
+    let _ = out.flush();
+    Ok(if report.verdict.pass { 0 } else { crate::EXIT_VERDICT })
+}
+
+/// One point judged on its thresholds.
+fn point(
+    test: &profile::ProfileTest,
+    id: &str,
+    kind: &str,
+    size: u64,
+    runs: Vec<Run>,
+    link: Option<f64>,
+) -> Point {
+    let median = Median::of(&runs);
+    let judgements = verdict::judge(&test.limits, &runs, &median, link);
+    Point {
+        id: id.to_string(),
+        test: test.name.clone(),
+        kind: kind.to_string(),
+        size,
+        runs,
+        median,
+        judgements,
+        regressions: Vec::new(),
+    }
+}
+
+/// Waivers, regressions against the baseline, and the verdict.
+fn finish(report: &mut QualifyReport, profile: &profile::Profile, baseline: Option<&Baseline>) {
+    let waived = |c: &doctor::Check| profile.waive.iter().any(|w| *w == c.id || *w == c.name());
+    let failing: Vec<&doctor::Check> =
+        report.doctor.checks.iter().filter(|c| c.status == Status::Fail).collect();
+    report.waived = failing.iter().filter(|c| waived(c)).map(|c| c.name()).collect();
+    let doctor_failures: Vec<String> =
+        failing.iter().filter(|c| !waived(c)).map(|c| c.name()).collect();
+    if let Some(b) = baseline {
+        for p in &mut report.points {
+            if let Some(was) = b.report.points.iter().find(|q| q.id == p.id) {
+                p.regressions =
+                    verdict::regressions(&p.id, &p.median, &was.median, profile.tolerance);
+            }
+        }
+        report.baseline = Some(BaselineSummary {
+            file: b.file.clone(),
+            started: b.report.started.clone(),
+            environment: b.report.environment.clone(),
+            differences: report::differences(
+                b.report.environment.as_ref(),
+                report.environment.as_ref(),
+            ),
+        });
+    }
+    let failed_points: Vec<String> =
+        report.points.iter().filter(|p| !p.pass()).map(|p| p.id.clone()).collect();
+    let regressions: Vec<String> =
+        report.points.iter().flat_map(|p| p.regressions.clone()).collect();
+    report.verdict = QualifyVerdict {
+        pass: doctor_failures.is_empty() && failed_points.is_empty() && regressions.is_empty(),
+        doctor_failures,
+        failed_points,
+        regressions,
+    };
+}
+
+/// The data rate of this side's port (Gb/s after line encoding; on Ethernet the link
+/// speed itself): what `% link` floors are taken of.
+fn rdma_link_gbps(device: Option<&str>) -> Option<f64> {
+    let inv = inventory::collect(device, Backend::native()).ok()?;
+    let port = inv.devices.first()?.ports.first()?;
+    if port.link_layer == "Ethernet" {
+        port.rate_gbps
+    } else {
+        port.data_rate_gbps
+    }
+}
+
+/// An earlier qualify.json.
+struct Baseline {
+    file: String,
+    report: QualifyReport,
+}
+
+impl Baseline {
+    /// Most a baseline file may hold (a sweep of every run is far smaller).
+    const MAX_BYTES: u64 = 64 << 20;
+
+    fn load(path: &Path) -> Result<Baseline, Error> {
+        let file = path.display().to_string();
+        let bad = |why: String| Error::usage(format!("--baseline {file}: {why}"));
+        let size = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?.len();
+        if size > Self::MAX_BYTES {
+            return Err(bad(format!(
+                "{size} bytes is over the {} MiB a baseline may have",
+                Self::MAX_BYTES >> 20
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let report: QualifyReport =
+            serde_json::from_str(&text).map_err(|e| bad(format!("not a qualify JSON ({e})")))?;
+        if report.kind != "qualify" {
+            return Err(bad(format!("a '{}' report, not a qualify one", report.kind)));
+        }
+        Ok(Baseline { file, report })
+    }
+}
+
+/// qualify.json, junit.xml and report.html into `--out`, and `--json`/`--junit`.
+fn write_files(args: &QualifyArgs, report: &QualifyReport) -> Result<(), Error> {
+    let write = |path: &Path, text: &str| {
+        std::fs::write(path, text)
+            .map_err(|e| Error::io(format!("cannot write {}: {e}", path.display())))
+    };
+    let json = crate::report::to_json(report);
+    let junit = report::junit(report);
+    write(&args.out.join("qualify.json"), &json)?;
+    write(&args.out.join("junit.xml"), &junit)?;
+    write(&args.out.join("report.html"), &report::html(report))?;
+    if let Some(p) = &args.json {
+        write(p, &json)?;
+    }
+    if let Some(p) = &args.junit {
+        write(p, &junit)?;
+    }
+    Ok(())
+}

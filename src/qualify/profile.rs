@@ -1,0 +1,363 @@
+//! A qualification profile (TOML; docs/qualify-profile.toml is the commented example):
+//! which tests, how often, and what each must reach. Parsed and checked once, here:
+//! every test becomes a validated [`TestSpec`] per size, every threshold a number, and
+//! every mistake one line naming the profile's line.
+
+use std::ops::Range;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::threshold::{Bandwidth, Latency, Percent};
+use crate::error::Error;
+use crate::spec::{parse_size, rules, Measure, TestKind, TestSpec, Verb};
+use crate::transport::{Backend, Service};
+
+/// The built-in profiles, by name.
+pub const BUILT_IN: &[(&str, &str)] =
+    [("quick", include_str!("quick.toml")), ("sweep", include_str!("sweep.toml"))].as_slice();
+
+/// A checked profile.
+#[derive(Clone, Debug)]
+pub struct Profile {
+    /// Its name (the file's `name`, else the built-in's or the file's).
+    pub name: String,
+    /// Where it came from: `built-in quick` or the path.
+    pub source: String,
+    /// What it is for.
+    pub description: String,
+    /// Runs per test point; the verdict judges their median.
+    pub repeats: u32,
+    /// How far below (bandwidth) or above (latency) the baseline a median may be.
+    pub tolerance: Percent,
+    /// Doctor checks whose failure does not fail the qualification (`cpu.governor`).
+    pub waive: Vec<String>,
+    /// The tests, in order.
+    pub tests: Vec<ProfileTest>,
+}
+
+/// One `[[test]]` table.
+#[derive(Clone, Debug)]
+pub struct ProfileTest {
+    /// Unique within the profile (`name`, default the test's id).
+    pub name: String,
+    /// The profile line the table starts on.
+    pub line: usize,
+    /// One spec per size, validated.
+    pub specs: Vec<TestSpec>,
+    /// What each median must reach.
+    pub limits: Limits,
+}
+
+/// A test's thresholds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Limits {
+    /// `min_bw`.
+    pub min_bw: Option<Bandwidth>,
+    /// `max_lat_typical`.
+    pub max_lat_typical: Option<Latency>,
+    /// `max_lat_avg`.
+    pub max_lat_avg: Option<Latency>,
+    /// `max_lat_p99`.
+    pub max_lat_p99: Option<Latency>,
+    /// `max_cpu_per_gb`: CPU-seconds per GB moved, on each side.
+    pub max_cpu_per_gb: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    name: Option<String>,
+    description: Option<String>,
+    repeats: Option<Spanned<u32>>,
+    tolerance: Option<Percent>,
+    #[serde(default)]
+    waive: Vec<String>,
+    #[serde(default)]
+    test: Vec<Spanned<RawTest>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTest {
+    test: String,
+    name: Option<String>,
+    sizes: Option<Vec<SizeValue>>,
+    iters: Option<u64>,
+    duration: Option<u64>,
+    qps: Option<u32>,
+    streams: Option<u32>,
+    connection: Option<String>,
+    backend: Option<Backend>,
+    tx_depth: Option<u32>,
+    inline_size: Option<u32>,
+    bidirectional: Option<bool>,
+    min_bw: Option<Bandwidth>,
+    max_lat_typical: Option<Latency>,
+    max_lat_avg: Option<Latency>,
+    max_lat_p99: Option<Latency>,
+    max_cpu_per_gb: Option<f64>,
+}
+
+/// `65536` or `"64K"`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+/// Most repeats of one point.
+pub const MAX_REPEATS: u32 = 100;
+
+/// The profile `name_or_path`: a built-in name, else a file.
+///
+/// # Errors
+/// A file that cannot be read, or a profile that does not parse or check: one line
+/// naming the file and line.
+pub fn load(name_or_path: &str) -> Result<Profile, Error> {
+    if let Some((name, text)) = BUILT_IN.iter().find(|(n, _)| *n == name_or_path) {
+        return parse(text, &format!("built-in {name}"), name);
+    }
+    let path = std::path::Path::new(name_or_path);
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        let names: Vec<&str> = BUILT_IN.iter().map(|(n, _)| *n).collect();
+        Error::usage(format!(
+            "profile '{name_or_path}': {e} (a built-in profile is one of {}, else a TOML file)",
+            names.join(", ")
+        ))
+    })?;
+    let stem =
+        path.file_stem().map_or(name_or_path.to_string(), |s| s.to_string_lossy().into_owned());
+    parse(&text, name_or_path, &stem)
+}
+
+/// Parses and checks profile `text` from `source`.
+///
+/// # Errors
+/// One line: `profile SOURCE line N: what is wrong`.
+pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Profile, Error> {
+    let at = |span: Option<Range<usize>>, msg: &str| {
+        let line = span.map_or(0, |s| line_of(text, s.start));
+        Error::usage(format!("profile {source} line {line}: {msg}"))
+    };
+    let raw: RawProfile = toml::from_str(text).map_err(|e| {
+        let msg = e.message().trim().replace('\n', "; ");
+        at(e.span(), &msg)
+    })?;
+    let repeats = raw.repeats.as_ref().map_or(3, |r| *r.get_ref());
+    if !(1..=MAX_REPEATS).contains(&repeats) {
+        let span = raw.repeats.as_ref().map(Spanned::span);
+        return Err(at(span, &format!("repeats = {repeats}: between 1 and {MAX_REPEATS}")));
+    }
+    if raw.test.is_empty() {
+        return Err(at(Some(0..0), "no [[test]]: a profile runs at least one test"));
+    }
+    let mut tests: Vec<ProfileTest> = Vec::with_capacity(raw.test.len());
+    for t in &raw.test {
+        let line = line_of(text, t.span().start);
+        let test = test(t.get_ref(), line).map_err(|m| at(Some(t.span()), &m))?;
+        if tests.iter().any(|o| o.name == test.name) {
+            let msg = format!("a second test named '{}': give one a name = \"…\"", test.name);
+            return Err(at(Some(t.span()), &msg));
+        }
+        tests.push(test);
+    }
+    Ok(Profile {
+        name: raw.name.unwrap_or_else(|| default_name.to_string()),
+        source: source.to_string(),
+        description: raw.description.unwrap_or_default(),
+        repeats,
+        tolerance: raw.tolerance.unwrap_or(Percent(10.0)),
+        waive: raw.waive,
+        tests,
+    })
+}
+
+/// 1-based line of byte `offset`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+/// `write_bw` … `atomic_lat`, `tcp_bw`, `tcp_lat`: (kind, over TCP).
+fn kind(id: &str) -> Option<(TestKind, bool)> {
+    let (tcp, rest) = match id.strip_prefix("tcp_") {
+        Some(m) => (true, format!("send_{m}")),
+        None => (false, id.to_string()),
+    };
+    let (verb, measure) = rest.split_once('_')?;
+    let verb = match verb {
+        "write" => Verb::Write,
+        "read" => Verb::Read,
+        "send" => Verb::Send,
+        "atomic" => Verb::Atomic,
+        _ => return None,
+    };
+    let measure = match measure {
+        "bw" => Measure::Bw,
+        "lat" => Measure::Lat,
+        _ => return None,
+    };
+    Some((TestKind { verb, measure }, tcp))
+}
+
+/// One `[[test]]` into specs, one per size, each through the tests' own rules.
+fn test(t: &RawTest, line: usize) -> Result<ProfileTest, String> {
+    let (kind, tcp) = kind(&t.test).ok_or_else(|| {
+        format!("test = \"{}\": one of write_bw, read_bw, send_bw, atomic_bw, write_lat, read_lat, send_lat, atomic_lat, tcp_bw, tcp_lat", t.test)
+    })?;
+    let sizes = match &t.sizes {
+        None => vec![None],
+        Some(v) if v.is_empty() => return Err("sizes = []: give at least one size".into()),
+        Some(v) => v
+            .iter()
+            .map(|s| match s {
+                SizeValue::Bytes(b) => Ok(Some(*b)),
+                SizeValue::Text(s) => parse_size(s).map(Some).map_err(|e| format!("sizes: {e}")),
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let rdma_only = [
+        ("qps", t.qps.is_some()),
+        ("connection", t.connection.is_some()),
+        ("backend", t.backend.is_some()),
+        ("tx_depth", t.tx_depth.is_some()),
+        ("inline_size", t.inline_size.is_some()),
+        ("bidirectional", t.bidirectional.is_some()),
+    ];
+    if tcp {
+        if let Some((flag, _)) = rdma_only.iter().find(|(_, given)| *given) {
+            return Err(format!("{flag}: an RDMA option, and {} runs over TCP", t.test));
+        }
+    } else if t.streams.is_some() {
+        return Err(format!("streams: a TCP option (tcp_bw), and {} is an RDMA test", t.test));
+    }
+    let service = match t.connection.as_deref().map(str::to_ascii_uppercase).as_deref() {
+        None => None,
+        Some("RC") => Some(Service::Rc),
+        Some("UC") => Some(Service::Uc),
+        Some("UD") => Some(Service::Ud),
+        Some(other) => return Err(format!("connection = \"{other}\": RC, UC or UD")),
+    };
+    let mut specs = Vec::with_capacity(sizes.len());
+    for size in sizes {
+        let spec = if tcp {
+            let r = rules::TcpRequest {
+                size,
+                iters: t.iters,
+                duration: t.duration,
+                streams: t.streams,
+                ..Default::default()
+            };
+            rules::tcp(kind.measure, &r)
+        } else {
+            let r = rules::RdmaRequest {
+                size,
+                iters: t.iters,
+                duration: t.duration,
+                qps: t.qps,
+                service,
+                backend: t.backend,
+                tx_depth: t.tx_depth,
+                inline_size: t.inline_size,
+                bidirectional: t.bidirectional.unwrap_or(false),
+                ..Default::default()
+            };
+            rules::rdma(kind, &r)
+        };
+        let spec = spec
+            .and_then(|s| s.validate().map(|()| s))
+            .map_err(|e| format!("{}: {}", t.test, e.message))?;
+        specs.push(spec);
+    }
+    let limits = Limits {
+        min_bw: t.min_bw,
+        max_lat_typical: t.max_lat_typical,
+        max_lat_avg: t.max_lat_avg,
+        max_lat_p99: t.max_lat_p99,
+        max_cpu_per_gb: t.max_cpu_per_gb,
+    };
+    let lat_limits = limits.max_lat_typical.or(limits.max_lat_avg).or(limits.max_lat_p99).is_some();
+    match kind.measure {
+        Measure::Bw if lat_limits => {
+            return Err(format!("max_lat_*: {} measures bandwidth", t.test))
+        }
+        Measure::Lat if limits.min_bw.is_some() => {
+            return Err(format!("min_bw: {} measures latency", t.test))
+        }
+        _ => {}
+    }
+    if limits.max_cpu_per_gb.is_some_and(|c| !(c > 0.0 && c.is_finite())) {
+        return Err("max_cpu_per_gb: a positive number of CPU-seconds per GB".into());
+    }
+    Ok(ProfileTest { name: t.name.clone().unwrap_or_else(|| t.test.clone()), line, specs, limits })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse(text, "p.toml", "p").unwrap_err().message
+    }
+
+    #[test]
+    fn a_profile_becomes_validated_specs() {
+        let p = parse(
+            "name = \"lab\"\nrepeats = 2\ntolerance = \"5%\"\nwaive = [\"cpu.governor\"]\n\n[[test]]\ntest = \"write_bw\"\nsizes = [\"64K\", 1048576]\niters = 500\nmin_bw = \"100 MiB/s\"\n\n[[test]]\ntest = \"tcp_lat\"\nmax_lat_p99 = \"1 ms\"\n",
+            "p.toml",
+            "p",
+        )
+        .unwrap();
+        assert_eq!(
+            (p.name.as_str(), p.repeats, p.tolerance, p.waive.len()),
+            ("lab", 2, Percent(5.0), 1)
+        );
+        assert_eq!(p.tests.len(), 2);
+        let w = &p.tests[0];
+        assert_eq!((w.name.as_str(), w.line), ("write_bw", 6));
+        assert_eq!(w.specs.iter().map(|s| s.sizes[0]).collect::<Vec<_>>(), [65536, 1 << 20]);
+        assert!(w.specs.iter().all(|s| s.id() == "write_bw"));
+        assert_eq!(p.tests[1].specs[0].id(), "tcp_lat");
+        assert_eq!(p.tests[1].line, 12);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let e = err("repeats = 3\n\n[[test]]\ntest = \"write_bw\"\nmin_bw = \"fast\"\n");
+        assert!(e.starts_with("profile p.toml line 5:") && e.contains("fast"), "{e}");
+        let e = err("[[test]]\ntest = \"write_bww\"\n");
+        assert!(e.starts_with("profile p.toml line 1:") && e.contains("write_bww"), "{e}");
+        let e = err("[[test]]\ntest = \"write_bw\"\nbogus = 1\n");
+        assert!(e.contains("line 3") && e.contains("bogus"), "{e}");
+        let e = err("repeats = 0\n[[test]]\ntest = \"write_bw\"\n");
+        assert!(e.contains("line 1") && e.contains("repeats = 0"), "{e}");
+        let e = err("[[test]]\ntest = \"write_bw\"\n\n[[test]]\ntest = \"write_bw\"\nqps = 5000\n");
+        assert!(e.contains("line 4") && e.contains("-q"), "{e}");
+        let e = err("[[test]]\ntest = \"write_bw\"\n[[test]]\ntest = \"write_bw\"\n");
+        assert!(e.contains("line 3") && e.contains("second test named 'write_bw'"), "{e}");
+        let e = err("[[test]]\ntest = \"write_lat\"\nmin_bw = \"1 Gb/s\"\n");
+        assert!(e.contains("min_bw: write_lat measures latency"), "{e}");
+        let e = err("[[test]]\ntest = \"tcp_bw\"\nqps = 2\n");
+        assert!(e.contains("qps: an RDMA option"), "{e}");
+        let e = err("name = \"x\"\n");
+        assert!(e.contains("no [[test]]"), "{e}");
+        let e = err("[[test]\n");
+        assert!(e.starts_with("profile p.toml line 1:"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn built_in_profiles_and_the_documented_example_parse() {
+        for (name, text) in BUILT_IN {
+            let p = parse(text, name, name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(!p.tests.is_empty());
+        }
+        let example = include_str!("../../docs/qualify-profile.toml");
+        let p = parse(example, "docs/qualify-profile.toml", "example").unwrap();
+        assert!(p.tests.iter().any(|t| t.limits.min_bw.is_some()));
+        assert!(load("quick").is_ok());
+        let e = load("/nonexistent/profile.toml").unwrap_err().message;
+        assert!(e.contains("quick, sweep"), "{e}");
+    }
+}
