@@ -118,11 +118,11 @@ fn vm_an_interrupted_or_timed_out_lab_leaves_no_qemu() {
 
     // The overall limit running out.
     let log = scratch("timed-out.log");
-    let mut child = lab_vm(&log, Some(20), &["sleep", "600"]);
+    let mut child = lab_vm(&log, Some(12), &["sleep", "600"]);
     let pid = child.id();
     assert_eq!(wait(&mut child, Duration::from_secs(90)), 124);
     assert_eq!(run_processes(pid), Vec::<String>::new(), "left behind after the timeout");
-    assert!(fs::read_to_string(&log).unwrap().contains("timed out after 20s"));
+    assert!(fs::read_to_string(&log).unwrap().contains("timed out after 12s"));
 }
 
 #[test]

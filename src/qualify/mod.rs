@@ -44,19 +44,47 @@ pub fn qualify(args: &QualifyArgs, out: &mut dyn Write) -> Result<u8, Error> {
         auth: args.auth_key.as_deref().map(AuthKey::load).transpose()?,
         ..Local::default()
     };
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| Error::io(format!("cannot create --out {}: {e}", args.out.display())))?;
-    // Checked (and emptied) first: a verdict is never lost to a bad path at the end.
-    for path in [&args.json, &args.junit].into_iter().flatten() {
-        std::fs::write(path, "").map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
-    }
+    prepare_outputs(args)?;
     let root = PathBuf::from("/");
     let target =
         doctor::Target { device: args.device.as_deref(), root: &root, backend: Backend::native() };
     let doctor = doctor::diagnose(&target)?;
     reach_server(&args.server, &local)?;
+    let mut report = new_report(args, &profile, doctor);
     let link_gbps = rdma_link_gbps(args.device.as_deref());
-    let mut report = QualifyReport {
+    let stopped = run_points(&mut report, &profile, &local, link_gbps);
+    finish(&mut report, &profile, baseline.as_ref());
+    write_files(args, &report)?;
+    if let Err(e) = stopped {
+        let partial =
+            format!("the qualification stopped: {e}; partial results in {}", args.out.display());
+        return Err(Error::new(e.kind, partial));
+    }
+    let mut text = report::table(&report);
+    text.push_str(&format!(" report: {}\n", args.out.join("report.html").display()));
+    out.write_all(text.as_bytes()).map_err(|e| Error::io(format!("writing output: {e}")))?;
+    let _ = out.flush();
+    Ok(if report.verdict.pass { 0 } else { crate::EXIT_VERDICT })
+}
+
+/// `--out` created, `--json` and `--junit` checked (and emptied) before anything runs:
+/// a verdict is never lost to a bad path at the end.
+fn prepare_outputs(args: &QualifyArgs) -> Result<(), Error> {
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| Error::io(format!("cannot create --out {}: {e}", args.out.display())))?;
+    for path in [&args.json, &args.junit].into_iter().flatten() {
+        std::fs::write(path, "").map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// The report before any point has run.
+fn new_report(
+    args: &QualifyArgs,
+    profile: &profile::Profile,
+    doctor: doctor::DoctorReport,
+) -> QualifyReport {
+    QualifyReport {
         schema_version: crate::report::SCHEMA_VERSION,
         kind: "qualify".into(),
         tool: tool(),
@@ -75,68 +103,72 @@ pub fn qualify(args: &QualifyArgs, out: &mut dyn Write) -> Result<u8, Error> {
         points: Vec::new(),
         environment: None,
         baseline: None,
-    };
-    let side = Side::Client { host: args.server.clone() };
-    let total: usize =
+    }
+}
+
+/// Runs every point `repeats` times into `report.points`. A server that is gone
+/// (closed, unreachable, refusing the key, busy) stops the run: its error comes back,
+/// and the points so far are in the report.
+fn run_points(
+    report: &mut QualifyReport,
+    profile: &profile::Profile,
+    local: &Local,
+    link_gbps: Option<f64>,
+) -> Result<(), Error> {
+    let side = Side::Client { host: report.server.clone() };
+    let total =
         profile.tests.iter().map(|t| t.specs.len()).sum::<usize>() * profile.repeats as usize;
     let progress = io::stderr().is_terminal();
     let mut done = 0;
     for test in &profile.tests {
         for spec in &test.specs {
-            let size = spec.sizes[0];
-            let id = Point::id_for(&test.name, size);
+            let id = Point::id_for(&test.name, spec.sizes[0]);
             let mut runs = Vec::with_capacity(profile.repeats as usize);
-            let mut tcp_link = None;
+            let mut link = link_gbps;
+            let mut gone = None;
             for _ in 0..profile.repeats {
                 if progress {
                     eprint!("\rqualify: {done}/{total} {id:<40}");
                 }
-                let outcome = run_point(spec, &side, &local);
+                let outcome = run_point(spec, &side, local);
                 done += 1;
                 if let Some(env) = &outcome.report.environment {
-                    tcp_link = env
-                        .local
-                        .interface
-                        .as_ref()
-                        .and_then(|i| i.speed_mbps)
-                        .map(|m| m as f64 / 1000.0);
+                    if matches!(spec.link, Link::Tcp(_)) {
+                        // A TCP point's "link" is the interface's speed.
+                        link = env
+                            .local
+                            .interface
+                            .as_ref()
+                            .and_then(|i| i.speed_mbps)
+                            .map(|m| m as f64 / 1000.0);
+                    }
                     if report.environment.is_none() && env.peer.is_some() {
                         report.environment =
                             Some(Sides { local: env.local.clone(), peer: env.peer.clone() });
                     }
                 }
-                let gone = outcome.error.clone().filter(|e| e.kind.peer_unavailable());
+                gone = outcome.error.clone().filter(|e| e.kind.peer_unavailable());
                 runs.push(Run {
                     result: outcome.report.results.into_iter().next(),
                     error: outcome.error,
                 });
-                if let Some(e) = gone {
-                    report.points.push(point(test, &id, spec.id(), size, runs, link_gbps));
-                    finish(&mut report, &profile, baseline.as_ref());
-                    write_files(args, &report)?;
-                    return Err(Error::new(
-                        e.kind,
-                        format!(
-                            "the qualification stopped: {e}; partial results in {}",
-                            args.out.display()
-                        ),
-                    ));
+                if gone.is_some() {
+                    break;
                 }
             }
-            let link = if matches!(spec.link, Link::Tcp(_)) { tcp_link } else { link_gbps };
-            report.points.push(point(test, &id, spec.id(), size, runs, link));
+            report.points.push(point(test, &id, spec.id(), spec.sizes[0], runs, link));
+            if let Some(e) = gone {
+                if progress {
+                    eprintln!();
+                }
+                return Err(e);
+            }
         }
     }
     if progress {
         eprintln!("\rqualify: {total}/{total} done{:40}", "");
     }
-    finish(&mut report, &profile, baseline.as_ref());
-    write_files(args, &report)?;
-    let mut text = report::table(&report);
-    text.push_str(&format!(" report: {}\n", args.out.join("report.html").display()));
-    out.write_all(text.as_bytes()).map_err(|e| Error::io(format!("writing output: {e}")))?;
-    let _ = out.flush();
-    Ok(if report.verdict.pass { 0 } else { crate::EXIT_VERDICT })
+    Ok(())
 }
 
 /// One point judged on its thresholds.

@@ -3,7 +3,6 @@
 
 use std::fmt::Write;
 
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use serde::{Deserialize, Serialize};
 
 use super::verdict::{Judgement, Median, Run};
@@ -243,48 +242,132 @@ pub fn table(r: &QualifyReport) -> String {
     o
 }
 
-/// JUnit XML: a `doctor` suite (one testcase per check; N/A skipped, WARN passes with
-/// its text) and a suite per profile (one testcase per point).
+/// One JUnit testcase: name, classname, what it printed, and its outcome.
+struct Case {
+    name: String,
+    class: String,
+    out: String,
+    outcome: Outcome,
+}
+
+/// A testcase's outcome: passed, skipped (with why) or failed (with the reason).
+enum Outcome {
+    Passed,
+    Skipped(String),
+    Failed(String),
+}
+
+/// JUnit XML as Jenkins and GitLab read it: a `doctor` testsuite (one testcase per
+/// check; N/A skipped, WARN and a waived FAIL pass with their text) and a
+/// `qualify.NAME` testsuite (one testcase per point, a failure carrying the reason).
+/// Written with `quick-xml`, which escapes every name, message and text.
 pub fn junit(r: &QualifyReport) -> String {
-    let mut report = Report::new(format!("rdmabench qualify {}", r.profile.name));
-    let mut doctor = TestSuite::new("doctor");
-    for c in &r.doctor.checks {
-        let waived = r.waived.contains(&c.name());
-        let status = match c.status {
-            Status::Fail if !waived => {
-                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                s.set_message(format!("{} (expected {}); fix: {}", c.observed, c.expected, c.fix));
-                s
-            }
-            Status::Na => {
-                let mut s = TestCaseStatus::skipped();
-                s.set_message(c.observed.clone());
-                s
-            }
-            _ => TestCaseStatus::success(),
-        };
-        let mut case = TestCase::new(c.name(), status);
-        case.set_classname(format!("doctor.{}", c.id));
-        case.set_system_out(format!("{}: {}", c.status.label(), c.observed));
-        doctor.add_test_case(case);
+    let doctor: Vec<Case> = r
+        .doctor
+        .checks
+        .iter()
+        .map(|c| Case {
+            name: c.name(),
+            class: format!("doctor.{}", c.id),
+            out: format!("{}: {}", c.status.label(), c.observed),
+            outcome: match c.status {
+                Status::Fail if !r.waived.contains(&c.name()) => Outcome::Failed(format!(
+                    "{} (expected {}); fix: {}",
+                    c.observed, c.expected, c.fix
+                )),
+                Status::Na => Outcome::Skipped(c.observed.clone()),
+                _ => Outcome::Passed,
+            },
+        })
+        .collect();
+    let points: Vec<Case> = r
+        .points
+        .iter()
+        .map(|p| Case {
+            name: p.id.clone(),
+            class: format!("qualify.{}.{}", r.profile.name, p.test),
+            out: format!("median {}", median_text(p)),
+            outcome: if p.pass() { Outcome::Passed } else { Outcome::Failed(reasons(p)) },
+        })
+        .collect();
+    let suites = [("doctor".to_string(), doctor), (format!("qualify.{}", r.profile.name), points)];
+    let mut w = quick_xml::Writer::new_with_indent(Vec::new(), b' ', 2);
+    let written = write_suites(&mut w, &format!("rdmabench qualify {}", r.profile.name), &suites);
+    match written {
+        Ok(()) => {
+            let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+            xml.push_str(&String::from_utf8_lossy(&w.into_inner()));
+            xml.push('\n');
+            xml
+        }
+        Err(e) => format!("<!-- JUnit XML could not be written: {e} -->\n"),
     }
-    report.add_test_suite(doctor);
-    let mut tests = TestSuite::new(format!("qualify.{}", r.profile.name));
-    for p in &r.points {
-        let status = if p.pass() {
-            TestCaseStatus::success()
-        } else {
-            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-            s.set_message(reasons(p));
-            s
-        };
-        let mut case = TestCase::new(p.id.clone(), status);
-        case.set_classname(format!("qualify.{}.{}", r.profile.name, p.test));
-        case.set_system_out(format!("median {}", median_text(p)));
-        tests.add_test_case(case);
+}
+
+/// `(tests, failures, skipped)` of some cases.
+fn counts<'a>(cases: impl IntoIterator<Item = &'a Case>) -> [(&'static str, usize); 3] {
+    let (mut tests, mut failures, mut skipped) = (0, 0, 0);
+    for c in cases {
+        tests += 1;
+        match c.outcome {
+            Outcome::Failed(_) => failures += 1,
+            Outcome::Skipped(_) => skipped += 1,
+            Outcome::Passed => {}
+        }
     }
-    report.add_test_suite(tests);
-    report.to_string().unwrap_or_else(|e| format!("<!-- JUnit serialization failed: {e} -->\n"))
+    [("tests", tests), ("failures", failures), ("skipped", skipped)]
+}
+
+fn write_suites(
+    w: &mut quick_xml::Writer<Vec<u8>>,
+    name: &str,
+    suites: &[(String, Vec<Case>)],
+) -> std::io::Result<()> {
+    use quick_xml::events::BytesText;
+    let numbers = |c: [(&'static str, usize); 3]| c.map(|(k, v)| (k, v.to_string()));
+    let all = numbers(counts(suites.iter().flat_map(|(_, c)| c)));
+    let mut root = w.create_element("testsuites").with_attribute(("name", name));
+    for (k, v) in &all {
+        root = root.with_attribute((*k, v.as_str()));
+    }
+    root.write_inner_content(|w| {
+        for (suite, cases) in suites {
+            let mut e = w.create_element("testsuite").with_attribute(("name", suite.as_str()));
+            for (k, v) in &numbers(counts(cases)) {
+                e = e.with_attribute((*k, v.as_str()));
+            }
+            e.write_inner_content(|w| {
+                for c in cases {
+                    let case = w
+                        .create_element("testcase")
+                        .with_attribute(("name", c.name.as_str()))
+                        .with_attribute(("classname", c.class.as_str()));
+                    case.write_inner_content(|w| {
+                        match &c.outcome {
+                            Outcome::Failed(m) => {
+                                let f = w
+                                    .create_element("failure")
+                                    .with_attribute(("message", m.as_str()));
+                                f.with_attribute(("type", "failure")).write_empty()?;
+                            }
+                            Outcome::Skipped(m) => {
+                                w.create_element("skipped")
+                                    .with_attribute(("message", m.as_str()))
+                                    .write_empty()?;
+                            }
+                            Outcome::Passed => {}
+                        }
+                        w.create_element("system-out")
+                            .write_text_content(BytesText::new(&c.out))?;
+                        Ok(())
+                    })?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    })?;
+    Ok(())
 }
 
 /// report.html: the verdict, doctor's checks and every point, one self-contained page.
@@ -426,15 +509,16 @@ mod tests {
     #[test]
     fn junit_has_a_case_per_check_and_point_with_reasons() {
         let xml = junit(&report());
-        assert!(xml.contains("<testsuite name=\"doctor\" tests=\"3\""), "{xml}");
+        let head = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+                    <testsuites name=\"rdmabench qualify lab\" tests=\"5\" failures=\"1\" skipped=\"1\">";
+        assert!(xml.starts_with(head), "{xml}");
         // The waived FAIL passes, N/A is skipped.
-        assert!(
-            xml.contains(
-                "<testsuite name=\"doctor\" tests=\"3\" skipped=\"1\" errors=\"0\" failures=\"0\""
-            ),
-            "{xml}"
-        );
-        assert!(xml.contains("<testsuite name=\"qualify.lab\" tests=\"2\" skipped=\"0\" errors=\"0\" failures=\"1\""), "{xml}");
+        let doctor = "<testsuite name=\"doctor\" tests=\"3\" failures=\"0\" skipped=\"1\">";
+        assert!(xml.contains(doctor), "{xml}");
+        assert!(xml.contains("<skipped message=\"seen &lt;here&gt;\"/>"), "{xml}");
+        let points = "<testsuite name=\"qualify.lab\" tests=\"2\" failures=\"1\" skipped=\"0\">";
+        assert!(xml.contains(points), "{xml}");
+        assert_eq!(xml.matches("<testcase ").count(), 5);
         assert!(xml.contains("message=\"min_bw: 50.00 MiB/s (limit 100.00 MiB/s)\""), "{xml}");
         assert!(xml.contains("seen &lt;here&gt;"), "escaped: {xml}");
     }
