@@ -7,16 +7,14 @@ use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::cli::args::timeout;
 use crate::cli::CompareArgs;
 use crate::engine::{self, tool, Side};
 use crate::error::{Error, ErrorKind};
 use crate::report::compare::{self, CompareReport, Row, Series};
 use crate::report::svg::size_label;
-use crate::session::auth::AuthKey;
 use crate::session::connect::{connect_retrying, ConnectFailure};
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
-use crate::spec::{Local, Measure, TestKind, TestSpec, Verb, DEFAULT_PORT, MAX_SWEEP_SIZE};
+use crate::spec::{Local, Measure, TestKind, TestSpec, Verb, MAX_SWEEP_SIZE};
 
 /// How long `compare` waits for a server that refuses connections (one still starting).
 pub(crate) const SERVER_STARTING: Duration = Duration::from_secs(3);
@@ -139,15 +137,7 @@ pub(crate) fn run_point(spec: &TestSpec, side: &Side, local: &Local) -> engine::
 /// (unreachable, or closed mid-sweep: the partial report is written first).
 pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
     let sizes = sizes(args)?;
-    let local = Local {
-        device: args.device.clone(),
-        gid_index: args.gid_index,
-        port: args.port.unwrap_or(DEFAULT_PORT),
-        timeout: timeout(args.timeout)?,
-        connect_window: SERVER_STARTING,
-        auth: args.auth_key.as_deref().map(AuthKey::load).transpose()?,
-        ..Local::default()
-    };
+    let local = args.client.local()?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| Error::io(format!("cannot create --out {}: {e}", args.out.display())))?;
     reach_server(&args.host, &local)?;
@@ -298,11 +288,13 @@ mod tests {
             streams: 4,
             bytes: 64 << 20,
             lat_bytes: 16 << 20,
-            port: None,
-            device: None,
-            gid_index: None,
-            timeout: 30,
-            auth_key: None,
+            client: crate::cli::ClientArgs {
+                port: None,
+                device: None,
+                gid_index: None,
+                timeout: 30,
+                auth_key: None,
+            },
         };
         for s in series(4) {
             for size in default_sizes() {

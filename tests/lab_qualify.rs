@@ -26,6 +26,13 @@ fn rdmabench(args: &[&str]) -> Output {
     finish(common::spawn(true, args), Duration::from_secs(300))
 }
 
+/// `qualify PROFILE --server 127.0.0.1 -p PORT EXTRA…` against the test's `serve`.
+fn qualify(profile: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["qualify", profile, "--server", "127.0.0.1", "-p", PORT];
+    args.extend_from_slice(extra);
+    rdmabench(&args)
+}
+
 /// The qualification's `--out`: the report directory's sibling when ci/test asks.
 fn report_dir() -> PathBuf {
     match std::env::var_os("RDMABENCH_REPORT_DIR") {
@@ -112,20 +119,17 @@ fn lab_qualify_passes_fails_a_threshold_and_names_regressions() {
     let out_dir = report_dir();
     let json = dir.join("pass.json");
     let xml = dir.join("pass.xml");
-    let out = rdmabench(&[
-        "qualify",
+    let out = qualify(
         &lab,
-        "--server",
-        "127.0.0.1",
-        "-p",
-        PORT,
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-        "--junit",
-        xml.to_str().unwrap(),
-    ]);
+        &[
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+            "--junit",
+            xml.to_str().unwrap(),
+        ],
+    );
     assert_eq!(out.status.code(), Some(0), "{}{}", text(&out), err(&out));
     assert!(text(&out).contains("qualify: PASS"), "{}", text(&out));
     let suites = junit(&xml);
@@ -158,18 +162,8 @@ fn lab_qualify_passes_fails_a_threshold_and_names_regressions() {
     );
     let xml2 = dir.join("impossible.xml");
     let out2 = dir.join("impossible");
-    let out = rdmabench(&[
-        "qualify",
-        &impossible,
-        "--server",
-        "127.0.0.1",
-        "-p",
-        PORT,
-        "--out",
-        out2.to_str().unwrap(),
-        "--junit",
-        xml2.to_str().unwrap(),
-    ]);
+    let out =
+        qualify(&impossible, &["--out", out2.to_str().unwrap(), "--junit", xml2.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}{}", text(&out), err(&out));
     let suites = junit(&xml2);
     let (_, tests, failures, cases) = &suites[1];
@@ -188,20 +182,17 @@ fn lab_qualify_passes_fails_a_threshold_and_names_regressions() {
     let base = dir.join("baseline.json");
     std::fs::write(&base, serde_json::to_string(&baseline).unwrap()).unwrap();
     let json3 = dir.join("regressed.json");
-    let out = rdmabench(&[
-        "qualify",
+    let out = qualify(
         &lab_once,
-        "--server",
-        "127.0.0.1",
-        "-p",
-        PORT,
-        "--out",
-        dir.join("regressed").to_str().unwrap(),
-        "--json",
-        json3.to_str().unwrap(),
-        "--baseline",
-        base.to_str().unwrap(),
-    ]);
+        &[
+            "--out",
+            dir.join("regressed").to_str().unwrap(),
+            "--json",
+            json3.to_str().unwrap(),
+            "--baseline",
+            base.to_str().unwrap(),
+        ],
+    );
     assert_eq!(out.status.code(), Some(1), "{}{}", text(&out), err(&out));
     let stdout = text(&out);
     for point in ["write_bw 64K", "tcp_bw 64K"] {
@@ -220,16 +211,7 @@ fn lab_qualify_passes_fails_a_threshold_and_names_regressions() {
     // Not a qualify JSON: refused with one line, exit 2.
     let bad = dir.join("not-qualify.json");
     std::fs::write(&bad, "{\"kind\": \"compare\"}").unwrap();
-    let out = rdmabench(&[
-        "qualify",
-        &lab,
-        "--server",
-        "127.0.0.1",
-        "-p",
-        PORT,
-        "--baseline",
-        bad.to_str().unwrap(),
-    ]);
+    let out = qualify(&lab, &["--baseline", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(err(&out).contains("not a qualify JSON"), "{}", err(&out));
     serve.kill().unwrap();

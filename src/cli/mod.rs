@@ -161,24 +161,12 @@ pub struct QualifyArgs {
     /// Write JUnit XML (one testcase per check and test point) to FILE.
     #[arg(long = "junit", value_name = "FILE")]
     pub junit: Option<std::path::PathBuf>,
-    /// Where qualify.json, junit.xml and report.html go (default: rdmabench-qualify).
+    /// Where qualify.json, junit.xml and report.html go.
     #[arg(long = "out", value_name = "DIR", default_value = "rdmabench-qualify")]
     pub out: std::path::PathBuf,
-    /// Control-channel TCP port of the server.
-    #[arg(short = 'p', long = "port")]
-    pub port: Option<u16>,
-    /// RDMA device on this side (default: the first); doctor checks it.
-    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
-    pub device: Option<String>,
-    /// GID index on this side.
-    #[arg(short = 'x', long = "gid-index")]
-    pub gid_index: Option<u8>,
-    /// Seconds to wait for the server at each step.
-    #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
-    pub timeout: u64,
-    /// Prove to the server (and check) the shared secret in FILE (docs/security.md).
-    #[arg(long = "auth-key", value_name = "FILE")]
-    pub auth_key: Option<std::path::PathBuf>,
+    /// How this side reaches the server (`-d`: also the device doctor checks).
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 /// `rdmabench serve`.
@@ -241,6 +229,14 @@ pub struct CompareArgs {
     /// Bytes each latency point moves (iterations = this / size, 5 … 1000).
     #[arg(long = "lat-bytes", value_parser = parse_size, default_value = "16M")]
     pub lat_bytes: u64,
+    /// How this side reaches the server.
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// How a client of `rdmabench serve` reaches it: what `compare` and `qualify` share.
+#[derive(Debug, Args)]
+pub struct ClientArgs {
     /// Control-channel TCP port of the server.
     #[arg(short = 'p', long = "port")]
     pub port: Option<u16>,
@@ -256,6 +252,24 @@ pub struct CompareArgs {
     /// Prove to the server (and check) the shared secret in FILE (docs/security.md).
     #[arg(long = "auth-key", value_name = "FILE")]
     pub auth_key: Option<std::path::PathBuf>,
+}
+
+impl ClientArgs {
+    /// This side's settings for each test it runs against the server.
+    ///
+    /// # Errors
+    /// A `--timeout` out of range, or an `--auth-key` file that cannot be used.
+    pub fn local(&self) -> Result<crate::spec::Local, Error> {
+        Ok(crate::spec::Local {
+            device: self.device.clone(),
+            gid_index: self.gid_index,
+            port: self.port.unwrap_or(crate::spec::DEFAULT_PORT),
+            timeout: args::timeout(self.timeout)?,
+            connect_window: crate::compare::SERVER_STARTING,
+            auth: self.auth_key.as_deref().map(crate::session::auth::AuthKey::load).transpose()?,
+            ..crate::spec::Local::default()
+        })
+    }
 }
 
 /// Parses `args`. Help and version are printed here and reported as `Ok(None)`; a

@@ -12,15 +12,13 @@ pub mod verdict;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use crate::cli::args::timeout;
 use crate::cli::QualifyArgs;
-use crate::compare::{reach_server, run_point, SERVER_STARTING};
+use crate::compare::{reach_server, run_point};
 use crate::doctor::{self, Status};
 use crate::engine::{tool, Side};
 use crate::error::Error;
 use crate::inventory;
-use crate::session::auth::AuthKey;
-use crate::spec::{Link, Local, DEFAULT_PORT};
+use crate::spec::{Link, Local};
 use crate::transport::Backend;
 
 use report::{BaselineSummary, Point, ProfileSummary, QualifyReport, QualifyVerdict, Sides};
@@ -35,23 +33,18 @@ use verdict::{Median, Run};
 pub fn qualify(args: &QualifyArgs, out: &mut dyn Write) -> Result<u8, Error> {
     let profile = profile::load(&args.profile)?;
     let baseline = args.baseline.as_deref().map(Baseline::load).transpose()?;
-    let local = Local {
-        device: args.device.clone(),
-        gid_index: args.gid_index,
-        port: args.port.unwrap_or(DEFAULT_PORT),
-        timeout: timeout(args.timeout)?,
-        connect_window: SERVER_STARTING,
-        auth: args.auth_key.as_deref().map(AuthKey::load).transpose()?,
-        ..Local::default()
-    };
+    let local = args.client.local()?;
     prepare_outputs(args)?;
     let root = PathBuf::from("/");
-    let target =
-        doctor::Target { device: args.device.as_deref(), root: &root, backend: Backend::native() };
+    let target = doctor::Target {
+        device: args.client.device.as_deref(),
+        root: &root,
+        backend: Backend::native(),
+    };
     let doctor = doctor::diagnose(&target)?;
     reach_server(&args.server, &local)?;
     let mut report = new_report(args, &profile, doctor);
-    let link_gbps = rdma_link_gbps(args.device.as_deref());
+    let link_gbps = rdma_link_gbps(args.client.device.as_deref());
     let stopped = run_points(&mut report, &profile, &local, link_gbps);
     finish(&mut report, &profile, baseline.as_ref());
     write_files(args, &report)?;
