@@ -139,6 +139,7 @@ fn hosts_compare_runs_against_a_served_host() {
     let peer = nodes::address(2);
     let serve =
         Remote::rdmabench(2, "serve", &["serve", "-p", "18720", "--timeout", "30"], 10 * MINUTE);
+    serve.wait_listening(18720);
     let dir = common::scratch("rdmabench-hosts").join("compare");
     let _ = std::fs::remove_dir_all(&dir);
     let out = finish(

@@ -115,6 +115,22 @@ impl Remote {
         );
     }
 
+    /// Waits (in one ssh call) until something listens on TCP `port` on its node: a
+    /// server started over ssh in a TCG guest can take longer to listen than a client's
+    /// few seconds of retrying a refused connection.
+    pub fn wait_listening(&self, port: u16) {
+        let check = format!(
+            "for i in $(seq 600); do grep -qiE ':{port:04X} [0-9A-F]+:0000 0A' /proc/net/tcp /proc/net/tcp6 \
+             && echo listening && exit 0; sleep 0.1; done; echo not listening"
+        );
+        let said = on(self.node, &check, Duration::from_secs(90));
+        assert!(
+            said.contains("listening") && !said.contains("not listening"),
+            "node{}: nothing listens on {port}",
+            self.node
+        );
+    }
+
     /// A file it wrote in that node's /tmp (`--json`), by the name given.
     pub fn read(&self, path: &str) -> String {
         on(self.node, &format!("cat {}", quote(path)), Duration::from_secs(60))
