@@ -3,7 +3,7 @@
 //! clock and CPU accounting as `write-bw` or `tcp-bw`); the points are gathered into
 //! one report, written as JSON, CSV, SVG charts and an HTML page.
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::path::Path;
 use std::time::Duration;
 
@@ -143,7 +143,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
     reach_server(&args.host, &local)?;
     let series = series(args.streams);
     let total = series.len() * sizes.len();
-    let progress = io::stderr().is_terminal();
+    let progress = crate::progress::Progress::new(total, args.quiet);
     let mut report = CompareReport {
         schema_version: crate::report::SCHEMA_VERSION,
         kind: "compare",
@@ -158,12 +158,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
     let side = Side::Client { host: args.host.clone() };
     for s in &series {
         for &size in &sizes {
-            if progress {
-                let done = report.rows.len();
-                let bar: String =
-                    (0..30).map(|i| if i * total < done * 30 { '#' } else { '.' }).collect();
-                eprint!("\r[{bar}] {done}/{total} {} {:<6}   ", s.id, size_label(size));
-            }
+            progress.running(&format!("{} {}", s.id, size_label(size)));
             let row = match point_spec(args, s, size) {
                 Ok(spec) => {
                     let outcome = run_point(&spec, &side, &local);
@@ -179,10 +174,9 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
             // gone, refuses this side's key or is busy ends it at once.
             let gone = row.error.clone().filter(|e| e.kind.peer_unavailable());
             report.rows.push(row);
+            progress.done_one();
             if let Some(e) = gone {
-                if progress {
-                    eprintln!();
-                }
+                drop(progress);
                 write_files(&args.out, &report)?;
                 return Err(Error::new(
                     e.kind,
@@ -191,9 +185,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
             }
         }
     }
-    if progress {
-        eprintln!("\r[{}] {total}/{total} done{:30}", "#".repeat(30), "");
-    }
+    drop(progress);
     write_files(&args.out, &report)?;
     let mut text = compare::table(&report);
     text.push_str(&format!(" report: {}\n", args.out.join("report.html").display()));
@@ -288,6 +280,7 @@ mod tests {
             streams: 4,
             bytes: 64 << 20,
             lat_bytes: 16 << 20,
+            quiet: true,
             client: crate::cli::ClientArgs {
                 port: None,
                 device: None,

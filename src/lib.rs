@@ -10,7 +10,8 @@
 //! - [`measure`], [`report`]: pure arithmetic, then printers;
 //! - [`error`]: one error type with a kind, mapped once to the exit status;
 //! - [`environment`]: the host, device and interface every result records;
-//! - [`inventory`] (`rdmabench devices`), [`serve`], [`compare`], [`doctor`], [`qualify`].
+//! - [`inventory`] (`rdmabench devices`), [`serve`], [`compare`], [`doctor`], [`qualify`];
+//! - [`version`] (`--version`), [`progress`] (the bar of compare and qualify).
 //!
 //! All `unsafe` code lives in the `rdmabench-ffi` crate (imported as `ffi`); this crate
 //! forbids it.
@@ -27,12 +28,14 @@ pub mod error;
 pub mod inventory;
 pub mod measure;
 pub mod perf;
+pub mod progress;
 pub mod qualify;
 pub mod report;
 pub mod serve;
 pub mod session;
 pub mod spec;
 pub mod transport;
+pub mod version;
 
 use std::io::{self, Write};
 
@@ -59,6 +62,13 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, Error> {
         Command::Compare(args) => compare::compare(&args, out),
         Command::Doctor(args) => doctor(&args, out),
         Command::Qualify(args) => qualify::qualify(&args, out),
+        Command::Completions(args) => cli::generate::completions(args.shell, out).map(|()| 0),
+        Command::Manpages(args) => {
+            for page in cli::generate::manpages(&args.dir)? {
+                let _ = writeln!(out, "{}", page.display());
+            }
+            Ok(0)
+        }
     }
 }
 

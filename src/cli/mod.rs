@@ -2,8 +2,9 @@
 //! has its own argument group; [`args`] turns a test's flags into a spec once.
 
 pub mod args;
+pub mod generate;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 pub use args::{BackendArg, PerfArgs, ReportArgs, TcpArgs, TestArgs};
 
@@ -60,6 +61,11 @@ enum RawCommand {
     /// Qualify a NIC, firmware or driver: doctor, then a profile's tests against `serve`,
     /// judged by thresholds and a baseline; table, JSON, JUnit XML, HTML.
     Qualify(QualifyArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions(CompletionsArgs),
+    /// Write the man pages (rdmabench.1 and one per subcommand) into DIR (ci/package).
+    #[command(hide = true)]
+    Manpages(ManpagesArgs),
 }
 
 /// What to run.
@@ -79,6 +85,10 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// `rdmabench qualify`.
     Qualify(Box<QualifyArgs>),
+    /// `rdmabench completions SHELL`.
+    Completions(CompletionsArgs),
+    /// `rdmabench manpages DIR`.
+    Manpages(ManpagesArgs),
 }
 
 impl From<RawCommand> for Command {
@@ -102,6 +112,8 @@ impl From<RawCommand> for Command {
             RawCommand::Compare(a) => Command::Compare(Box::new(a)),
             RawCommand::Doctor(a) => Command::Doctor(a),
             RawCommand::Qualify(a) => Command::Qualify(Box::new(a)),
+            RawCommand::Completions(a) => Command::Completions(a),
+            RawCommand::Manpages(a) => Command::Manpages(a),
         }
     }
 }
@@ -122,6 +134,22 @@ pub struct DevicesArgs {
     /// Default: nd on Windows, verbs elsewhere.
     #[arg(long = "backend", value_enum, value_name = "API")]
     pub backend: Option<BackendArg>,
+}
+
+/// `rdmabench completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+/// `rdmabench manpages`.
+#[derive(Debug, Args)]
+pub struct ManpagesArgs {
+    /// Where the pages go (created if missing).
+    #[arg(value_name = "DIR")]
+    pub dir: std::path::PathBuf,
 }
 
 /// `rdmabench doctor`.
@@ -164,6 +192,9 @@ pub struct QualifyArgs {
     /// Where qualify.json, junit.xml and report.html go.
     #[arg(long = "out", value_name = "DIR", default_value = "rdmabench-qualify")]
     pub out: std::path::PathBuf,
+    /// No progress bar (there is none either when stderr is not a terminal).
+    #[arg(long = "quiet")]
+    pub quiet: bool,
     /// How this side reaches the server (`-d`: also the device doctor checks).
     #[command(flatten)]
     pub client: ClientArgs,
@@ -229,6 +260,9 @@ pub struct CompareArgs {
     /// Bytes each latency point moves (iterations = this / size, 5 … 1000).
     #[arg(long = "lat-bytes", value_parser = parse_size, default_value = "16M")]
     pub lat_bytes: u64,
+    /// No progress bar (there is none either when stderr is not a terminal).
+    #[arg(long = "quiet")]
+    pub quiet: bool,
     /// How this side reaches the server.
     #[command(flatten)]
     pub client: ClientArgs,
@@ -281,6 +315,11 @@ where
 {
     match RawCli::try_parse_from(args) {
         Ok(cli) => Ok(Some(Cli { command: cli.command.into() })),
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion => {
+            // -V and --version alike: the commit and the RDMA libraries too.
+            print!("{}", crate::version::long());
+            Ok(None)
+        }
         Err(e) if !e.use_stderr() => {
             // --help / --version: clap's own text on stdout.
             let _ = e.print();
@@ -288,6 +327,11 @@ where
         }
         Err(e) => Err(Error::usage(first_line(&e.render().to_string()))),
     }
+}
+
+/// The command line's whole definition, for completions and man pages.
+pub fn definition() -> clap::Command {
+    RawCli::command()
 }
 
 /// clap's error text is several lines (error, tip, usage); keep the error itself, with

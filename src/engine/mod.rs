@@ -31,9 +31,9 @@ use crate::session::protocol::{mismatches, Channel, Message, ProtocolError};
 use crate::spec::{Link, Local, TestSpec};
 use crate::transport::Backend;
 
-/// The tool name sent in the handshake: `rdmabench 0.1.0`.
+/// The tool name sent in the handshake: `rdmabench 0.1.0 (abc123456789)`.
 pub fn tool() -> String {
-    format!("rdmabench {}", env!("CARGO_PKG_VERSION"))
+    crate::version::tool()
 }
 
 /// Which end of the test this side is.

@@ -9,7 +9,7 @@ pub mod report;
 pub mod threshold;
 pub mod verdict;
 
-use std::io::{self, IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::cli::QualifyArgs;
@@ -45,7 +45,7 @@ pub fn qualify(args: &QualifyArgs, out: &mut dyn Write) -> Result<u8, Error> {
     reach_server(&args.server, &local)?;
     let mut report = new_report(args, &profile, doctor);
     let link_gbps = rdma_link_gbps(args.client.device.as_deref());
-    let stopped = run_points(&mut report, &profile, &local, link_gbps);
+    let stopped = run_points(&mut report, &profile, &local, link_gbps, args.quiet);
     finish(&mut report, &profile, baseline.as_ref());
     write_files(args, &report)?;
     if let Err(e) = stopped {
@@ -107,12 +107,12 @@ fn run_points(
     profile: &profile::Profile,
     local: &Local,
     link_gbps: Option<f64>,
+    quiet: bool,
 ) -> Result<(), Error> {
     let side = Side::Client { host: report.server.clone() };
     let total =
         profile.tests.iter().map(|t| t.specs.len()).sum::<usize>() * profile.repeats as usize;
-    let progress = io::stderr().is_terminal();
-    let mut done = 0;
+    let progress = crate::progress::Progress::new(total, quiet);
     for test in &profile.tests {
         for spec in &test.specs {
             let id = Point::id_for(&test.name, spec.sizes[0]);
@@ -120,11 +120,9 @@ fn run_points(
             let mut link = link_gbps;
             let mut gone = None;
             for _ in 0..profile.repeats {
-                if progress {
-                    eprint!("\rqualify: {done}/{total} {id:<40}");
-                }
+                progress.running(&id);
                 let outcome = run_point(spec, &side, local);
-                done += 1;
+                progress.done_one();
                 if let Some(env) = &outcome.report.environment {
                     if matches!(spec.link, Link::Tcp(_)) {
                         // A TCP point's "link" is the interface's speed.
@@ -151,15 +149,9 @@ fn run_points(
             }
             report.points.push(point(test, &id, spec.id(), spec.sizes[0], runs, link));
             if let Some(e) = gone {
-                if progress {
-                    eprintln!();
-                }
                 return Err(e);
             }
         }
-    }
-    if progress {
-        eprintln!("\rqualify: {total}/{total} done{:40}", "");
     }
     Ok(())
 }

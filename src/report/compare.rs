@@ -208,14 +208,35 @@ pub fn table(report: &CompareReport) -> String {
     o
 }
 
-/// results.csv: one line per point.
+/// results.csv: a header, then one record per point. Through the `csv` crate, so any
+/// value (an error with commas, quotes or newlines) reads back as written.
 pub fn csv(report: &CompareReport) -> String {
-    let mut o = String::from(
-        "series,transport,test,streams,size,iterations,bw_avg_mib_s,bw_avg_gbit_s,msg_rate_mpps,\
-         t_min_us,t_typical_us,t_avg_us,t_p99_us,client_process_pct,client_cpu_s_per_gb,\
-         server_process_pct,server_cpu_s_per_gb,received_bytes,error\n",
-    );
+    const HEADER: [&str; 19] = [
+        "series",
+        "transport",
+        "test",
+        "streams",
+        "size",
+        "iterations",
+        "bw_avg_mib_s",
+        "bw_avg_gbit_s",
+        "msg_rate_mpps",
+        "t_min_us",
+        "t_typical_us",
+        "t_avg_us",
+        "t_p99_us",
+        "client_process_pct",
+        "client_cpu_s_per_gb",
+        "server_process_pct",
+        "server_cpu_s_per_gb",
+        "received_bytes",
+        "error",
+    ];
     let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+    let mut w = ::csv::WriterBuilder::new()
+        .terminator(::csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    let mut records = vec![HEADER.map(String::from)];
     for r in &report.rows {
         let Some(s) = report.series.iter().find(|s| s.id == r.series) else { continue };
         let res = r.result.as_ref();
@@ -223,15 +244,12 @@ pub fn csv(report: &CompareReport) -> String {
         let lat = res.and_then(|x| x.lat.as_ref());
         let client = res.and_then(|x| x.cpu.client);
         let server = res.and_then(|x| x.cpu.server);
-        let error = r.error_message().replace('"', "'");
-        let _ = writeln!(
-            o,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
-            s.id,
-            s.transport(),
-            s.test_id(),
-            s.streams,
-            r.size,
+        records.push([
+            s.id.clone(),
+            s.transport().to_string(),
+            s.test_id().to_string(),
+            s.streams.to_string(),
+            r.size.to_string(),
             res.map_or(String::new(), |x| x.iterations.to_string()),
             f(bw.map(|b| b.avg_bytes_per_sec / MIB)),
             f(bw.map(|b| b.avg_bytes_per_sec * 8.0 / 1e9)),
@@ -245,10 +263,14 @@ pub fn csv(report: &CompareReport) -> String {
             f(server.map(|c| c.process_percent)),
             f(server.and_then(|c| c.cpu_s_per_gb)),
             res.and_then(|x| x.received_bytes).map_or(String::new(), |b| b.to_string()),
-            error
-        );
+            r.error_message().to_string(),
+        ]);
     }
-    o
+    for record in &records {
+        // Writing into a Vec cannot fail.
+        let _ = w.write_record(record);
+    }
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
 fn lines(report: &CompareReport, m: Measure, value: Value) -> Vec<Line> {
@@ -445,14 +467,40 @@ mod tests {
     }
 
     #[test]
-    fn csv_has_one_line_per_point_and_quotes_errors() {
-        let c = csv(&report());
-        let lines: Vec<&str> = c.lines().collect();
-        assert_eq!(lines.len(), 7);
-        let cols = lines[0].split(',').count();
-        assert!(lines.iter().all(|l| l.split(',').count() == cols), "{c}");
-        assert!(lines[2].starts_with("a_bw,rdma,write_bw,1,65536,10,600.0000,"));
-        assert!(lines[3].ends_with("\"the peer stopped: 'boom'\""));
+    fn csv_reads_back_as_written_with_one_record_per_point() {
+        let mut r = report();
+        let nasty = "the peer said: \"no, not now\"\nsecond line, with a comma";
+        r.rows[2].error.as_mut().unwrap().message = nasty.into();
+        let text = csv(&r);
+        let mut reader = ::csv::Reader::from_reader(text.as_bytes());
+        let header = reader.headers().unwrap().clone();
+        assert_eq!(header.len(), 19);
+        assert_eq!(&header[18], "error");
+        let records: Vec<::csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        assert_eq!(records.len(), r.rows.len());
+        assert!(records.iter().all(|rec| rec.len() == 19));
+        assert_eq!(
+            &records[1].iter().take(7).collect::<Vec<_>>(),
+            &["a_bw", "rdma", "write_bw", "1", "65536", "10", "600.0000"]
+        );
+        assert_eq!(&records[2][18], nasty);
+        // And through another reader: Python's csv module.
+        let path = std::env::temp_dir().join(format!("rdmabench-csv-{}.csv", std::process::id()));
+        std::fs::write(&path, &text).unwrap();
+        let read = std::process::Command::new("python3")
+            .args(["-c", "import csv, json, sys; print(json.dumps(list(csv.reader(open(sys.argv[1], newline='')))))"])
+            .arg(&path)
+            .output()
+            .expect("python3 (ci/setup installs it)");
+        std::fs::remove_file(&path).unwrap();
+        assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
+        let rows: Vec<Vec<String>> = serde_json::from_slice(&read.stdout).unwrap();
+        assert_eq!(rows.len(), r.rows.len() + 1);
+        assert_eq!(rows[0], header.iter().collect::<Vec<_>>());
+        for (py, rec) in rows[1..].iter().zip(&records) {
+            assert_eq!(py, &rec.iter().collect::<Vec<_>>());
+        }
+        assert_eq!(rows[3][18], nasty);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::cli::args::timeout;
 use crate::cli::ServeArgs;
@@ -195,26 +195,14 @@ fn log(out: &mut dyn Write, line: &str) {
     let _ = out.flush();
 }
 
-/// `2026-11-30T05:12:03Z`, without a date crate.
+/// Now in UTC to the second, `2026-11-30T05:12:03Z`: the stamp on serve's log lines and
+/// on compare's and qualify's reports.
 pub fn utc_now() -> String {
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    utc(secs)
+    utc(jiff::Timestamp::now())
 }
 
-fn utc(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's days-to-civil.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+fn utc(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 #[cfg(test)]
@@ -222,9 +210,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn timestamps_are_utc_calendar_dates() {
-        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(utc(1_796_008_323), "2026-11-30T03:12:03Z");
+    fn timestamps_are_utc_calendar_dates_to_the_second() {
+        let at = |secs, nanos| utc(jiff::Timestamp::new(secs, nanos).unwrap());
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400, 999_999_999), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_796_008_323, 0), "2026-11-30T03:12:03Z");
     }
 }

@@ -1,0 +1,58 @@
+//! Records what this binary was built from, for `rdmabench --version` and every result's
+//! `tool`: the git commit (or the one `cargo package` noted in `.cargo_vcs_info.json`, or
+//! `RDMABENCH_COMMIT` for a build from a source tarball) and the libibverbs and librdmacm
+//! versions pkg-config reports (the headers and libraries it was linked against).
+
+use std::path::Path;
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=RDMABENCH_COMMIT");
+    // HEAD names the branch; a commit moves the branch's ref, not HEAD.
+    let mut watched =
+        vec![".git/HEAD".to_string(), ".git/packed-refs".into(), ".cargo_vcs_info.json".into()];
+    if let Ok(head) = std::fs::read_to_string(".git/HEAD") {
+        if let Some(branch) = head.trim().strip_prefix("ref: ") {
+            watched.push(format!(".git/{branch}"));
+        }
+    }
+    for path in watched.iter().filter(|p| Path::new(p).exists()) {
+        println!("cargo:rerun-if-changed={path}");
+    }
+    let commit = std::env::var("RDMABENCH_COMMIT")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .or_else(git_commit)
+        .or_else(packaged_commit)
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=RDMABENCH_COMMIT={commit}");
+    let linux = std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux");
+    for (lib, var) in [("libibverbs", "RDMABENCH_LIBIBVERBS"), ("librdmacm", "RDMABENCH_LIBRDMACM")]
+    {
+        let version = if linux { pkg_config_version(lib) } else { None };
+        println!("cargo:rustc-env={var}={}", version.unwrap_or_default());
+    }
+}
+
+/// The checked-out commit, abbreviated (uncommitted changes are not marked: the build
+/// script runs again only when the branch moves).
+fn git_commit() -> Option<String> {
+    let out = Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).output().ok()?;
+    let head = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !head.is_empty()).then_some(head)
+}
+
+/// The commit `cargo package` recorded (`{"git": {"sha1": "…"}}`), for a build from a
+/// published crate, without a JSON parser in the build script.
+fn packaged_commit() -> Option<String> {
+    let text = std::fs::read_to_string(".cargo_vcs_info.json").ok()?;
+    let after = &text[text.find("\"sha1\"")? + 6..];
+    let start = after.find('"')? + 1;
+    let sha: String = after[start..].chars().take_while(char::is_ascii_hexdigit).collect();
+    (sha.len() >= 12).then(|| sha[..12].to_string())
+}
+
+fn pkg_config_version(lib: &str) -> Option<String> {
+    let out = Command::new("pkg-config").args(["--modversion", lib]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}

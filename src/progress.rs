@@ -1,0 +1,91 @@
+//! The progress bar of runs made of many points (`compare`, `qualify`): the point
+//! running, how many are done, the rate and the time left. Drawn on stderr only when it
+//! is a terminal and `--quiet` is not given, so logs and pipes see none of it.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// A bar over `total` points; cleared when dropped, whatever ended the run.
+pub struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    /// A bar of `total` points, hidden with `quiet` or when stderr is not a terminal.
+    pub fn new(total: usize, quiet: bool) -> Self {
+        if quiet || !std::io::stderr().is_terminal() {
+            return Self { bar: ProgressBar::hidden() };
+        }
+        let bar = ProgressBar::new(total as u64);
+        // The point's name last, cut to the terminal's width.
+        let style =
+            ProgressStyle::with_template("[{bar:20}] {pos}/{len} {rate} ~{eta} left  {wide_msg}")
+                .map(|s| s.progress_chars("#>.").with_key("rate", rate))
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
+        bar.set_style(style);
+        // Points take seconds: redraw on a clock so the rate and time left move.
+        bar.enable_steady_tick(Duration::from_millis(500));
+        Self { bar }
+    }
+
+    /// The point now running, e.g. `rdma_write_bw 64K`.
+    pub fn running(&self, point: &str) {
+        self.bar.set_message(point.to_string());
+    }
+
+    /// One more point done.
+    pub fn done_one(&self) {
+        self.bar.inc(1);
+    }
+
+    /// Whether the bar is drawn (for tests and for callers that print beside it).
+    pub fn is_drawn(&self) -> bool {
+        !self.bar.is_hidden()
+    }
+}
+
+/// Points take from milliseconds to minutes: a rate per second, or seconds per point.
+fn rate(state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write) {
+    let _ = w.write_str(&rate_text(state.pos(), state.per_sec()));
+}
+
+fn rate_text(done: u64, per_sec: f64) -> String {
+    match per_sec {
+        _ if done == 0 || !per_sec.is_finite() || per_sec <= 0.0 => "-".into(),
+        r if r >= 1.0 => format!("{r:.1}/s"),
+        r => format!("{:.1} s each", 1.0 / r),
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_reads_per_second_or_seconds_per_point() {
+        assert_eq!(rate_text(0, 5.0), "-");
+        assert_eq!(rate_text(3, 185.337), "185.3/s");
+        assert_eq!(rate_text(3, 0.25), "4.0 s each");
+        assert_eq!(rate_text(3, f64::INFINITY), "-");
+    }
+
+    #[test]
+    fn quiet_or_no_terminal_draws_nothing() {
+        let p = Progress::new(10, true);
+        assert!(!p.is_drawn());
+        p.running("x");
+        p.done_one();
+        // cargo test's stderr is captured (a pipe), never a terminal.
+        if !std::io::stderr().is_terminal() {
+            assert!(!Progress::new(10, false).is_drawn());
+        }
+    }
+}

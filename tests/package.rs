@@ -1,0 +1,194 @@
+//! The Debian package `ci/package` builds: what it holds, and that what it installs runs
+//! (the binary, its man pages, its bash completion). ci/test builds the package, then
+//! runs these with RDMABENCH_DEB naming it (`cargo test --test package -- --ignored`).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// The package under test; a run without it is a failure, not a skip.
+fn deb() -> PathBuf {
+    let path = std::env::var_os("RDMABENCH_DEB")
+        .expect("RDMABENCH_DEB is not set: run ci/package, then these tests with its path");
+    let path = PathBuf::from(path);
+    assert!(path.is_file(), "RDMABENCH_DEB={} is not a file", path.display());
+    path
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The package unpacked (`dpkg-deb -x`) into a scratch directory of this test's own.
+fn unpacked(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rdmabench-deb-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = run(Command::new("dpkg-deb").arg("-x").arg(deb()).arg(&dir));
+    assert!(out.status.success(), "dpkg-deb -x: {}", text(&out.stderr));
+    dir
+}
+
+const TESTS: [&str; 10] = [
+    "write-bw",
+    "read-bw",
+    "send-bw",
+    "atomic-bw",
+    "write-lat",
+    "read-lat",
+    "send-lat",
+    "atomic-lat",
+    "tcp-bw",
+    "tcp-lat",
+];
+
+#[test]
+#[ignore = "needs the package: ci/test builds it with ci/package"]
+fn package_holds_the_binary_man_pages_completions_and_docs() {
+    let out = run(Command::new("dpkg-deb").arg("--contents").arg(deb()));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listing = text(&out.stdout);
+    let entry = |path: &str| listing.lines().find(|l| l.ends_with(&format!(" ./{path}")));
+    let binary = entry("usr/bin/rdmabench").unwrap_or_else(|| panic!("no binary in\n{listing}"));
+    assert!(binary.starts_with("-rwxr-xr-x"), "{binary}");
+    let mut want = vec![
+        "usr/share/man/man1/rdmabench.1.gz".to_string(),
+        "usr/share/bash-completion/completions/rdmabench".into(),
+        "usr/share/zsh/vendor-completions/_rdmabench".into(),
+        "usr/share/fish/vendor_completions.d/rdmabench.fish".into(),
+        "usr/share/doc/rdmabench/README.md".into(),
+        "usr/share/doc/rdmabench/copyright".into(),
+        "usr/share/doc/rdmabench/docs/lab.md".into(),
+        "usr/share/doc/rdmabench/examples/rdmabench-memlock.conf".into(),
+    ];
+    for cmd in
+        TESTS.iter().chain(&["serve", "compare", "doctor", "qualify", "devices", "completions"])
+    {
+        want.push(format!("usr/share/man/man1/rdmabench-{cmd}.1.gz"));
+    }
+    for path in &want {
+        assert!(entry(path).is_some(), "{path} is not in the package:\n{listing}");
+    }
+    let fields =
+        run(Command::new("dpkg-deb").arg("--field").arg(deb()).arg("Package").arg("Depends"));
+    let fields = text(&fields.stdout);
+    for dep in ["libibverbs1", "librdmacm1", "ibverbs-providers", "libc6"] {
+        assert!(fields.contains(dep), "Depends lacks {dep}: {fields}");
+    }
+}
+
+#[test]
+#[ignore = "needs the package: ci/test builds it with ci/package"]
+fn package_binary_runs_from_the_unpacked_tree() {
+    let root = unpacked("run");
+    let bin = root.join("usr/bin/rdmabench");
+    let out = run(Command::new(&bin).arg("--version"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let version = text(&out.stdout);
+    let head = run(Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR")));
+    let head = text(&head.stdout).trim().to_string();
+    assert!(!head.is_empty(), "this test runs in the git checkout it was built from");
+    assert!(
+        version.starts_with(&format!("rdmabench {} (commit {head})\n", env!("CARGO_PKG_VERSION"))),
+        "{version}"
+    );
+    assert!(version.contains("built against libibverbs "), "{version}");
+    assert!(version.contains("running with ") && version.contains("libibverbs.so"), "{version}");
+
+    // `devices`: the inventory where there are devices, else its one-line error and 2.
+    let out = run(Command::new(&bin).arg("devices"));
+    let have_devices =
+        std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
+    if have_devices {
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    } else {
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "stdout {} stderr {err}", text(&out.stdout));
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("rdmabench: ") && err.contains("RDMA"), "{err}");
+        assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+#[ignore = "needs the package: ci/test builds it with ci/package"]
+fn package_man_pages_render_with_man() {
+    let root = unpacked("man");
+    let dir = root.join("usr/share/man/man1");
+    let mut pages: Vec<PathBuf> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    pages.sort();
+    assert!(pages.len() > TESTS.len(), "{pages:?}");
+    for page in &pages {
+        let out =
+            run(Command::new("man").env("MANWIDTH", "100").args(["-P", "cat", "-l"]).arg(page));
+        let shown = text(&out.stdout);
+        let name =
+            page.file_name().unwrap().to_string_lossy().trim_end_matches(".1.gz").to_string();
+        assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "man -l {}: {}",
+            page.display(),
+            text(&out.stderr)
+        );
+        assert!(shown.contains("NAME") && shown.contains(&name), "{}:\n{shown}", page.display());
+    }
+    let top = text(
+        &run(Command::new("man").args(["-P", "cat", "-l"]).arg(dir.join("rdmabench.1.gz"))).stdout,
+    );
+    assert!(
+        top.contains("rdmabench-write-bw(1)"),
+        "the main page lists the subcommands' pages:\n{top}"
+    );
+    let write_bw = text(
+        &run(Command::new("man")
+            .args(["-P", "cat", "-l"])
+            .arg(dir.join("rdmabench-write-bw.1.gz")))
+        .stdout,
+    );
+    assert!(write_bw.contains("--report_gbits") && write_bw.contains("--gid-index"), "{write_bw}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+#[ignore = "needs the package: ci/test builds it with ci/package"]
+fn package_bash_completion_loads_and_completes_subcommands_and_flags() {
+    let root = unpacked("bash");
+    let script = root.join("usr/share/bash-completion/completions/rdmabench");
+    let complete = |words: &str| -> Vec<String> {
+        // What bash does on TAB: COMP_WORDS/COMP_CWORD set, the function called.
+        let probe = format!(
+            "source '{}' || exit 9; complete -p rdmabench >/dev/null || exit 8; \
+             COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); \
+             COMP_LINE='{words}'; COMP_POINT=${{#COMP_LINE}}; \
+             _rdmabench rdmabench \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; \
+             printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display()
+        );
+        let out = run(Command::new("bash").args(["--norc", "--noprofile", "-c", &probe]));
+        assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "bash: {:?} {}",
+            out.status,
+            text(&out.stderr)
+        );
+        text(&out.stdout).lines().map(str::to_string).collect()
+    };
+    assert_eq!(complete("rdmabench wri"), ["write-bw", "write-lat"]);
+    let flags = complete("rdmabench write-bw --report");
+    assert!(flags.iter().any(|f| f == "--report_gbits"), "{flags:?}");
+    for (file, marker) in [
+        ("usr/share/zsh/vendor-completions/_rdmabench", "#compdef rdmabench"),
+        ("usr/share/fish/vendor_completions.d/rdmabench.fish", "complete -c rdmabench"),
+    ] {
+        let body = std::fs::read_to_string(root.join(file)).unwrap();
+        assert!(body.contains(marker) && body.contains("write-bw"), "{file}");
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}
