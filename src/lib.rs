@@ -11,7 +11,7 @@
 //! - [`error`]: one error type with a kind, mapped once to the exit status;
 //! - [`environment`]: the host, device and interface every result records;
 //! - [`inventory`] (`rdmabench devices`), [`serve`], [`compare`], [`doctor`], [`qualify`];
-//! - [`version`] (`--version`), [`progress`] (the bar of compare and qualify).
+//! - [`version`] (`--version`), [`progress`] (the bar of sweeps, compare and qualify).
 //!
 //! All `unsafe` code lives in the `rdmabench-ffi` crate (imported as `ffi`); this crate
 //! forbids it.

@@ -1,6 +1,7 @@
-//! The progress bar of runs made of many points (`compare`, `qualify`): the point
-//! running, how many are done, the rate and the time left. Drawn on stderr only when it
-//! is a terminal and `--quiet` is not given, so logs and pipes see none of it.
+//! The progress bar of runs made of many points (`compare`, `qualify`) or sizes (a test's
+//! `-a` sweep, a `-D` run): the point running, how many are done, the rate and the time
+//! left. Drawn on stderr only when it is a terminal and `--quiet` is not given, so logs
+//! and pipes see none of it.
 
 use std::io::IsTerminal;
 use std::time::Duration;

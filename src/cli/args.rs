@@ -202,12 +202,23 @@ pub struct ReportArgs {
     /// Seconds to wait for the peer at each step before giving up.
     #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
+    /// No progress bar during a sweep (-a) or a timed run (-D); there is none either
+    /// when stderr is not a terminal.
+    #[arg(long = "quiet")]
+    pub quiet: bool,
 }
 
 impl Default for ReportArgs {
     /// As the command line without these flags.
     fn default() -> Self {
-        ReportArgs { report_gbits: false, json: None, min_bw: None, max_lat: None, timeout: 30 }
+        ReportArgs {
+            report_gbits: false,
+            json: None,
+            min_bw: None,
+            max_lat: None,
+            timeout: 30,
+            quiet: false,
+        }
     }
 }
 
@@ -348,6 +359,7 @@ impl PerfArgs {
             port: self.port.unwrap_or(DEFAULT_PORT),
             timeout: self.report.timeout()?,
             connect_window: self.report.timeout()?,
+            quiet: self.report.quiet,
             ..Local::default()
         };
         self.access.apply(self.host.is_some(), &mut local)?;
@@ -382,6 +394,7 @@ impl TcpArgs {
             timeout: self.report.timeout()?,
             connect_window: self.report.timeout()?,
             pin: self.cpus.as_deref().map(parse_cpu_list).transpose()?.unwrap_or_default(),
+            quiet: self.report.quiet,
             ..Local::default()
         };
         self.access.apply(self.host.is_some(), &mut local)?;

@@ -42,9 +42,9 @@ pub fn run<B: Backend>(
         step.check(c.capabilities())?;
     }
     pin_measuring_thread::<B::Conn>(ctx, setup.conns.len())?;
-    let progress = Progress::new(ctx);
-    for (k, &size) in ctx.spec.sizes.iter().enumerate() {
-        progress.show(k, size);
+    let progress = sweep_progress(ctx);
+    for &size in &ctx.spec.sizes {
+        progress.running(&size_message(size, &ctx.spec.run));
         // Barrier: both sides ready for this size.
         ch.send(&Message::Ready { size })?;
         match ch.recv("ready")? {
@@ -58,8 +58,9 @@ pub fn run<B: Backend>(
         }
         let result = step.run(ch, &mut setup.conns, size)?;
         report.results.push(result);
+        progress.done_one();
     }
-    progress.end();
+    drop(progress);
     ch.send(&Message::Done)?;
     match ch.recv("done")? {
         Message::Done => Ok(()),
@@ -98,37 +99,17 @@ fn pin_measuring_thread<C: Connection>(ctx: &SetupContext<'_>, conns: usize) -> 
     }
 }
 
-/// `size 4096 (3/23)` on a terminal, for sweeps and duration runs.
-struct Progress {
-    on: bool,
-    total: usize,
-    eta: String,
+/// The bar of a sweep or a timed run (the size running, sizes done, time left); none for
+/// one counted size, with `--quiet`, or when stderr is not a terminal.
+fn sweep_progress(ctx: &SetupContext<'_>) -> crate::progress::Progress {
+    let timed = matches!(ctx.spec.run, RunLength::Duration { .. });
+    let shown = ctx.spec.sizes.len() > 1 || timed;
+    crate::progress::Progress::new(ctx.spec.sizes.len(), ctx.local.quiet || !shown)
 }
 
-impl Progress {
-    fn new(ctx: &SetupContext<'_>) -> Self {
-        let spec = ctx.spec;
-        let duration = matches!(spec.run, RunLength::Duration { .. });
-        Progress {
-            on: std::io::IsTerminal::is_terminal(&std::io::stderr())
-                && (spec.sizes.len() > 1 || duration),
-            total: spec.sizes.len(),
-            eta: match spec.run {
-                RunLength::Duration { secs, .. } => format!(", {secs} s"),
-                RunLength::Iterations(_) => String::new(),
-            },
-        }
-    }
-
-    fn show(&self, k: usize, size: u64) {
-        if self.on {
-            eprint!("\rrdmabench: size {size} ({}/{}{})   ", k + 1, self.total, self.eta);
-        }
-    }
-
-    fn end(&self) {
-        if self.on {
-            eprintln!();
-        }
+fn size_message(size: u64, run: &RunLength) -> String {
+    match run {
+        RunLength::Duration { secs, .. } => format!("{size} B, {secs} s each"),
+        RunLength::Iterations(_) => format!("{size} B"),
     }
 }

@@ -149,6 +149,8 @@ fn config(args: &ServeArgs) -> Result<Config, Error> {
         connect_window: timeout,
         pin: Vec::new(),
         auth: args.auth_key.as_deref().map(AuthKey::load).transpose()?,
+        // serve's log is its progress.
+        quiet: true,
     };
     Ok(Config { local, max_memory, max_time })
 }

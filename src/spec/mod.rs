@@ -402,6 +402,9 @@ pub struct Local {
     pub pin: Vec<usize>,
     /// The shared secret both sides must hold (`--auth-key`; None: no authentication).
     pub auth: Option<crate::session::auth::AuthKey>,
+    /// No progress bar on stderr during a sweep or a timed run (`--quiet`; also where a
+    /// caller draws its own: compare, qualify, serve).
+    pub quiet: bool,
 }
 
 impl Default for Local {
@@ -416,6 +419,7 @@ impl Default for Local {
             connect_window: Duration::from_secs(30),
             pin: Vec::new(),
             auth: None,
+            quiet: false,
         }
     }
 }
