@@ -18,6 +18,11 @@ fn run(cmd: &mut Command) -> Output {
     cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
 }
 
+/// `man -l PAGE` as text, 100 columns wide.
+fn man(page: &std::path::Path) -> Output {
+    run(Command::new("man").env("MANWIDTH", "100").args(["-P", "cat", "-l"]).arg(page))
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -126,8 +131,7 @@ fn package_man_pages_render_with_man() {
     pages.sort();
     assert!(pages.len() > TESTS.len(), "{pages:?}");
     for page in &pages {
-        let out =
-            run(Command::new("man").env("MANWIDTH", "100").args(["-P", "cat", "-l"]).arg(page));
+        let out = man(page);
         let shown = text(&out.stdout);
         let name =
             page.file_name().unwrap().to_string_lossy().trim_end_matches(".1.gz").to_string();
@@ -139,19 +143,12 @@ fn package_man_pages_render_with_man() {
         );
         assert!(shown.contains("NAME") && shown.contains(&name), "{}:\n{shown}", page.display());
     }
-    let top = text(
-        &run(Command::new("man").args(["-P", "cat", "-l"]).arg(dir.join("rdmabench.1.gz"))).stdout,
-    );
+    let top = text(&man(&dir.join("rdmabench.1.gz")).stdout);
     assert!(
         top.contains("rdmabench-write-bw(1)"),
         "the main page lists the subcommands' pages:\n{top}"
     );
-    let write_bw = text(
-        &run(Command::new("man")
-            .args(["-P", "cat", "-l"])
-            .arg(dir.join("rdmabench-write-bw.1.gz")))
-        .stdout,
-    );
+    let write_bw = text(&man(&dir.join("rdmabench-write-bw.1.gz")).stdout);
     assert!(write_bw.contains("--report_gbits") && write_bw.contains("--gid-index"), "{write_bw}");
     std::fs::remove_dir_all(&root).unwrap();
 }
