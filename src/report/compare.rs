@@ -236,7 +236,8 @@ pub fn csv(report: &CompareReport) -> String {
     let mut w = ::csv::WriterBuilder::new()
         .terminator(::csv::Terminator::Any(b'\n'))
         .from_writer(Vec::new());
-    let mut records = vec![HEADER.map(String::from)];
+    // Writing into a Vec cannot fail.
+    let _ = w.write_record(HEADER);
     for r in &report.rows {
         let Some(s) = report.series.iter().find(|s| s.id == r.series) else { continue };
         let res = r.result.as_ref();
@@ -244,7 +245,7 @@ pub fn csv(report: &CompareReport) -> String {
         let lat = res.and_then(|x| x.lat.as_ref());
         let client = res.and_then(|x| x.cpu.client);
         let server = res.and_then(|x| x.cpu.server);
-        records.push([
+        let _ = w.write_record([
             s.id.clone(),
             s.transport().to_string(),
             s.test_id().to_string(),
@@ -265,10 +266,6 @@ pub fn csv(report: &CompareReport) -> String {
             res.and_then(|x| x.received_bytes).map_or(String::new(), |b| b.to_string()),
             r.error_message().to_string(),
         ]);
-    }
-    for record in &records {
-        // Writing into a Vec cannot fail.
-        let _ = w.write_record(record);
     }
     String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
