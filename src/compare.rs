@@ -206,7 +206,7 @@ pub(crate) fn reach_server(host: &str, local: &Local) -> Result<(), Error> {
     let wait = local.timeout.min(Duration::from_secs(10));
     // A server started a moment ago may not listen yet: refusals are retried briefly,
     // and anything else fails at once.
-    match connect_retrying(host, port, wait, local.connect_window) {
+    match connect_retrying(host, port, None, wait, local.connect_window) {
         // serve takes this as a client that left before its hello.
         Ok(_) => Ok(()),
         Err(ConnectFailure::Resolve(e)) => {

@@ -27,9 +27,11 @@ pub mod environment;
 pub mod error;
 pub mod inventory;
 pub mod measure;
+pub mod mesh;
 pub mod perf;
 pub mod progress;
 pub mod qualify;
+pub mod rails;
 pub mod report;
 pub mod serve;
 pub mod session;
@@ -62,6 +64,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, Error> {
         Command::Compare(args) => compare::compare(&args, out),
         Command::Doctor(args) => doctor(&args, out),
         Command::Qualify(args) => qualify::qualify(&args, out),
+        Command::Mesh(args) => mesh::launch::command(&args, out),
         Command::Completions(args) => cli::generate::completions(args.shell, out).map(|()| 0),
         Command::Manpages(args) => {
             for page in cli::generate::manpages(&args.dir)? {
@@ -72,8 +75,12 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, Error> {
     }
 }
 
-/// One test on this side, from the command line.
+/// One test on this side, from the command line (over several rails when `-d` names
+/// several devices).
 fn test(t: TestArgs, out: &mut dyn Write) -> Result<u8, Error> {
+    if let Some(rails) = rails::plan(&t)? {
+        return rails::run(&t, rails, out);
+    }
     if let Some(path) = &t.output.json {
         // Checked (and emptied) before the run: a result is never lost to a bad path,
         // and an older file never survives to read as this run's.

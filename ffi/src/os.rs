@@ -1,7 +1,8 @@
 //! The few operating-system calls rdmabench needs beyond `std`: the process's own CPU
 //! time and context switches (`getrusage`), pinning a thread to a CPU
 //! (`sched_setaffinity`), socket buffer sizes (`SO_SNDBUF` / `SO_RCVBUF`) and the
-//! addresses of the network interfaces (`getifaddrs`).
+//! addresses of the network interfaces (`getifaddrs`), and noting termination signals
+//! (`sigaction`) instead of dying of them.
 //! On platforms without them each function says so instead of guessing.
 
 use std::io;
@@ -425,4 +426,106 @@ mod tests {
         let lo = IpAddr::from([127, 0, 0, 1]);
         assert!(all.iter().any(|a| a.interface == "lo" && a.addr == lo), "{all:?}");
     }
+}
+
+/// The number of the first termination signal (`SIGTERM`, `SIGINT`, `SIGHUP`) this
+/// process received since [`watch_termination`]; 0 while none.
+static TERMINATION: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// The pipe the handler wakes [`wait_termination`] through: write end, read end (-1: none).
+#[cfg(unix)]
+static WAKE_WRITE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+#[cfg(unix)]
+static WAKE_READ: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+#[cfg(unix)]
+extern "C" fn note_termination(signal: libc::c_int) {
+    use std::sync::atomic::Ordering::SeqCst;
+    // An atomic store and a write(2): async-signal-safe, as a handler must be.
+    let _ = TERMINATION.compare_exchange(0, signal, SeqCst, SeqCst);
+    let fd = WAKE_WRITE.load(SeqCst);
+    if fd >= 0 {
+        let byte = 1u8;
+        // SAFETY: `fd` is the pipe's write end, open for the life of the process; one
+        // byte from a live local. A full pipe (signals already noted) just fails.
+        let _ = unsafe { libc::write(fd, std::ptr::addr_of!(byte).cast(), 1) };
+    }
+}
+
+/// From now on `SIGTERM`, `SIGINT` and `SIGHUP` no longer end the process: each is noted
+/// for [`termination_signal`] and wakes [`wait_termination`], so a program can say what
+/// it was doing when a launcher (mpirun, srun) or a user stopped it, and then exit
+/// itself. (A launcher's SIGKILL may follow within milliseconds: a thread waiting in
+/// [`wait_termination`] is the quickest to act.)
+///
+/// # Errors
+/// `pipe2` or `sigaction` failing, or no such calls on this platform.
+#[cfg(unix)]
+pub fn watch_termination() -> io::Result<()> {
+    use std::sync::atomic::Ordering::SeqCst;
+    if WAKE_READ.load(SeqCst) < 0 {
+        let mut fds = [-1 as libc::c_int; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        WAKE_READ.store(fds[0], SeqCst);
+        WAKE_WRITE.store(fds[1], SeqCst);
+    }
+    for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: sigaction is plain data; all-zero is an empty mask and no flags.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = note_termination as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        // Interrupted system calls restart: the program is told through the pipe.
+        action.sa_flags = libc::SA_RESTART;
+        // SAFETY: `action` is a valid sigaction whose handler is async-signal-safe (an
+        // atomic store and a write); the old action is not asked for (null).
+        let rc = unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Not available on this platform.
+///
+/// # Errors
+/// Always.
+#[cfg(not(unix))]
+pub fn watch_termination() -> io::Result<()> {
+    Err(io::Error::new(io::ErrorKind::Unsupported, "no termination signals on this platform"))
+}
+
+/// The termination signal received since [`watch_termination`] (its number, e.g. 15 for
+/// `SIGTERM`), if any.
+pub fn termination_signal() -> Option<i32> {
+    match TERMINATION.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// Blocks until a termination signal arrives (after [`watch_termination`]) and returns
+/// its number. Returns None at once if nothing is being watched.
+#[cfg(unix)]
+pub fn wait_termination() -> Option<i32> {
+    let fd = WAKE_READ.load(std::sync::atomic::Ordering::SeqCst);
+    if fd < 0 {
+        return None;
+    }
+    loop {
+        if let Some(s) = termination_signal() {
+            return Some(s);
+        }
+        let mut poll = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd; `fd` is the pipe's read end, open for the process's
+        // life. -1: wait without a limit (EINTR just loops).
+        let _ = unsafe { libc::poll(&mut poll, 1, -1) };
+    }
+}
+
+/// Not available on this platform.
+#[cfg(not(unix))]
+pub fn wait_termination() -> Option<i32> {
+    None
 }

@@ -69,7 +69,8 @@ impl Backend for Tcp {
                         ),
                     ));
                 }
-                connect_streams(&ep, n, &self.opts)?
+                let source = ch.local_addr().map(|a| a.ip());
+                connect_streams(&ep, n, source, &self.opts)?
             }
         };
         let line = |side: &str, k: usize, a: Option<SocketAddr>| {

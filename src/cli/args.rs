@@ -28,6 +28,16 @@ pub enum ConnectionArg {
     Ud,
 }
 
+impl From<ConnectionArg> for Service {
+    fn from(c: ConnectionArg) -> Service {
+        match c {
+            ConnectionArg::Rc => Service::Rc,
+            ConnectionArg::Uc => Service::Uc,
+            ConnectionArg::Ud => Service::Ud,
+        }
+    }
+}
+
 /// perftest's `-A`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 #[value(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -61,8 +71,9 @@ impl From<BackendArg> for Backend {
 pub struct PerfArgs {
     /// Server to connect to; without it, this side is the server.
     pub host: Option<String>,
-    /// RDMA device (default: the first).
-    #[arg(short = 'd', long = "ib-dev", value_name = "DEV")]
+    /// RDMA device (default: the first); several, comma-separated, run a bandwidth test
+    /// over each at once (multi-rail, ports -p, -p+1, …; HOST may list one per rail).
+    #[arg(short = 'd', long = "ib-dev", alias = "devices", value_name = "DEV[,DEV…]")]
     pub device: Option<String>,
     /// Device port.
     #[arg(short = 'i', long = "ib-port", value_name = "PORT")]
@@ -319,11 +330,7 @@ impl PerfArgs {
             tx_depth: self.tx_depth,
             rx_depth: self.rx_depth,
             qps: self.qps,
-            service: self.connection.map(|c| match c {
-                ConnectionArg::Rc => Service::Rc,
-                ConnectionArg::Uc => Service::Uc,
-                ConnectionArg::Ud => Service::Ud,
-            }),
+            service: self.connection.map(Into::into),
             mtu: self.mtu,
             inline_size: self.inline_size,
             cq_mod: self.cq_mod,

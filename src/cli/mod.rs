@@ -3,10 +3,12 @@
 
 pub mod args;
 pub mod generate;
+pub mod mesh;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
 pub use args::{BackendArg, PerfArgs, ReportArgs, TcpArgs, TestArgs};
+pub use mesh::MeshArgs;
 
 use crate::error::Error;
 use crate::spec::{parse_size, Measure, TestKind, Verb};
@@ -61,6 +63,9 @@ enum RawCommand {
     /// Qualify a NIC, firmware or driver: doctor, then a profile's tests against `serve`,
     /// judged by thresholds and a baseline; table, JSON, JUnit XML, HTML.
     Qualify(QualifyArgs),
+    /// All pairs of an MPI job (mpirun -np N / srun -n N), both directions, bandwidth and
+    /// latency: N×N matrices, per-node summaries, outlier links; heatmaps in HTML.
+    Mesh(MeshArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions(CompletionsArgs),
     /// Write the man pages (rdmabench.1 and one per subcommand) into DIR (ci/package).
@@ -85,6 +90,8 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// `rdmabench qualify`.
     Qualify(Box<QualifyArgs>),
+    /// `rdmabench mesh`.
+    Mesh(Box<MeshArgs>),
     /// `rdmabench completions SHELL`.
     Completions(CompletionsArgs),
     /// `rdmabench manpages DIR`.
@@ -112,6 +119,7 @@ impl From<RawCommand> for Command {
             RawCommand::Compare(a) => Command::Compare(Box::new(a)),
             RawCommand::Doctor(a) => Command::Doctor(a),
             RawCommand::Qualify(a) => Command::Qualify(Box::new(a)),
+            RawCommand::Mesh(a) => Command::Mesh(Box::new(a)),
             RawCommand::Completions(a) => Command::Completions(a),
             RawCommand::Manpages(a) => Command::Manpages(a),
         }

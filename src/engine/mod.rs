@@ -77,21 +77,46 @@ pub fn run(
             guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
         }
         Side::Server => {
-            let (mut ch, theirs) = accept_client(local, out)?;
-            let diff = mismatches(&theirs, spec);
-            if !diff.is_empty() {
-                let e = Error::new(
-                    ErrorKind::Mismatch,
-                    format!("parameter mismatch: {}", diff.join("; ")),
-                );
-                ch.send_error(&e);
-                return Err(e);
-            }
-            let ctx = SetupContext { spec, local, host: None, gbits };
-            guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
+            let listener = ControlListener::bind(local.bind, local.port)?;
+            serve_one(&listener, spec, local, gbits, &mut report, out)
         }
     });
     Outcome { report, error: result.err() }
+}
+
+/// Runs `spec` as the server for the first client on `listener` that says a proper
+/// hello within `local.timeout`: a one-shot server on a listener the caller keeps
+/// (`rdmabench mesh` opens one per rank for all its pair tests).
+pub fn serve_on(
+    listener: &ControlListener,
+    spec: &TestSpec,
+    local: &Local,
+    out: &mut dyn Write,
+) -> Outcome {
+    let mut report = new_report(spec, false);
+    let result =
+        spec.validate().and_then(|()| serve_one(listener, spec, local, false, &mut report, out));
+    Outcome { report, error: result.err() }
+}
+
+/// The one-shot server's test: its client, the same parameters, the session.
+fn serve_one(
+    listener: &ControlListener,
+    spec: &TestSpec,
+    local: &Local,
+    gbits: bool,
+    report: &mut RunReport,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
+    let (mut ch, theirs) = accept_client(listener, local, out)?;
+    let diff = mismatches(&theirs, spec);
+    if !diff.is_empty() {
+        let e = Error::new(ErrorKind::Mismatch, format!("parameter mismatch: {}", diff.join("; ")));
+        ch.send_error(&e);
+        return Err(e);
+    }
+    let ctx = SetupContext { spec, local, host: None, gbits };
+    guarded(&mut ch, |ch| dispatch(&ctx, ch, report, out))
 }
 
 /// The server's side of one test for a client whose hello (`spec`) is in: what
@@ -120,8 +145,11 @@ pub fn serve_client(
 /// Stray connections (a port scan, a reachability check, garbage, a wrong key) are told
 /// why, named on stderr and ignored, so they cannot end the server; each gets what is
 /// left of the wait, so none can stretch it.
-fn accept_client(local: &Local, out: &mut dyn Write) -> Result<(Channel, TestSpec), Error> {
-    let listener = ControlListener::bind(local.bind, local.port)?;
+fn accept_client(
+    listener: &ControlListener,
+    local: &Local,
+    out: &mut dyn Write,
+) -> Result<(Channel, TestSpec), Error> {
     let port = listener.local_addr().map_or(local.port, |a| a.port());
     if local.port == 0 {
         // The system picked the port: the client needs to be told which.
@@ -177,7 +205,8 @@ fn new_report(spec: &TestSpec, client: bool) -> RunReport {
 
 /// The client's half of the handshake: connect, hello, the server's accept.
 fn hello(spec: &TestSpec, host: &str, local: &Local) -> Result<Channel, Error> {
-    let stream = connect(host, local.port, local.timeout, local.connect_window)?;
+    // A server listens on `bind`; a client given one (a mesh rank) connects from it.
+    let stream = connect(host, local.port, local.bind, local.timeout, local.connect_window)?;
     let mut ch = Channel::new(stream, local.timeout)?;
     let nonce = local.auth.as_ref().map(|_| Nonce::fresh()).transpose()?;
     let auth = nonce.as_ref().map(Nonce::to_hex);

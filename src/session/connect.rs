@@ -8,6 +8,7 @@ use super::auth::{self, AuthKey};
 use super::protocol::{Channel, Message, ProtocolError, MAX_FRAME, MAX_HELLO};
 use crate::error::{Error, ErrorKind};
 use crate::spec::TestSpec;
+use crate::transport::tcp::open_stream;
 
 /// The server's control-channel listener.
 pub struct ControlListener {
@@ -123,19 +124,21 @@ pub struct Refusal {
     pub error: Error,
 }
 
-/// Connects the control channel to `host:port`. A refused connection is retried
-/// until `window`, so a client may start before its server; then one clear error.
+/// Connects the control channel to `host:port`, from `source` when given (else the
+/// address the route chooses). A refused connection is retried until `window`, so a
+/// client may start before its server; then one clear error.
 ///
 /// # Errors
 /// Kind `peer_unreachable`: the name does not resolve, or nobody answers.
 pub fn connect(
     host: &str,
     port: u16,
+    source: Option<IpAddr>,
     timeout: Duration,
     window: Duration,
 ) -> Result<TcpStream, Error> {
     let start = Instant::now();
-    connect_retrying(host, port, timeout, window).map_err(|f| {
+    connect_retrying(host, port, source, timeout, window).map_err(|f| {
         let message = match f {
             ConnectFailure::Resolve(e) => format!("cannot resolve server '{host}': {e}"),
             ConnectFailure::NoAddress => format!("server '{host}' resolves to no address"),
@@ -158,11 +161,13 @@ pub(crate) enum ConnectFailure {
     Io(std::io::Error),
 }
 
-/// Connects to `host:port`, each attempt waiting up to `per_try`; a refused connection
-/// (a server still starting) is retried every 100 ms for up to `window`.
+/// Connects to `host:port` from `source` (if given), each attempt waiting up to
+/// `per_try`; a refused connection (a server still starting) is retried every 100 ms
+/// for up to `window`.
 pub(crate) fn connect_retrying(
     host: &str,
     port: u16,
+    source: Option<IpAddr>,
     per_try: Duration,
     window: Duration,
 ) -> Result<TcpStream, ConnectFailure> {
@@ -171,7 +176,7 @@ pub(crate) fn connect_retrying(
     loop {
         let mut last = None;
         for addr in &addrs {
-            match TcpStream::connect_timeout(addr, per_try) {
+            match open_stream(addr, source, per_try) {
                 Ok(s) => return Ok(s),
                 Err(e) => last = Some(e),
             }
@@ -239,14 +244,20 @@ mod tests {
             l.accept().map(drop)
         });
         let start = Instant::now();
-        let got =
-            connect_retrying("127.0.0.1", port, Duration::from_secs(1), Duration::from_secs(5));
+        let got = connect_retrying(
+            "127.0.0.1",
+            port,
+            None,
+            Duration::from_secs(1),
+            Duration::from_secs(5),
+        );
         assert!(got.is_ok(), "refusals before the listener exists are retried");
         assert!(start.elapsed() >= Duration::from_millis(300));
         late.join().unwrap().unwrap();
         // Nobody ever listens: the window ends it, with the refusal as the reason.
         let start = Instant::now();
-        let e = connect("127.0.0.1", port, Duration::from_secs(1), Duration::from_millis(300));
+        let e =
+            connect("127.0.0.1", port, None, Duration::from_secs(1), Duration::from_millis(300));
         let e = e.unwrap_err();
         assert_eq!(e.kind, ErrorKind::PeerUnreachable);
         assert!(e.message.contains("cannot reach the server at 127.0.0.1"), "{e}");

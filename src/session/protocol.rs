@@ -380,6 +380,11 @@ impl Channel {
         Some(self.stream.local_addr().ok()?.port())
     }
 
+    /// This side's address of the connection.
+    pub fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        self.stream.local_addr().ok()
+    }
+
     /// The peer's address.
     pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
         self.stream.peer_addr().ok()

@@ -437,18 +437,42 @@ impl DataListener {
     }
 }
 
-/// Connects `n` data streams to the server's listener, each announcing itself.
+/// A TCP connection to `addr` within `timeout`, from `source` (any port) when given:
+/// the traffic then leaves from that address, not the one the route would choose.
+///
+/// # Errors
+/// The source is not a local address of `addr`'s family, or the connection fails.
+pub fn open_stream(
+    addr: &SocketAddr,
+    source: Option<IpAddr>,
+    timeout: Duration,
+) -> std::io::Result<TcpStream> {
+    let Some(source) = source else { return TcpStream::connect_timeout(addr, timeout) };
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(*addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.bind(&SocketAddr::new(source, 0).into())?;
+    socket.connect_timeout(&(*addr).into(), timeout)?;
+    Ok(socket.into())
+}
+
+/// Connects `n` data streams to the server's listener from `source` (the control
+/// connection's local address: the server takes streams from that address only), each
+/// announcing itself.
 ///
 /// # Errors
 /// A connection failing.
 pub fn connect_streams(
     peer: &TcpEndpoint,
     n: u32,
+    source: Option<IpAddr>,
     opts: &StreamOptions,
 ) -> Result<Vec<TcpConnection>, TransportError> {
     (0..n)
         .map(|i| {
-            let mut s = TcpStream::connect_timeout(&peer.addr, opts.timeout).map_err(|e| {
+            let mut s = open_stream(&peer.addr, source, opts.timeout).map_err(|e| {
                 TransportError::Broken(format!(
                     "cannot connect TCP data stream {i} to {}: {e}",
                     peer.addr
@@ -494,7 +518,7 @@ mod tests {
     fn pair(n: u32) -> (Vec<TcpConnection>, Vec<TcpConnection>) {
         let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &opts()).unwrap();
         let ep = l.endpoint().unwrap();
-        let client = std::thread::spawn(move || connect_streams(&ep, n, &opts()).unwrap());
+        let client = std::thread::spawn(move || connect_streams(&ep, n, None, &opts()).unwrap());
         let server = l.accept_streams(n, &opts(), None, || false).unwrap();
         (client.join().unwrap(), server)
     }
@@ -555,8 +579,8 @@ mod tests {
         let ep = l.endpoint().unwrap();
         let stray = TcpEndpoint { cookie: ep.cookie ^ 1, ..ep };
         let client = std::thread::spawn(move || {
-            let strays = connect_streams(&stray, 1, &opts()).unwrap();
-            (strays, connect_streams(&ep, 3, &opts()).unwrap())
+            let strays = connect_streams(&stray, 1, None, &opts()).unwrap();
+            (strays, connect_streams(&ep, 3, None, &opts()).unwrap())
         });
         let server = l.accept_streams(3, &opts(), None, || false).unwrap();
         let (_strays, client) = client.join().unwrap();
@@ -584,7 +608,7 @@ mod tests {
         };
         let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &quick).unwrap();
         let ep = l.endpoint().unwrap();
-        let client = std::thread::spawn(move || connect_streams(&ep, 1, &quick).unwrap());
+        let client = std::thread::spawn(move || connect_streams(&ep, 1, None, &quick).unwrap());
         let _s = l.accept_streams(1, &quick, None, || false).unwrap();
         let mut c = client.join().unwrap();
         let start = Instant::now();
@@ -599,7 +623,7 @@ mod tests {
         let quick = StreamOptions { timeout: Duration::from_millis(300), ..opts() };
         let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &quick).unwrap();
         let ep = l.endpoint().unwrap();
-        let client = std::thread::spawn(move || connect_streams(&ep, 1, &quick).unwrap());
+        let client = std::thread::spawn(move || connect_streams(&ep, 1, None, &quick).unwrap());
         let mut s = l.accept_streams(1, &quick, None, || false).unwrap();
         let _c = client.join().unwrap();
         s[0].post_recv(1, 0, 8).unwrap();
@@ -617,10 +641,24 @@ mod tests {
         let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &quick).unwrap();
         let ep = l.endpoint().unwrap();
         // The right cookie, from 127.0.0.1, while the control peer is 127.0.0.2.
-        let client = std::thread::spawn(move || connect_streams(&ep, 1, &quick));
+        let client = std::thread::spawn(move || connect_streams(&ep, 1, None, &quick));
         let other = Some(IpAddr::from([127, 0, 0, 2]));
         let err = l.accept_streams(1, &quick, other, || false).unwrap_err();
         assert!(err.to_string().contains("only 0 of 1 TCP data streams"), "{err}");
         let _ = client.join().unwrap();
+    }
+
+    #[test]
+    fn a_connection_from_a_chosen_source_leaves_from_it() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let to = l.local_addr().unwrap();
+        let source: IpAddr = "127.0.0.2".parse().unwrap();
+        let s = open_stream(&to, Some(source), Duration::from_secs(1)).unwrap();
+        assert_eq!(s.local_addr().unwrap().ip(), source);
+        assert_eq!(l.accept().unwrap().1.ip(), source, "the server sees it too");
+        let plain = open_stream(&to, None, Duration::from_secs(1)).unwrap();
+        assert_eq!(plain.local_addr().unwrap().ip(), to.ip());
+        let e = open_stream(&to, Some("192.0.2.1".parse().unwrap()), Duration::from_secs(1));
+        assert!(e.is_err(), "not a local address");
     }
 }

@@ -94,3 +94,20 @@ pub fn frame(json: &str) -> Vec<u8> {
     f.extend_from_slice(json.as_bytes());
     f
 }
+
+/// `mpirun` for a mesh of `np` ranks of the binary under test on this host: as root
+/// where the lab runs as root, oversubscribed (the lab has 2 CPUs), MPI's own traffic on
+/// shared memory and TCP, its output captured. `args` follow `rdmabench`.
+pub fn mpirun(np: usize, args: &[&str]) -> Command {
+    let mut c = Command::new("mpirun");
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--oversubscribe", "-np", &np.to_string(), env!("CARGO_BIN_EXE_rdmabench")])
+        .args(args)
+        // mpirun forwards its stdin to rank 0: it must not read a caller's (ci/lab-tests
+        // reads its list of test binaries from it).
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}

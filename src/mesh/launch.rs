@@ -1,0 +1,200 @@
+//! `rdmabench mesh` as a program under mpirun or srun: MPI up, this rank's endpoint, the
+//! mesh, rank 0's reports. Whatever stops a rank ends the whole job (`MPI_Abort`) after
+//! one line naming the cause, so no rank is left waiting; a termination signal (the
+//! launcher ending the job because a rank died) is reported with what this rank was
+//! doing, and rank 0 keeps the rounds that ended in its files.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::report::MeshReport;
+#[cfg(feature = "mesh")]
+use super::Endpoint;
+use super::MeshSpec;
+use crate::cli::MeshArgs;
+use crate::error::Error;
+
+/// Runs `rdmabench mesh` on this rank; the exit status is rank 0's verdict (0 pass,
+/// 1 a link failed a threshold, 2 an error).
+///
+/// # Errors
+/// Bad flags, or a build without MPI (before anything starts).
+pub fn command(args: &MeshArgs, out: &mut dyn Write) -> Result<u8, Error> {
+    let mesh = args.to_mesh()?;
+    launch(args, &mesh, out)
+}
+
+#[cfg(not(feature = "mesh"))]
+fn launch(_: &MeshArgs, _: &MeshSpec, _: &mut dyn Write) -> Result<u8, Error> {
+    Err(Error::usage(
+        "this rdmabench was built without MPI: build it with `--features mesh` \
+         (needs an MPI library, e.g. Debian's libopenmpi-dev; docs/mesh.md)",
+    ))
+}
+
+#[cfg(feature = "mesh")]
+fn launch(args: &MeshArgs, mesh: &MeshSpec, out: &mut dyn Write) -> Result<u8, Error> {
+    use super::bootstrap::{Bootstrap, Mpi};
+    use std::sync::{Arc, Mutex};
+
+    if !Mpi::launched() {
+        return Err(Error::usage(
+            "start the mesh under a launcher: mpirun -np N rdmabench mesh … or srun -n N rdmabench mesh …",
+        ));
+    }
+    let boot = Mpi::init()?;
+    let rank = boot.rank();
+    let status = super::Status::default();
+    let last: Arc<Mutex<Option<MeshReport>>> = Arc::default();
+    watch_termination(rank, status.clone(), Arc::clone(&last), args.clone());
+    let local = args.local();
+    let result = endpoint(args, &local).and_then(|endpoint| {
+        if rank == 0 {
+            clear_outputs(args)?;
+        }
+        let mut progress = |r: &MeshReport| {
+            if let Ok(mut l) = last.lock() {
+                *l = Some(r.clone());
+            }
+            if let Some(path) = &args.json {
+                let _ = write_file(path, &crate::report::to_json(r));
+            }
+        };
+        super::run(&boot, mesh, &local, &endpoint, &status, &mut progress, out)
+    });
+    match result {
+        Ok(Some(report)) => {
+            let _ = write!(out, "{}", report.text());
+            let _ = out.flush();
+            write_outputs(args, &report)?;
+            Ok(report.exit_code())
+        }
+        Ok(None) => Ok(0),
+        Err(e) => {
+            eprintln!("rdmabench mesh: rank {rank}: {e}");
+            if let Some(mut r) = last.lock().ok().and_then(|mut l| l.take()) {
+                r.stopped(&e.to_string());
+                let _ = write_outputs(args, &r);
+            }
+            boot.abort(2)
+        }
+    }
+}
+
+/// This rank's address and device name. (With `--address`, its RoCE GID follows: the
+/// pair tests connect from that address, and the engine takes the GID of the control
+/// connection's address unless `-x` chose one.)
+#[cfg(feature = "mesh")]
+fn endpoint(args: &MeshArgs, local: &crate::spec::Local) -> Result<Endpoint, Error> {
+    if args.tcp {
+        let address = match args.address {
+            Some(a) => a,
+            None => host_address()?,
+        };
+        return Ok(Endpoint { address, device: "tcp".into() });
+    }
+    let backend = args.backend.map_or_else(crate::transport::Backend::native, Into::into);
+    let inventory = crate::inventory::collect(args.device.as_deref(), backend)?;
+    let device = inventory.devices.first().ok_or_else(|| {
+        Error::new(crate::error::ErrorKind::NoDevice, "no RDMA device on this rank's host")
+    })?;
+    let address = match args.address {
+        Some(a) => a,
+        // The device's own address: the first IPv4 RoCE v2 GID of its port.
+        None => match device
+            .ports
+            .iter()
+            .filter(|p| p.port == local.ib_port)
+            .flat_map(|p| p.gids.iter())
+            .filter(|g| g.gid_type == "RoCE v2")
+            .find_map(|g| g.gid.strip_prefix("::ffff:").and_then(|a| a.parse().ok()))
+        {
+            Some(a) => a,
+            None => host_address()?,
+        },
+    };
+    Ok(Endpoint { address, device: device.name.clone() })
+}
+
+/// The host name's first address.
+#[cfg(feature = "mesh")]
+fn host_address() -> Result<std::net::IpAddr, Error> {
+    use std::net::ToSocketAddrs;
+    let host = mpi::environment::processor_name().unwrap_or_default();
+    (host.as_str(), 0).to_socket_addrs().ok().and_then(|mut a| a.next()).map(|a| a.ip()).ok_or_else(
+        || {
+            Error::usage(format!(
+                "cannot tell this rank's address ('{host}' does not resolve): give --address"
+            ))
+        },
+    )
+}
+
+/// From now on a termination signal ends this rank with a line saying what it was
+/// doing; rank 0 first writes the rounds that ended, marked as stopped.
+#[cfg(feature = "mesh")]
+fn watch_termination(
+    rank: usize,
+    status: super::Status,
+    last: std::sync::Arc<std::sync::Mutex<Option<MeshReport>>>,
+    args: MeshArgs,
+) {
+    if ffi::os::watch_termination().is_err() {
+        return;
+    }
+    std::thread::spawn(move || {
+        let Some(signal) = ffi::os::wait_termination() else { return };
+        let name = match signal {
+            1 => "SIGHUP",
+            2 => "SIGINT",
+            15 => "SIGTERM",
+            _ => "a termination signal",
+        };
+        let line = format!(
+            "stopped by {name} during {} (mpirun and srun stop every rank when one dies or is killed: their message names it)",
+            status.get()
+        );
+        // The line first: a launcher's SIGKILL follows within milliseconds.
+        eprintln!("rdmabench mesh: rank {rank}: {line}");
+        if let Some(mut r) = last.lock().ok().and_then(|mut l| l.take()) {
+            r.stopped(&line);
+            let _ = write_outputs(&args, &r);
+        }
+        std::process::exit(2);
+    });
+}
+
+/// Rank 0 empties its output files before the first round: a bad path fails at once,
+/// and no older file reads as this run's.
+#[cfg_attr(not(feature = "mesh"), allow(dead_code))]
+fn clear_outputs(args: &MeshArgs) -> Result<(), Error> {
+    for path in [&args.json, &args.csv, &args.html].into_iter().flatten() {
+        write_file(path, "")?;
+    }
+    Ok(())
+}
+
+#[cfg_attr(not(feature = "mesh"), allow(dead_code))]
+fn write_outputs(args: &MeshArgs, report: &MeshReport) -> Result<(), Error> {
+    if let Some(path) = &args.json {
+        write_file(path, &crate::report::to_json(report))?;
+    }
+    if let Some(path) = &args.csv {
+        let csv = report.csv().map_err(|e| Error::io(format!("--csv: {e}")))?;
+        write_file(path, &csv)?;
+    }
+    if let Some(path) = &args.html {
+        write_file(path, &report.html())?;
+    }
+    Ok(())
+}
+
+/// Writes `text` to a file beside `path`, then renames it there: a rank killed while it
+/// writes leaves the previous file whole.
+fn write_file(path: &Path, text: &str) -> Result<(), Error> {
+    let mut part = path.as_os_str().to_owned();
+    part.push(".part");
+    std::fs::write(&part, text)
+        .and_then(|()| std::fs::rename(&part, path))
+        .map_err(|e| Error::io(format!("{}: {e}", path.display())))
+}

@@ -1,0 +1,550 @@
+//! `rdmabench mesh`: every pair of ranks of an MPI job (or the pairs `--pairs` names)
+//! measured in both directions, a bandwidth and a latency test each, through the same
+//! engine and loops as the pair tests (docs/mesh.md).
+//!
+//! The launcher carries the bootstrap only ([`bootstrap`]): each rank opens its control
+//! listener, the ranks all-gather their endpoints, then round after round ([`schedule`])
+//! each pair runs its four tests over its own control connection while rank 0 waits for
+//! every rank's "done" (with its figures) before it says "go". Rank 0 analyses the links
+//! ([`analysis`]) and writes the reports ([`report`]).
+
+pub mod analysis;
+pub mod bootstrap;
+pub mod launch;
+pub mod report;
+pub mod schedule;
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{self, Side};
+use crate::error::{Error, ErrorKind};
+use crate::measure::MIB;
+use crate::session::connect::ControlListener;
+use crate::spec::{Local, TestSpec};
+
+use analysis::{LinkResult, RankInfo, Thresholds};
+use bootstrap::Bootstrap;
+use report::MeshReport;
+use schedule::{Pair, Pairs};
+
+/// What every rank of a mesh runs; all ranks must be given the same.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MeshSpec {
+    /// The bandwidth test of each direction of each pair.
+    pub bw: TestSpec,
+    /// The latency test of each direction of each pair.
+    pub lat: TestSpec,
+    /// Which pairs.
+    pub pairs: Pairs,
+    /// The seed of `random:K` (None: rank 0 picks one and prints it).
+    pub seed: Option<u64>,
+    /// How long rank 0 waits for a round to end before it names the ranks that did not.
+    pub round_timeout: Duration,
+    /// What a link is judged by.
+    pub thresholds: Thresholds,
+}
+
+/// Where this rank is reached and what it tests with.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    /// The control listener's address (its port is `Local::port`; 0: the system's pick).
+    pub address: IpAddr,
+    /// The device's name (`tcp` for TCP meshes).
+    pub device: String,
+}
+
+/// What a rank is doing now, for the line printed when the launcher ends the job.
+#[derive(Clone, Default)]
+pub struct Status(Arc<Mutex<String>>);
+
+impl Status {
+    fn set(&self, text: String) {
+        if let Ok(mut s) = self.0.lock() {
+            *s = text;
+        }
+    }
+
+    /// The last thing set.
+    pub fn get(&self) -> String {
+        self.0.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+/// One rank's introduction, all-gathered.
+#[derive(Serialize, Deserialize)]
+struct Hello {
+    info: RankInfo,
+    /// The mesh's parameters as JSON: every rank's must equal rank 0's.
+    params: String,
+    /// Rank 0's is the mesh's seed.
+    seed: u64,
+}
+
+/// A rank's results of one round, to rank 0.
+#[derive(Serialize, Deserialize)]
+struct Done {
+    round: usize,
+    links: Vec<LinkResult>,
+}
+
+/// Runs this rank's part of the mesh. Rank 0 returns the report (also when a link
+/// failed: see [`MeshReport::verdict`]) and hands it to `progress` before the first
+/// round and after each; the other ranks return None.
+///
+/// # Errors
+/// This rank cannot listen, the ranks disagree on the parameters, or a round did not
+/// end in time (rank 0 names the ranks it waited for). The caller ends the job: the
+/// other ranks may be waiting.
+pub fn run(
+    boot: &dyn Bootstrap,
+    mesh: &MeshSpec,
+    local: &Local,
+    endpoint: &Endpoint,
+    status: &Status,
+    progress: &mut dyn FnMut(&MeshReport),
+    out: &mut dyn Write,
+) -> Result<Option<MeshReport>, Error> {
+    if boot.size() < 2 {
+        return Err(Error::usage(
+            "a mesh needs at least 2 ranks: start it with mpirun -np N or srun -n N (N ≥ 2)",
+        ));
+    }
+    let listener = ControlListener::bind(Some(endpoint.address), local.port)?;
+    status.set("exchanging endpoints (MPI all-gather)".into());
+    let (ranks, seed) = introduce(boot, mesh, endpoint, &listener)?;
+    let rounds = schedule::rounds(ranks.len(), mesh.pairs, seed);
+    let rank = Rank { boot, mesh, ranks, status };
+    let mut report =
+        (boot.rank() == 0).then(|| MeshReport::new(mesh, &rank.ranks, seed, rounds.len()));
+    if let Some(r) = &report {
+        let _ = writeln!(out, "{}", r.header());
+        // From here on a stopped mesh leaves a report that says so.
+        progress(r);
+    }
+    // A client connects from this rank's address: its traffic (on RoCE, its GID) is its own.
+    let pair_local = Local { bind: Some(endpoint.address), quiet: true, ..local.clone() };
+    for (k, pairs) in rounds.iter().enumerate() {
+        let round = Round { k, of: rounds.len(), pairs, started: Instant::now() };
+        let links = rank.play(&round, &pair_local, &listener);
+        match &mut report {
+            Some(r) => {
+                let mut all = links;
+                all.extend(rank.collect(&round)?);
+                r.add_round(all, mesh.thresholds);
+                let _ = writeln!(out, "{}", r.round_line(k, pairs, round.started.elapsed()));
+                progress(r);
+                boot.send_go(&[]);
+            }
+            None => rank.report(&round, links)?,
+        }
+    }
+    Ok(report.map(|mut r| {
+        r.finish();
+        r
+    }))
+}
+
+/// Every rank's endpoint, and the seed (rank 0's), from one all-gather of hellos.
+fn introduce(
+    boot: &dyn Bootstrap,
+    mesh: &MeshSpec,
+    endpoint: &Endpoint,
+    listener: &ControlListener,
+) -> Result<(Vec<RankInfo>, u64), Error> {
+    let info = RankInfo {
+        rank: boot.rank(),
+        host: boot.host(),
+        address: endpoint.address.to_string(),
+        port: listener.local_addr().map_or(0, |a| a.port()),
+        device: endpoint.device.clone(),
+    };
+    let params = serde_json::to_string(mesh).map_err(|e| Error::io(e.to_string()))?;
+    let hello = Hello { info, params, seed: mesh.seed.unwrap_or_else(fresh_seed) };
+    let hello = serde_json::to_vec(&hello).map_err(|e| Error::io(e.to_string()))?;
+    let hellos = read_hellos(&boot.all_gather(&hello), boot.size())?;
+    let seed = hellos[0].seed;
+    Ok((hellos.into_iter().map(|h| h.info).collect(), seed))
+}
+
+/// The all-gathered hellos, checked: one per rank, each naming its rank, all with rank
+/// 0's parameters.
+fn read_hellos(raw: &[Vec<u8>], n: usize) -> Result<Vec<Hello>, Error> {
+    let mut hellos = Vec::with_capacity(n);
+    for (rank, bytes) in raw.iter().enumerate() {
+        let h: Hello = serde_json::from_slice(bytes).map_err(|e| {
+            Error::new(
+                ErrorKind::Refused,
+                format!("rank {rank}'s endpoint record is unreadable: {e}"),
+            )
+        })?;
+        if h.info.rank != rank {
+            return Err(Error::new(
+                ErrorKind::Refused,
+                format!("the endpoint in rank {rank}'s place says rank {}", h.info.rank),
+            ));
+        }
+        hellos.push(h);
+    }
+    if hellos.len() != n {
+        return Err(Error::new(
+            ErrorKind::Refused,
+            format!("{} endpoints for {n} ranks", hellos.len()),
+        ));
+    }
+    let differ: Vec<String> =
+        hellos.iter().filter(|h| h.params != hellos[0].params).map(|h| h.info.name()).collect();
+    if !differ.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "every rank must run the same mesh: the parameters of {} differ from rank 0's",
+                differ.join(", ")
+            ),
+        ));
+    }
+    Ok(hellos)
+}
+
+/// One round: which, of how many, its pairs, when it started.
+struct Round<'a> {
+    k: usize,
+    of: usize,
+    pairs: &'a [Pair],
+    started: Instant,
+}
+
+impl Round<'_> {
+    /// `round 2/3`.
+    fn name(&self) -> String {
+        format!("round {}/{}", self.k + 1, self.of)
+    }
+}
+
+/// This rank once the ranks know each other.
+struct Rank<'a> {
+    boot: &'a dyn Bootstrap,
+    mesh: &'a MeshSpec,
+    ranks: Vec<RankInfo>,
+    status: &'a Status,
+}
+
+impl Rank<'_> {
+    /// This rank's pair's four tests, in the same order on both ranks: bandwidth
+    /// lower→higher, higher→lower, then latency the same way. Returns the link this rank
+    /// was the client of, with its figures or its error; none when it idles.
+    fn play(
+        &self,
+        round: &Round<'_>,
+        local: &Local,
+        listener: &ControlListener,
+    ) -> Vec<LinkResult> {
+        let me = self.boot.rank();
+        let Some(pair) = round.pairs.iter().copied().find(|p| p.partner(me).is_some()) else {
+            self.status.set(format!("{}: idle", round.name()));
+            return Vec::new();
+        };
+        self.status.set(format!("{}: testing {}", round.name(), self.pair_name(pair)));
+        let partner = &self.ranks[pair.partner(me).unwrap_or(me)];
+        let mut mine = LinkResult {
+            from: me,
+            to: partner.rank,
+            round: round.k,
+            bw_mb_per_sec: None,
+            t_typical_usec: None,
+            error: None,
+        };
+        let mesh = self.mesh;
+        for (spec, client, bw) in [
+            (&mesh.bw, pair.0, true),
+            (&mesh.bw, pair.1, true),
+            (&mesh.lat, pair.0, false),
+            (&mesh.lat, pair.1, false),
+        ] {
+            let sink = &mut std::io::sink();
+            if client != me {
+                if let Some(e) = engine::serve_on(listener, spec, local, sink).error {
+                    // Named here too: the client's report may not get through.
+                    eprintln!(
+                        "rdmabench mesh: rank {me}: as server of {} for rank {}: {e}",
+                        spec.id(),
+                        partner.rank
+                    );
+                }
+                continue;
+            }
+            let side = Side::Client { host: partner.address.clone() };
+            let outcome = engine::run(
+                spec,
+                &side,
+                &Local { port: partner.port, ..local.clone() },
+                false,
+                sink,
+            );
+            let first = outcome.report.results.first();
+            if bw {
+                mine.bw_mb_per_sec =
+                    first.and_then(|r| r.bw.as_ref()).map(|b| b.avg_bytes_per_sec / MIB);
+            } else {
+                mine.t_typical_usec = first.and_then(|r| r.lat.as_ref()).map(|l| l.t_typical_us);
+            }
+            if let Some(e) = outcome.error {
+                let line = format!("{}: {e}", spec.id());
+                mine.error = Some(match mine.error.take() {
+                    Some(before) => format!("{before}; {line}"),
+                    None => line,
+                });
+            }
+        }
+        vec![mine]
+    }
+
+    /// At rank 0: every other rank's "done" for the round, until its deadline (at least
+    /// a second from now). A rank that does not report is named with its partner.
+    fn collect(&self, round: &Round<'_>) -> Result<Vec<LinkResult>, Error> {
+        let limit = self.mesh.round_timeout;
+        let deadline = (round.started + limit).max(Instant::now() + Duration::from_secs(1));
+        let mut waiting: Vec<usize> = (1..self.ranks.len()).collect();
+        let mut links = Vec::new();
+        let mut noted = 0;
+        while !waiting.is_empty() {
+            if noted != waiting.len() {
+                noted = waiting.len();
+                self.status.set(format!(
+                    "{}: rank 0 was waiting for {} to report",
+                    round.name(),
+                    self.waiting_names(round, &waiting)
+                ));
+            }
+            let Some((rank, bytes)) = self.boot.poll_done() else {
+                if Instant::now() > deadline {
+                    return Err(Error::new(
+                        ErrorKind::PeerSilent,
+                        format!(
+                            "{} did not end within {} s (--round-timeout): no report from {}",
+                            round.name(),
+                            limit.as_secs(),
+                            self.waiting_names(round, &waiting)
+                        ),
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            };
+            let done: Done = serde_json::from_slice(&bytes).map_err(|e| {
+                Error::new(ErrorKind::Refused, format!("rank {rank}'s results are unreadable: {e}"))
+            })?;
+            if done.round != round.k || !waiting.contains(&rank) {
+                return Err(Error::new(
+                    ErrorKind::Refused,
+                    format!(
+                        "rank {rank} reported round {} while {} ran",
+                        done.round + 1,
+                        round.name()
+                    ),
+                ));
+            }
+            waiting.retain(|&r| r != rank);
+            links.extend(done.links.into_iter().filter(|l| l.from == rank));
+        }
+        Ok(links)
+    }
+
+    /// At the other ranks: the round's links to rank 0, then its go for the next round,
+    /// within twice the round's time limit (rank 0 itself gives up after one).
+    fn report(&self, round: &Round<'_>, links: Vec<LinkResult>) -> Result<(), Error> {
+        let done = serde_json::to_vec(&Done { round: round.k, links })
+            .map_err(|e| Error::io(e.to_string()))?;
+        self.boot.send_done(&done);
+        self.status.set(format!("{}: waiting for rank 0's go", round.name()));
+        let limit = self.mesh.round_timeout * 2;
+        let deadline = Instant::now() + limit + Duration::from_secs(5);
+        while self.boot.poll_go().is_none() {
+            if Instant::now() > deadline {
+                return Err(Error::new(
+                    ErrorKind::PeerSilent,
+                    format!(
+                        "{} did not end {} within {} s",
+                        self.ranks[0].name(),
+                        round.name(),
+                        limit.as_secs()
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    }
+
+    /// `rank 2 (node1 rxe0) [paired with rank 1 (node1 rxe0)], rank 3 (…) [idle this round]`.
+    fn waiting_names(&self, round: &Round<'_>, waiting: &[usize]) -> String {
+        let name = |r: usize| self.ranks[r].name();
+        waiting
+            .iter()
+            .map(|&r| match round.pairs.iter().find_map(|p| p.partner(r)) {
+                Some(p) => format!("{} [paired with {}]", name(r), name(p)),
+                None => format!("{} [idle this round]", name(r)),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn pair_name(&self, p: Pair) -> String {
+        format!("{} <-> {}", self.ranks[p.0].name(), self.ranks[p.1].name())
+    }
+}
+
+/// A seed for `random:K` when none is given: the clock's nanoseconds.
+fn fresh_seed() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    t.as_nanos() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bootstrap::threads;
+    use super::*;
+    use crate::spec::rules::{self, TcpRequest};
+    use crate::spec::Measure;
+
+    fn mesh(round_timeout: u64) -> MeshSpec {
+        let r = TcpRequest { size: Some(4096), iters: Some(50), ..TcpRequest::default() };
+        MeshSpec {
+            bw: rules::tcp(Measure::Bw, &r).unwrap(),
+            lat: rules::tcp(Measure::Lat, &r).unwrap(),
+            pairs: Pairs::All,
+            seed: None,
+            round_timeout: Duration::from_secs(round_timeout),
+            thresholds: Thresholds { min_bw: Some(0.001), outlier_pct: 1000.0 },
+        }
+    }
+
+    fn local() -> Local {
+        let timeout = Duration::from_secs(2);
+        Local { port: 0, timeout, connect_window: timeout, quiet: true, ..Local::default() }
+    }
+
+    fn endpoint() -> Endpoint {
+        Endpoint { address: "127.0.0.1".parse().unwrap(), device: "tcp".into() }
+    }
+
+    /// Runs a mesh of `n` thread ranks; `stall` (a rank) never reports its first round.
+    fn run_threads(
+        n: usize,
+        spec: MeshSpec,
+        stall: Option<usize>,
+    ) -> Vec<Result<Option<MeshReport>, Error>> {
+        let handles: Vec<_> = threads::ranks(n)
+            .into_iter()
+            .map(|boot| {
+                let spec = spec.clone();
+                std::thread::spawn(move || {
+                    if stall == Some(boot.rank()) {
+                        // Takes part in the exchange with a listener that never
+                        // accepts, then is never heard of again.
+                        let listener = ControlListener::bind(Some(endpoint().address), 0).unwrap();
+                        let info = RankInfo {
+                            rank: boot.rank(),
+                            host: boot.host(),
+                            address: endpoint().address.to_string(),
+                            port: listener.local_addr().unwrap().port(),
+                            device: "tcp".into(),
+                        };
+                        let params = serde_json::to_string(&spec).unwrap();
+                        let _ = boot.all_gather(
+                            &serde_json::to_vec(&Hello { info, params, seed: 0 }).unwrap(),
+                        );
+                        std::thread::sleep(Duration::from_secs(4));
+                        return Err(Error::usage("stalled on purpose"));
+                    }
+                    let status = Status::default();
+                    let mut progress = |_: &MeshReport| {};
+                    run(
+                        &boot,
+                        &spec,
+                        &local(),
+                        &endpoint(),
+                        &status,
+                        &mut progress,
+                        &mut std::io::sink(),
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    #[test]
+    fn three_ranks_measure_six_links_and_rank_0_alone_reports() {
+        let results = run_threads(3, mesh(60), None);
+        let report = results[0].as_ref().unwrap().as_ref().expect("rank 0 reports");
+        assert!(results[1..].iter().all(|r| matches!(r, Ok(None))), "{results:?}");
+        assert_eq!(report.rounds, 3, "odd N: N rounds, one rank idle in each");
+        assert_eq!(report.rounds_done, 3);
+        assert_eq!(report.analysis.measured_links, 6, "{}", report.text());
+        assert!(report
+            .links
+            .iter()
+            .all(|l| l.bw_mb_per_sec.unwrap() > 0.0 && l.t_typical_usec.unwrap() > 0.0));
+        let pairs: std::collections::BTreeSet<_> =
+            report.links.iter().map(|l| (l.from, l.to)).collect();
+        assert_eq!(pairs.len(), 6, "every directed link once");
+        assert_eq!(report.exit_code(), 0, "{}", report.text());
+        assert!(report.complete);
+    }
+
+    #[test]
+    fn a_rank_that_never_reports_is_named_by_rank_0() {
+        let results = run_threads(3, mesh(1), Some(2));
+        let e = results[0].as_ref().unwrap_err();
+        assert_eq!(e.kind, ErrorKind::PeerSilent);
+        assert!(e.message.contains("round 1/3 did not end within 1 s (--round-timeout)"), "{e}");
+        // Rank 1 was paired with it: still waiting for its answer when rank 0 gave up.
+        assert!(e.message.contains("no report from rank 1 (thread1 tcp) [paired with rank 2 (thread2 tcp)], rank 2 (thread2 tcp) [paired with rank 1"), "{e}");
+        let e1 = results[1].as_ref().unwrap_err();
+        assert!(e1.message.contains("rank 0 (thread0 tcp) did not end round 1"), "{e1}");
+    }
+
+    #[test]
+    fn ranks_with_other_parameters_are_refused_by_name() {
+        let raw: Vec<Vec<u8>> = (0..3)
+            .map(|rank| {
+                let params = if rank == 1 { "other" } else { "same" };
+                let info = RankInfo {
+                    rank,
+                    host: "h".into(),
+                    address: "a".into(),
+                    port: 1,
+                    device: "d".into(),
+                };
+                serde_json::to_vec(&Hello { info, params: params.into(), seed: 1 }).unwrap()
+            })
+            .collect();
+        let e = read_hellos(&raw, 3).err().unwrap();
+        assert_eq!(e.kind, ErrorKind::Mismatch);
+        assert!(e.message.contains("the parameters of rank 1 (h d) differ from rank 0's"), "{e}");
+        let e = read_hellos(&[b"{".to_vec(), b"x".to_vec()], 2).err().unwrap();
+        assert!(e.message.contains("rank 0's endpoint record is unreadable"), "{e}");
+    }
+
+    #[test]
+    fn one_rank_is_not_a_mesh() {
+        let boot = threads::ranks(1).pop().unwrap();
+        let e = run(
+            &boot,
+            &mesh(5),
+            &local(),
+            &endpoint(),
+            &Status::default(),
+            &mut |_| {},
+            &mut std::io::sink(),
+        )
+        .err()
+        .unwrap();
+        assert!(e.message.contains("at least 2 ranks"), "{e}");
+    }
+}
