@@ -15,8 +15,8 @@ RDMABENCH = os.path.abspath(os.environ.get("RDMABENCH", "target/release/rdmabenc
 CONFIG = os.environ["RDMABENCH_LAB_SSH_CONFIG"]
 SSH = ["ssh", "-F", CONFIG, "node2"]
 PEER = "198.18.1.2"
-BW = ("65536", "300")   # size, iterations: sized for the lab's 5-25 MB/s
-LAT = ("2", "1000")
+BW = ("65536", "100")   # size, iterations: seconds per test at the lab's 5-25 MB/s
+LAT = ("2", "200")
 
 
 def mesh():

@@ -120,6 +120,11 @@ pub struct MultiRailReport {
 /// # Errors
 /// A `--json` path that cannot be written. A rail's failure is in the report (exit 2).
 pub fn run(t: &TestArgs, mut rails: Vec<Rail>, out: &mut dyn Write) -> Result<u8, Error> {
+    if let Some(path) = &t.output.json {
+        // Checked (and emptied) before the run, as a single rail's: a bad path fails now.
+        std::fs::write(path, "")
+            .map_err(|e| Error::io(format!("--json {}: {e}", path.display())))?;
+    }
     let backend = t.spec.rdma().map_or_else(crate::transport::Backend::native, |r| r.backend);
     let infos: Vec<Option<DeviceInfo>> = rails
         .iter()

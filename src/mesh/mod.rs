@@ -362,7 +362,7 @@ impl Rank<'_> {
         self.boot.send_done(&done);
         self.status.set(format!("{}: waiting for rank 0's go", round.name()));
         let limit = self.mesh.round_timeout * 2;
-        let deadline = Instant::now() + limit + Duration::from_secs(5);
+        let deadline = Instant::now() + limit + Duration::from_secs(1);
         while self.boot.poll_go().is_none() {
             if Instant::now() > deadline {
                 return Err(Error::new(
@@ -423,8 +423,9 @@ mod tests {
         }
     }
 
-    fn local() -> Local {
-        let timeout = Duration::from_secs(2);
+    /// `timeout`: each pair test's wait for its peer.
+    fn local(timeout: u64) -> Local {
+        let timeout = Duration::from_secs(timeout);
         Local { port: 0, timeout, connect_window: timeout, quiet: true, ..Local::default() }
     }
 
@@ -466,7 +467,8 @@ mod tests {
                     run(
                         &boot,
                         &spec,
-                        &local(),
+                        // A stalled peer costs its partner this much per test.
+                        &local(if stall.is_some() { 1 } else { 10 }),
                         &endpoint(),
                         &status,
                         &mut progress,
@@ -537,7 +539,7 @@ mod tests {
         let e = run(
             &boot,
             &mesh(5),
-            &local(),
+            &local(10),
             &endpoint(),
             &Status::default(),
             &mut |_| {},
