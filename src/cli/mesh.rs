@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::args::{BackendArg, ConnectionArg};
+use super::args::{BackendArg, ConnectionArg, RunArgs};
 use crate::error::Error;
 use crate::mesh::analysis::Thresholds;
 use crate::mesh::schedule::Pairs;
 use crate::mesh::MeshSpec;
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
-use crate::spec::{parse_size, Local, Measure, TestKind, Verb};
+use crate::spec::{Local, Measure, TestKind, Verb};
 
 /// Which operation the RDMA tests of a mesh use (`--verb`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -37,15 +37,10 @@ pub struct MeshArgs {
     /// GID index (default: the RoCE v2 GID of --address on RoCE).
     #[arg(short = 'x', long = "gid-index", value_name = "N")]
     pub gid_index: Option<u8>,
-    /// Message size of both tests (default: 65536 bandwidth, 2 latency).
-    #[arg(short = 's', long = "size", value_name = "BYTES", value_parser = parse_size)]
-    pub size: Option<u64>,
-    /// Iterations of each test (default: perftest's, 5000 write_bw, 1000 otherwise).
-    #[arg(short = 'n', long = "iters", value_name = "N")]
-    pub iters: Option<u64>,
-    /// Run each test this many seconds instead.
-    #[arg(short = 'D', long = "duration", value_name = "SECS")]
-    pub duration: Option<u64>,
+    /// Size, iterations or duration of both tests, as the pair tests take them (one
+    /// size: no -a).
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Queue pairs of the bandwidth test.
     #[arg(short = 'q', long = "qp", value_name = "N")]
     pub qps: Option<u32>,
@@ -108,6 +103,10 @@ impl MeshArgs {
     /// # Errors
     /// One line naming the flag (kind `usage`).
     pub fn to_mesh(&self) -> Result<MeshSpec, Error> {
+        let run = &self.run;
+        if run.all {
+            return Err(Error::usage("-a: a mesh measures one size per test (give -s)"));
+        }
         let verb = match self.verb {
             MeshVerb::Write => Verb::Write,
             MeshVerb::Read => Verb::Read,
@@ -122,9 +121,10 @@ impl MeshArgs {
                 return Err(Error::usage("--tcp: -d, -q, -c and --backend are RDMA flags"));
             }
             let r = TcpRequest {
-                size: self.size,
-                iters: self.iters,
-                duration: self.duration,
+                size: run.size,
+                iters: run.iters,
+                duration: run.duration,
+                margin: run.margin,
                 streams: self.streams,
                 ..TcpRequest::default()
             };
@@ -134,9 +134,10 @@ impl MeshArgs {
             )
         } else {
             let r = RdmaRequest {
-                size: self.size,
-                iters: self.iters,
-                duration: self.duration,
+                size: run.size,
+                iters: run.iters,
+                duration: run.duration,
+                margin: run.margin,
                 service: self.connection.map(Into::into),
                 backend: self.backend.map(Into::into),
                 ..RdmaRequest::default()
