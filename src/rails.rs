@@ -216,15 +216,18 @@ fn run_rail(t: &TestArgs, r: &Rail) -> engine::Outcome {
     engine::run(&t.spec, &side, &local, t.output.report_gbits, &mut std::io::sink())
 }
 
+/// A run's BW average at `size`, bytes/s, if it measured that size.
+fn avg_bw(r: &RunReport, size: u64) -> Option<f64> {
+    r.results
+        .iter()
+        .find(|x| x.size == size)
+        .and_then(|x| x.bw.as_ref())
+        .map(|b| b.avg_bytes_per_sec)
+}
+
 /// The rails' figures per size: each rail's BW average alone and together, summed.
 fn aggregate(sizes: &[u64], rails: &[RailResult]) -> Vec<Aggregate> {
-    let bw = |r: &RunReport, size: u64| {
-        r.results
-            .iter()
-            .find(|x| x.size == size)
-            .and_then(|x| x.bw.as_ref())
-            .map_or(0.0, |b| b.avg_bytes_per_sec)
-    };
+    let bw = |r: &RunReport, size: u64| avg_bw(r, size).unwrap_or(0.0);
     sizes
         .iter()
         .map(|&size| {
@@ -305,13 +308,7 @@ pub fn table(report: &MultiRailReport, gbits: bool) -> String {
         format!("BW alone[{unit}]"),
         format!("BW together[{unit}]")
     );
-    let bw = |r: &RunReport, size: u64| {
-        r.results
-            .iter()
-            .find(|x| x.size == size)
-            .and_then(|x| x.bw.as_ref())
-            .map(|b| bw_in_unit(b.avg_bytes_per_sec, gbits))
-    };
+    let bw = |r: &RunReport, size: u64| avg_bw(r, size).map(|b| bw_in_unit(b, gbits));
     let cell = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
     for a in &report.aggregate {
         for (i, r) in report.rails.iter().enumerate() {

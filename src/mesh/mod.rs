@@ -348,8 +348,26 @@ impl Rank<'_> {
                     ),
                 ));
             }
+            // A rank speaks for its own links of this round, to its partner: anything else
+            // (a rank number past the end, above all) is refused, not indexed by.
+            let partner = round.pairs.iter().find_map(|p| p.partner(rank));
+            if let Some(l) = done
+                .links
+                .iter()
+                .find(|l| l.from != rank || l.round != round.k || Some(l.to) != partner)
+            {
+                return Err(Error::new(
+                    ErrorKind::Refused,
+                    format!(
+                        "rank {rank} reported a link {} -> {} of round {} it was not in",
+                        l.from,
+                        l.to,
+                        l.round + 1
+                    ),
+                ));
+            }
             waiting.retain(|&r| r != rank);
-            links.extend(done.links.into_iter().filter(|l| l.from == rank));
+            links.extend(done.links);
         }
         Ok(links)
     }
@@ -531,6 +549,40 @@ mod tests {
         assert!(e.message.contains("the parameters of rank 1 (h d) differ from rank 0's"), "{e}");
         let e = read_hellos(&[b"{".to_vec(), b"x".to_vec()], 2).err().unwrap();
         assert!(e.message.contains("rank 0's endpoint record is unreadable"), "{e}");
+    }
+
+    #[test]
+    fn rank_0_refuses_a_link_a_rank_was_not_in() {
+        let mut boots = threads::ranks(2);
+        let (one, zero) = (boots.pop().unwrap(), boots.pop().unwrap());
+        let info = |rank| RankInfo {
+            rank,
+            host: "h".into(),
+            address: "a".into(),
+            port: 1,
+            device: "d".into(),
+        };
+        let mesh = mesh(5);
+        let status = Status::default();
+        let rank0 =
+            Rank { boot: &zero, mesh: &mesh, ranks: vec![info(0), info(1)], status: &status };
+        let pairs = [Pair(0, 1)];
+        let round = Round { k: 0, of: 1, pairs: &pairs, started: Instant::now() };
+        let bogus = LinkResult {
+            from: 1,
+            to: 7,
+            round: 0,
+            bw_mb_per_sec: Some(1.0),
+            t_typical_usec: None,
+            error: None,
+        };
+        one.send_done(&serde_json::to_vec(&Done { round: 0, links: vec![bogus] }).unwrap());
+        let e = rank0.collect(&round).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Refused);
+        assert!(
+            e.message.contains("rank 1 reported a link 1 -> 7 of round 1 it was not in"),
+            "{e}"
+        );
     }
 
     #[test]
