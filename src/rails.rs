@@ -344,8 +344,10 @@ mod tests {
     use super::*;
     use crate::cli::parse;
 
+    /// Over verbs, whose devices have names, also where NetworkDirect is the default.
     fn args(line: &str) -> TestArgs {
-        let cli = parse(line.split_whitespace().map(std::ffi::OsString::from)).unwrap().unwrap();
+        let words = line.split_whitespace().chain(["--backend", "verbs"]);
+        let cli = parse(words.map(std::ffi::OsString::from)).unwrap().unwrap();
         match cli.command {
             crate::cli::Command::Perf(kind, a) => a.to_test(kind).unwrap(),
             _ => unreachable!(),

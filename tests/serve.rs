@@ -407,3 +407,73 @@ fn a_one_shot_servers_test_has_the_whole_timeout_however_late_its_client_came() 
     assert!(start.elapsed() >= Duration::from_millis(2800), "{:?}", start.elapsed());
     drop(s);
 }
+
+/// `compare` against `serve` on a host without RDMA (this host, and the Windows build
+/// under wine in ci/test): the TCP series are measured with this platform's own CPU
+/// counters, and every RDMA point fails naming what the platform lacks.
+#[test]
+fn compare_against_serve_measures_the_tcp_series_and_names_what_rdma_lacks() {
+    if std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some()) {
+        return; // RDMA here: tests/lab_compare.rs covers compare with a device.
+    }
+    let port = port();
+    let mut server = serve(&port, &[]);
+    let out_dir = common::scratch("rdmabench-serve").join(format!("compare-{port}"));
+    let out = out_dir.display().to_string();
+    let sizes = ["--sizes", "4K,64K", "--bytes", "2M", "--lat-bytes", "64K", "-P", "2"];
+    let mut args = vec!["compare", "--out", &out, "--quiet"];
+    args.extend(sizes);
+    let compare = client(&port, &args);
+    let _ = server.kill();
+    let _ = server.wait();
+    // Some points failed: exit 1, and the results are all there.
+    assert_eq!(compare.status.code(), Some(1), "{}", err(&compare));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
+            .unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    // (A Linux kernel without RDMA refuses libibverbs' first call.)
+    let missing = if cfg!(windows) {
+        "no NetworkDirect provider is installed"
+    } else {
+        "ibv_get_device_list"
+    };
+    let own = if cfg!(windows) { "windows" } else { "linux" };
+    let (mut tcp, mut rdma) = (0, 0);
+    // Windows counts process time in clock ticks (15.6 ms; wine's 10 ms): a point may
+    // show none, the series together must.
+    let mut cpu_s = [0.0f64; 2];
+    for row in rows {
+        let series = row["series"].as_str().unwrap();
+        if series.starts_with("tcp_") {
+            tcp += 1;
+            let r = &row["result"];
+            assert!(row["error"].is_null(), "{row}");
+            if series.starts_with("tcp_bw") {
+                let streams = if series == "tcp_bw_2" { 2 } else { 1 };
+                let moved = r["bw"]["bytes"].as_u64().unwrap();
+                assert_eq!(moved, r["received_bytes"].as_u64().unwrap(), "{row}");
+                assert_eq!(
+                    moved,
+                    r["iterations"].as_u64().unwrap() * r["size"].as_u64().unwrap() * streams
+                );
+            }
+            for (side, spent) in ["client", "server"].into_iter().zip(&mut cpu_s) {
+                let cpu = &r["cpu"][side];
+                assert_eq!(cpu["source"], own, "{series} {side}: {cpu}");
+                assert!(cpu["peak_resident_bytes"].as_u64().unwrap() > 0, "{series} {side}: {cpu}");
+                *spent += cpu["process_user_s"].as_f64().unwrap()
+                    + cpu["process_system_s"].as_f64().unwrap();
+            }
+        } else {
+            rdma += 1;
+            let message = row["error"]["message"].as_str().unwrap();
+            assert_eq!(row["error"]["kind"], "no_device", "{series}: {message}");
+            assert!(message.contains(missing), "{series}: {message}");
+        }
+    }
+    // Two sizes of TCP 1 stream, 2 streams and latency; of the six RDMA series.
+    assert_eq!((tcp, rdma), (6, 12), "{rows:?}");
+    assert!(cpu_s.iter().all(|&s| s > 0.0), "process CPU seconds (client, server): {cpu_s:?}");
+    assert!(text(&compare).contains("12 of 18 points failed"), "{}", text(&compare));
+}

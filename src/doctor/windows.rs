@@ -157,14 +157,8 @@ pub fn collect() -> NdFacts {
 /// The link speed of the interface holding `ip`, Gb/s: Windows' adapter list, or on
 /// other systems (the software provider in tests) `sys/class/net/IF/speed`.
 fn link_gbps(ip: IpAddr) -> Option<f64> {
-    if cfg!(windows) {
-        let speeds = ffi::os::link_speeds().ok()?;
-        let bps = speeds.into_iter().find(|(a, _)| *a == ip)?.1?;
-        Some(bps as f64 / 1e9)
-    } else {
-        let mbps = InterfaceEnvironment::for_ip(ip, Path::new("/"))?.speed_mbps?;
-        Some(mbps as f64 / 1000.0)
-    }
+    let mbps = InterfaceEnvironment::for_ip(ip, Path::new("/"))?.speed_mbps?;
+    Some(mbps as f64 / 1000.0)
 }
 
 /// `doctor --backend nd`: the checks and the environment (the first adapter's).

@@ -60,6 +60,8 @@ mod tests {
     use crate::spec::TestKind;
 
     fn role(verb: Verb, measure: Measure, r: RdmaRequest, client: bool) -> Role {
+        // Verbs, whose tests include atomics, also where NetworkDirect is the default.
+        let r = RdmaRequest { backend: Some(crate::transport::Backend::Verbs), ..r };
         Role::new(&rules::rdma(TestKind { verb, measure }, &r).unwrap(), client)
     }
 

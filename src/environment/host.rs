@@ -48,9 +48,10 @@ impl Environment {
             os.next().map(|c| c.to_ascii_uppercase()).into_iter().chain(os).collect();
         Environment {
             hostname: hostname.map_or_else(|| UNKNOWN.to_string(), |h| clean(&h)),
-            kernel: UNKNOWN.to_string(),
+            // Windows' build number (and wine's version under wine).
+            kernel: ffi::os::windows_version().unwrap_or_else(|| UNKNOWN.to_string()),
             os: os_name,
-            cpu_model: UNKNOWN.to_string(),
+            cpu_model: ffi::os::cpu_model().map_or_else(|| UNKNOWN.to_string(), |m| clean(&m)),
             cpus: std_cpus(),
             governor: None,
             rdmabench: env!("CARGO_PKG_VERSION").to_string(),

@@ -1,6 +1,7 @@
 //! The interface part of an [`Environment`](super::Environment): which network interface
 //! holds a TCP test's local address (`getifaddrs`, through `ffi::os`), and its MTU and
-//! speed from sysfs.
+//! speed from sysfs; on Windows the adapter, its MTU and speed from
+//! `GetAdaptersAddresses`.
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -11,9 +12,20 @@ use super::{clean, read_clean, InterfaceEnvironment};
 
 impl InterfaceEnvironment {
     /// The interface that holds local address `ip` (`127.0.0.1` → `lo`), with its MTU and
-    /// speed read under `root`. `None` when no interface holds it (an unspecified or
-    /// remote address) or the platform cannot list addresses (Windows, for now).
+    /// speed read under `root` (on Windows, as the adapter list gives them). `None` when
+    /// no interface holds it (an unspecified or remote address) or the platform cannot
+    /// list addresses.
     pub fn for_ip(ip: IpAddr, root: &Path) -> Option<InterfaceEnvironment> {
+        if cfg!(windows) {
+            let want = ip.to_canonical();
+            let adapters = ffi::os::adapter_addresses().ok()?;
+            let a = adapters.into_iter().find(|a| a.addr.to_canonical() == want)?;
+            return Some(InterfaceEnvironment {
+                name: clean(&a.adapter),
+                mtu: a.mtu,
+                speed_mbps: a.speed_bps.map(|bps| bps / 1_000_000).filter(|&s| s > 0),
+            });
+        }
         let addresses = ffi::os::interface_addresses().ok()?;
         holder(ip, &addresses).map(|name| InterfaceEnvironment::named(name, root))
     }

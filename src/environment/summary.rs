@@ -12,10 +12,15 @@ impl Environment {
     /// known is left out.
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();
-        if self.kernel != "unknown" {
-            parts.push(format!("Linux {}", clean(&self.kernel)));
+        if self.os == "Windows" {
+            // The kernel field holds Windows' version (`10.0.19045`).
+            parts.push(format!("Windows {}", clean(&self.kernel)).replace(" unknown", ""));
+        } else {
+            if self.kernel != "unknown" {
+                parts.push(format!("Linux {}", clean(&self.kernel)));
+            }
+            parts.push(clean(&self.os));
         }
-        parts.push(clean(&self.os));
         parts.push(match clean(&self.cpu_model) {
             model if model.is_empty() || model == "unknown" => format!("{} CPUs", self.cpus),
             model => format!("{} x {model}", self.cpus),
@@ -137,5 +142,27 @@ mod tests {
         assert_eq!(line, "evil host: Linux 6.1, OS X, 4 CPUs, governor perf [2J; interface eth 0");
         env.interface = None;
         assert!(!env.summary().contains(|c: char| c.is_control()));
+    }
+
+    #[test]
+    fn windows_names_itself_with_its_version() {
+        let env = Environment {
+            hostname: "MEDIA1".into(),
+            kernel: "10.0.19045".into(),
+            os: "Windows".into(),
+            cpu_model: "Intel(R) Xeon(R) CPU E5-2680 v2 @ 2.80GHz".into(),
+            cpus: 2,
+            governor: None,
+            rdmabench: "0.1.0".into(),
+            device: None,
+            interface: None,
+        };
+        let line = env.summary();
+        assert_eq!(
+            line,
+            "MEDIA1: Windows 10.0.19045, 2 x Intel(R) Xeon(R) CPU E5-2680 v2 @ 2.80GHz"
+        );
+        let unknown = Environment { kernel: "unknown".into(), ..env };
+        assert!(unknown.summary().starts_with("MEDIA1: Windows, 2 x "), "{}", unknown.summary());
     }
 }

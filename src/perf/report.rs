@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::environment::Environment;
 use crate::error::Error;
-use crate::measure::cpu::{CpuCost, CpuSides};
+use crate::measure::cpu::{CounterSource, CpuCost, CpuSides};
 use crate::measure::{BwStats, LatStats, MIB};
 use crate::spec::{Measure, Output, RunLength, TestKind, TestSpec, Verb};
 
@@ -462,10 +462,13 @@ pub fn details(r: &SizeResult, gbits: bool) -> String {
 }
 
 /// One side's CPU cost in one line: machine busy % (split), process %, switches,
-/// interrupts, cost per byte.
+/// interrupts, cost per byte, peak memory. Windows' split and counters under their
+/// Windows names (docs/metrics.md#windows).
 pub fn cpu_line(side: &str, c: &CpuCost) -> String {
+    let windows = c.source == Some(CounterSource::Windows);
+    let (sys, irq, soft) = if windows { ("priv", "intr", "dpc") } else { ("sys", "irq", "soft") };
     let mut o = format!(
-        "   cpu {side}: busy {:.1}% of {} (usr {:.1} sys {:.1} irq {:.1} soft {:.1}), process {:.1}%, ctx {}/{} vol/invol, intr {}",
+        "   cpu {side}: busy {:.1}% of {} (usr {:.1} {sys} {:.1} {irq} {:.1} {soft} {:.1}), process {:.1}%",
         c.busy_percent,
         u64::from(c.cores) * 100,
         c.user_percent,
@@ -473,10 +476,16 @@ pub fn cpu_line(side: &str, c: &CpuCost) -> String {
         c.irq_percent,
         c.softirq_percent,
         c.process_percent,
-        c.voluntary_switches,
-        c.involuntary_switches,
-        c.interrupts
     );
+    if let (Some(v), Some(i)) = (c.voluntary_switches, c.involuntary_switches) {
+        let _ = write!(o, ", ctx {v}/{i} vol/invol");
+    } else if let Some(s) = c.system_switches {
+        let _ = write!(o, ", ctx {s} machine");
+    }
+    let _ = write!(o, ", intr {}", c.interrupts);
+    if let Some(d) = c.dpcs {
+        let _ = write!(o, ", dpcs {d}");
+    }
     if let Some(g) = c.cpu_s_per_gb {
         let _ = write!(o, ", {g:.3} CPU-s/GB");
     }
@@ -485,6 +494,10 @@ pub fn cpu_line(side: &str, c: &CpuCost) -> String {
     }
     if let (None, Some(us)) = (c.cpu_s_per_gb, c.cpu_us_per_message) {
         let _ = write!(o, ", {us:.2} CPU-usec/msg");
+    }
+    if let Some(peak) = c.peak_resident_bytes {
+        let _ =
+            write!(o, ", peak {} {:.1} MB", if windows { "ws" } else { "rss" }, peak as f64 / 1e6);
     }
     o.push('\n');
     o

@@ -496,7 +496,9 @@ mod tests {
 
     fn params() -> TestSpec {
         let write_bw = TestKind { verb: Verb::Write, measure: Measure::Bw };
-        rules::rdma(write_bw, &RdmaRequest::default()).unwrap()
+        let verbs =
+            RdmaRequest { backend: Some(crate::transport::Backend::Verbs), ..Default::default() };
+        rules::rdma(write_bw, &verbs).unwrap()
     }
 
     fn pair(timeout: Duration) -> (Channel, Channel) {

@@ -10,8 +10,14 @@ const WRITE_LAT: TestKind = TestKind { verb: Verb::Write, measure: Measure::Lat 
 const SEND_LAT: TestKind = TestKind { verb: Verb::Send, measure: Measure::Lat };
 const ATOMIC_BW: TestKind = TestKind { verb: Verb::Atomic, measure: Measure::Bw };
 
+/// The verbs rules unless a test names its backend: they are the ones under test, and
+/// the platform's default is NetworkDirect on Windows (where these tests run too).
 fn spec(kind: TestKind, r: RdmaRequest) -> TestSpec {
-    rules::rdma(kind, &r).unwrap()
+    rules::rdma(kind, &verbs_unless_named(r)).unwrap()
+}
+
+fn verbs_unless_named(r: RdmaRequest) -> RdmaRequest {
+    RdmaRequest { backend: r.backend.or(Some(Backend::Verbs)), ..r }
 }
 
 fn rdma(s: &TestSpec) -> &RdmaSpec {
@@ -126,7 +132,7 @@ fn buffers_are_bounded_on_each_side() {
     // Found by tests/fuzz_protocol.rs: 15 QPs of 1.3 GB messages (41 GB of buffers), or
     // a hello for 128 streams of 2 GiB - 1 (256 GiB, each zeroed before the run).
     let big = RdmaRequest { size: Some(1_386_287_474), qps: Some(15), ..Default::default() };
-    let e = rules::rdma(SEND_BW, &big).unwrap_err();
+    let e = rules::rdma(SEND_BW, &verbs_unless_named(big)).unwrap_err();
     assert_eq!(
         e.message,
         "-s 1386287474 -q 15: 41588624220 bytes of buffers, over the 4 GiB one side may hold"
@@ -140,7 +146,7 @@ fn buffers_are_bounded_on_each_side() {
     let sweep = RdmaRequest { all: true, qps: Some(256), ..Default::default() };
     assert_eq!(spec(WRITE_BW, sweep).buffer_bytes(), rules::MAX_BUFFERS);
     let sweep = RdmaRequest { all: true, qps: Some(257), ..Default::default() };
-    assert!(rules::rdma(WRITE_BW, &sweep).is_err());
+    assert!(rules::rdma(WRITE_BW, &verbs_unless_named(sweep)).is_err());
 }
 
 #[test]
@@ -207,7 +213,7 @@ fn invalid_combinations_are_one_clear_line() {
         ),
     ];
     for (kind, req, needle) in cases {
-        let err = rules::rdma(kind, &req).unwrap_err();
+        let err = rules::rdma(kind, &verbs_unless_named(req.clone())).unwrap_err();
         assert_eq!(err.kind, crate::error::ErrorKind::Usage);
         assert!(
             err.message.contains(needle),

@@ -40,8 +40,9 @@ pub fn finish(mut child: Child, limit: Duration) -> Output {
             child.kill().unwrap();
             let out = child.wait_with_output().unwrap();
             panic!(
-                "rdmabench hung for {limit:?}; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
+                "rdmabench hung for {limit:?}; stderr: {}\nstdout: {}",
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
             );
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -9,6 +9,12 @@ use rdmabench_ffi::nd::sys::{IND2Overlapped, IND2OverlappedVtbl, BOOL, HRESULT, 
 use crate::lock;
 use crate::object::{state, unknown, Soft};
 
+#[cfg(windows)]
+#[link(name = "kernel32")]
+extern "system" {
+    fn SetEvent(event: rdmabench_ffi::nd::sys::HANDLE) -> BOOL;
+}
+
 static OV_LOCK: Mutex<()> = Mutex::new(());
 static OV_DONE: Condvar = Condvar::new();
 
@@ -31,6 +37,17 @@ impl Pending {
         let _g = lock(&OV_LOCK);
         // SAFETY: still pending, so still valid (see `Pending`).
         unsafe { (*self.0).Internal = status as u32 as usize };
+        // On Windows a caller waits on the OVERLAPPED's event, which the I/O manager
+        // sets when a real provider's request completes: so must this one.
+        #[cfg(windows)]
+        {
+            // SAFETY: as above; the handle is the caller's, open until it collects the result.
+            let event = unsafe { (*self.0).hEvent };
+            if !event.is_null() {
+                // SAFETY: an event handle the caller created for this request.
+                unsafe { SetEvent(event) };
+            }
+        }
         OV_DONE.notify_all();
     }
 }

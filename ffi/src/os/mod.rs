@@ -1,7 +1,9 @@
 //! The few operating-system calls rdmabench needs beyond `std`: the process's own CPU
-//! time and context switches (`getrusage`), pinning a thread to a CPU
-//! (`sched_setaffinity`), socket buffer sizes (`SO_SNDBUF` / `SO_RCVBUF`) and the
-//! addresses of the network interfaces (`getifaddrs`), and noting termination signals
+//! time, context switches and resident memory (`getrusage`; on Windows
+//! `GetProcessTimes` and `GetProcessMemoryInfo`), the machine's counters on Windows
+//! (`GetSystemTimes`, `NtQuerySystemInformation`: Linux reads /proc/stat), pinning a
+//! thread to a CPU (`sched_setaffinity`, `SetThreadGroupAffinity`), the addresses of
+//! the network interfaces (`getifaddrs`), and noting termination signals
 //! (`sigaction`) instead of dying of them.
 //! On platforms without them each function says so instead of guessing.
 
@@ -9,23 +11,101 @@ use std::io;
 use std::net::IpAddr;
 use std::time::Duration;
 
-/// What `getrusage(RUSAGE_SELF)` reports for the whole process, all threads together.
+#[cfg(windows)]
+mod windows;
+
+/// The process's own use of the machine so far, all threads together: on Linux what
+/// `getrusage(RUSAGE_SELF)` and `/proc/self/statm` report, on Windows
+/// `GetProcessTimes` and `GetProcessMemoryInfo`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProcessUsage {
     /// CPU time in user mode.
     pub user: Duration,
-    /// CPU time in the kernel on the process's behalf.
+    /// CPU time in the kernel on the process's behalf (Windows: privileged time).
     pub system: Duration,
-    /// Context switches the process asked for (it blocked).
-    pub voluntary_switches: u64,
-    /// Context switches forced on it (preempted).
-    pub involuntary_switches: u64,
+    /// Context switches the process asked for (it blocked); Linux only.
+    pub voluntary_switches: Option<u64>,
+    /// Context switches forced on it (preempted); Linux only.
+    pub involuntary_switches: Option<u64>,
+    /// Resident memory now, bytes (Linux: RSS; Windows: working set).
+    pub resident_bytes: Option<u64>,
+    /// The most it was resident at once, bytes (Linux: peak RSS; Windows: peak working set).
+    pub peak_resident_bytes: Option<u64>,
 }
 
-/// The process's CPU usage so far.
+/// The whole machine's counters at one instant, as Windows keeps them (NTttcp's and
+/// perfmon's sources): times in all processors together; the event counts are
+/// Windows' 32-bit counters, summed with wrap-around so that the difference of two
+/// readings (`wrapping_sub`) is right across a wrap.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MachineCounters {
+    /// Idle time (`GetSystemTimes`).
+    pub idle: Duration,
+    /// Kernel time, idle, DPC and interrupt time included (`GetSystemTimes`).
+    pub kernel: Duration,
+    /// User time (`GetSystemTimes`).
+    pub user: Duration,
+    /// Time in deferred procedure calls (per processor, `NtQuerySystemInformation`).
+    pub dpc: Duration,
+    /// Time in interrupt service routines (the same).
+    pub interrupt: Duration,
+    /// Interrupts serviced (the same).
+    pub interrupts: u32,
+    /// DPCs queued (`SystemInterruptInformation`), if Windows answered.
+    pub dpcs: Option<u32>,
+    /// Context switches (`SystemPerformanceInformation`), if Windows answered.
+    pub context_switches: Option<u32>,
+    /// Non-paged pool in use, bytes (`GetPerformanceInfo`), if Windows answered.
+    pub nonpaged_pool_bytes: Option<u64>,
+    /// Processors the per-processor figures cover (one processor group's).
+    pub processors: u32,
+}
+
+/// The machine's counters now (Windows).
 ///
 /// # Errors
-/// `getrusage` failing, or no such call on this platform.
+/// `GetSystemTimes` or `NtQuerySystemInformation` failing; elsewhere always (Linux
+/// reads /proc/stat instead).
+pub fn machine_counters() -> io::Result<MachineCounters> {
+    #[cfg(windows)]
+    return windows::machine_counters();
+    #[cfg(not(windows))]
+    Err(io::Error::new(io::ErrorKind::Unsupported, "Windows' counters are Windows'"))
+}
+
+/// On Windows, its version (`10.0.19045`), and wine's when under wine
+/// (`10.0.19043 under wine 8.0`); `None` elsewhere.
+pub fn windows_version() -> Option<String> {
+    #[cfg(windows)]
+    return windows::windows_version().map(|v| match windows::wine_version() {
+        Some(wine) => format!("{v} under wine {wine}"),
+        None => v,
+    });
+    #[cfg(not(windows))]
+    None
+}
+
+/// The processor model Windows records (`Intel(R) Xeon(R) CPU E5-2680 …`); `None`
+/// elsewhere (Linux: /proc/cpuinfo).
+pub fn cpu_model() -> Option<String> {
+    #[cfg(windows)]
+    return windows::cpu_model();
+    #[cfg(not(windows))]
+    None
+}
+
+/// The processor clock Windows records, MHz; `None` elsewhere (Linux: /proc/cpuinfo).
+pub fn cpu_mhz() -> Option<f64> {
+    #[cfg(windows)]
+    return windows::cpu_mhz();
+    #[cfg(not(windows))]
+    None
+}
+
+/// The process's usage so far.
+///
+/// # Errors
+/// `getrusage` or `GetProcessTimes` failing, or no such call on this platform.
 #[cfg(unix)]
 pub fn process_usage() -> io::Result<ProcessUsage> {
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
@@ -39,21 +119,45 @@ pub fn process_usage() -> io::Result<ProcessUsage> {
     let tv = |t: libc::timeval| {
         Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
     };
+    // Linux reports the peak in KiB; it was read before the RSS, which may have grown since.
+    let resident = resident_bytes();
+    let peak = (ru.ru_maxrss.max(0) as u64 * 1024).max(resident.unwrap_or(0));
     Ok(ProcessUsage {
         user: tv(ru.ru_utime),
         system: tv(ru.ru_stime),
-        voluntary_switches: ru.ru_nvcsw.max(0) as u64,
-        involuntary_switches: ru.ru_nivcsw.max(0) as u64,
+        voluntary_switches: Some(ru.ru_nvcsw.max(0) as u64),
+        involuntary_switches: Some(ru.ru_nivcsw.max(0) as u64),
+        resident_bytes: resident,
+        peak_resident_bytes: Some(peak),
     })
 }
 
-/// The process's CPU usage so far.
+/// RSS from /proc/self/statm (its second field, in pages).
+#[cfg(unix)]
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_ascii_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf reads a configuration value and has no other effect.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).ok()?)
+}
+
+/// The process's usage so far.
 ///
 /// # Errors
-/// Always: this platform has no `getrusage` binding here yet.
-#[cfg(not(unix))]
+/// `GetProcessTimes` failing.
+#[cfg(windows)]
 pub fn process_usage() -> io::Result<ProcessUsage> {
-    Err(io::Error::new(io::ErrorKind::Unsupported, "getrusage is not available on this platform"))
+    windows::process_usage()
+}
+
+/// The process's usage so far.
+///
+/// # Errors
+/// Always: no such call on this platform.
+#[cfg(not(any(unix, windows)))]
+pub fn process_usage() -> io::Result<ProcessUsage> {
+    Err(io::Error::new(io::ErrorKind::Unsupported, "no process usage on this platform"))
 }
 
 /// Pins the calling thread to CPU `cpu`.
@@ -80,87 +184,26 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Pins the calling thread to CPU `cpu` (numbered across processor groups, group 0's
+/// first: `SetThreadAffinityMask` on one group, `SetThreadGroupAffinity` on several).
+///
+/// # Errors
+/// No such processor, or Windows refusing.
+#[cfg(windows)]
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    windows::pin_current_thread(cpu)
+}
+
 /// Pins the calling thread to CPU `cpu`.
 ///
 /// # Errors
 /// Always: no affinity call on this platform yet.
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", windows)))]
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
         format!("cannot pin to CPU {cpu} on this platform"),
     ))
-}
-
-/// Which socket buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SocketBuffer {
-    /// `SO_SNDBUF`.
-    Send,
-    /// `SO_RCVBUF`.
-    Receive,
-}
-
-#[cfg(unix)]
-fn sockopt_name(which: SocketBuffer) -> libc::c_int {
-    match which {
-        SocketBuffer::Send => libc::SO_SNDBUF,
-        SocketBuffer::Receive => libc::SO_RCVBUF,
-    }
-}
-
-/// Asks for a socket buffer of `bytes` (Linux doubles the value for its bookkeeping
-/// and caps it at `net.core.{w,r}mem_max`; [`socket_buffer`] tells what was granted).
-///
-/// # Errors
-/// `setsockopt` failing.
-#[cfg(unix)]
-pub fn set_socket_buffer(
-    sock: &impl std::os::fd::AsRawFd,
-    which: SocketBuffer,
-    bytes: u32,
-) -> io::Result<()> {
-    let value = libc::c_int::try_from(bytes)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "socket buffer too large"))?;
-    // SAFETY: a live socket descriptor (borrowed for the call), a c_int option value
-    // and its exact size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            sockopt_name(which),
-            std::ptr::addr_of!(value).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// The socket buffer size in effect, bytes.
-///
-/// # Errors
-/// `getsockopt` failing.
-#[cfg(unix)]
-pub fn socket_buffer(sock: &impl std::os::fd::AsRawFd, which: SocketBuffer) -> io::Result<u32> {
-    let mut value: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: a live socket descriptor, a writable c_int and its size, as getsockopt expects.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            sockopt_name(which),
-            std::ptr::addr_of_mut!(value).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(value.max(0) as u32)
 }
 
 /// One IP address of a network interface, as `getifaddrs` lists it.
@@ -244,13 +287,26 @@ pub fn interface_addresses() -> io::Result<Vec<InterfaceAddress>> {
     Err(io::Error::new(io::ErrorKind::Unsupported, "getifaddrs is not available on this platform"))
 }
 
-/// Each IP address of each network adapter with the adapter's transmit link speed in
-/// bits/s (`None` when Windows does not know it), from `GetAdaptersAddresses`.
+/// One IP address of a network adapter, with the adapter's name, MTU and link speed,
+/// as `GetAdaptersAddresses` lists them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdapterAddress {
+    /// The address.
+    pub addr: IpAddr,
+    /// The adapter's friendly name (`Ethernet 2`), as `Get-NetAdapter` shows it.
+    pub adapter: String,
+    /// Its MTU, bytes (`None` when Windows reports none).
+    pub mtu: Option<u32>,
+    /// Its transmit link speed, bits/s (`None` when Windows does not know it).
+    pub speed_bps: Option<u64>,
+}
+
+/// Each IP address of each network adapter, from `GetAdaptersAddresses`.
 ///
 /// # Errors
 /// `GetAdaptersAddresses` failing.
 #[cfg(windows)]
-pub fn link_speeds() -> io::Result<Vec<(IpAddr, Option<u64>)>> {
+pub fn adapter_addresses() -> io::Result<Vec<AdapterAddress>> {
     use std::ffi::c_void;
 
     /// The head of `IP_ADAPTER_ADDRESSES_LH` (iptypes.h), up to the link speeds; Windows
@@ -339,6 +395,20 @@ pub fn link_speeds() -> io::Result<Vec<(IpAddr, Option<u64>)>> {
         let a = unsafe { &*adapter };
         let speed = (a.transmit_link_speed != u64::MAX && a.transmit_link_speed != 0)
             .then_some(a.transmit_link_speed);
+        let mtu = (a.mtu != 0 && a.mtu != u32::MAX).then_some(a.mtu);
+        let mut name = Vec::new();
+        if !a.friendly_name.is_null() {
+            while name.len() < 256 {
+                // SAFETY: a NUL-terminated UTF-16 string Windows built inside `buf`, read
+                // up to its NUL and no further than 256 units (names are far shorter).
+                let unit = unsafe { std::ptr::read_unaligned(a.friendly_name.add(name.len())) };
+                if unit == 0 {
+                    break;
+                }
+                name.push(unit);
+            }
+        }
+        let adapter_name = String::from_utf16_lossy(&name);
         let mut unicast = a.first_unicast;
         while !unicast.is_null() {
             // SAFETY: a non-null unicast entry of the list Windows built inside `buf`.
@@ -368,8 +438,13 @@ pub fn link_speeds() -> io::Result<Vec<(IpAddr, Option<u64>)>> {
                     }
                     _ => None,
                 };
-                if let Some(ip) = ip {
-                    out.push((ip, speed));
+                if let Some(addr) = ip {
+                    out.push(AdapterAddress {
+                        addr,
+                        adapter: adapter_name.clone(),
+                        mtu,
+                        speed_bps: speed,
+                    });
                 }
             }
             unicast = u.next;
@@ -379,12 +454,12 @@ pub fn link_speeds() -> io::Result<Vec<(IpAddr, Option<u64>)>> {
     Ok(out)
 }
 
-/// Each IP address with its adapter's link speed, bits/s.
+/// Each IP address of each network adapter (Windows).
 ///
 /// # Errors
-/// Always: elsewhere than Windows, read `/sys/class/net/IF/speed` instead.
+/// Always: elsewhere than Windows, [`interface_addresses`] and sysfs tell the same.
 #[cfg(not(windows))]
-pub fn link_speeds() -> io::Result<Vec<(IpAddr, Option<u64>)>> {
+pub fn adapter_addresses() -> io::Result<Vec<AdapterAddress>> {
     Err(io::Error::new(io::ErrorKind::Unsupported, "GetAdaptersAddresses is Windows'"))
 }
 
@@ -403,6 +478,18 @@ mod tests {
         let after = process_usage().unwrap();
         let cpu = (after.user + after.system) - (before.user + before.system);
         assert!(cpu >= Duration::from_millis(20), "50 ms of spinning counted as {cpu:?}");
+        assert!(after.voluntary_switches.is_some() && after.involuntary_switches.is_some());
+    }
+
+    #[test]
+    fn resident_memory_grows_with_touched_pages_and_the_peak_covers_it() {
+        let before = process_usage().unwrap();
+        let touched = std::hint::black_box(vec![1u8; 64 << 20]);
+        let during = process_usage().unwrap();
+        drop(touched);
+        let (rss, peak) = (during.resident_bytes.unwrap(), during.peak_resident_bytes.unwrap());
+        assert!(rss >= before.resident_bytes.unwrap() + (48 << 20), "{before:?} {during:?}");
+        assert!(peak >= rss, "{during:?}");
     }
 
     #[test]
@@ -410,14 +497,6 @@ mod tests {
         assert!(pin_current_thread(libc::CPU_SETSIZE as usize + 1).is_err());
         let err = pin_current_thread(libc::CPU_SETSIZE as usize - 1).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
-    }
-
-    #[test]
-    fn socket_buffers_are_set_and_read_back() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        set_socket_buffer(&l, SocketBuffer::Receive, 256 * 1024).unwrap();
-        // Linux doubles the request (capped by rmem_max, at least 2 × 128 KiB here).
-        assert!(socket_buffer(&l, SocketBuffer::Receive).unwrap() >= 256 * 1024);
     }
 
     #[test]
