@@ -13,6 +13,9 @@ DEV = os.environ.get("RDMABENCH_DEVICE", "rxe0")
 FLAGS = ["-d", DEV, "-x", "1", "-n", ITERS]
 RDMABENCH = os.environ.get("RDMABENCH", "target/release/rdmabench")
 ONLY = os.environ.get("BENCH_ONLY", "")  # e.g. "read_lat": run just that test
+# BENCH_WIRE=1: also each tool's client against the other's server (rdmabench with
+# --perftest), measured by the client, next to perftest against perftest.
+WIRE = os.environ.get("BENCH_WIRE", "") == "1"
 
 
 # Server on CPU 0, client on CPU 1, the same for both tools: the emulated machine's
@@ -58,6 +61,25 @@ def ours(verb, kind):
     return pair(cmd, cmd + ["127.0.0.1"], 18520)
 
 
+def ours_to_perftest(verb, kind):
+    """rdmabench's client against perftest's server."""
+    tool = f"ib_{verb}_{kind}"
+    ours_cmd = [RDMABENCH, f"{verb}-{kind}", "--perftest"] + FLAGS
+    return pair([tool] + FLAGS, ours_cmd + ["127.0.0.1"], 18515)
+
+
+def perftest_to_ours(verb, kind):
+    """perftest's client against rdmabench's server."""
+    tool = f"ib_{verb}_{kind}"
+    ours_cmd = [RDMABENCH, f"{verb}-{kind}", "--perftest"] + FLAGS
+    return pair(ours_cmd, [tool] + FLAGS + ["127.0.0.1"], 18515)
+
+
+CONTESTANTS = [("perftest", perftest), ("rdmabench", ours)]
+if WIRE:
+    CONTESTANTS += [("rdmabench->perftest", ours_to_perftest), ("perftest->rdmabench", perftest_to_ours)]
+
+
 def main():
     results = {}
     for rnd in range(1, ROUNDS + 1):
@@ -65,10 +87,9 @@ def main():
             for kind, size in (("bw", 65536), ("lat", 2)):
                 if ONLY and ONLY != f"{verb}_{kind}":
                     continue
-                # Alternate which tool goes first, so drift cancels over the rounds.
-                order = [("perftest", perftest), ("rdmabench", ours)]
-                if rnd % 2 == 0:
-                    order.reverse()
+                # Rotate which goes first, so drift cancels over the rounds.
+                k = rnd % len(CONTESTANTS)
+                order = CONTESTANTS[k:] + CONTESTANTS[:k]
                 for name, fn in order:
                     cols = table_row(fn(verb, kind), size)
                     # bw: BW average (MiB/s) is the 2nd value; lat: t_typical is the 3rd.
@@ -98,6 +119,15 @@ def main():
                 f"{verb + '_' + kind:<12} {p:>6.2f} {unit:<5} {r:>6.2f} {unit:<5} {ratio:>7.3f}  {best:>14.3f}  "
                 f"{target} {'met' if met else 'MISSED'}"
             )
+            for name, _ in CONTESTANTS[2:]:
+                w = statistics.median(results[(verb, kind, name)])
+                wratio = w / p
+                wmet = wratio >= 0.95 if kind == "bw" else wratio <= 1.05
+                ok &= wmet
+                print(
+                    f"  {name:<21} {w:>6.2f} {unit:<5} ratio to perftest-perftest {wratio:.3f}  "
+                    f"{target} {'met' if wmet else 'MISSED'}"
+                )
     print(f"\n{ROUNDS} rounds, medians, server pinned to CPU 0 and client to CPU 1; perftest {subprocess.run(['ib_write_bw', '--version'], capture_output=True, text=True).stdout.strip()}; "
           f"flags {' '.join(FLAGS)}; 64 KiB bandwidth (BW average), 2 B latency (t_typical)")
     print("all targets met" if ok else "some targets missed")

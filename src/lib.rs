@@ -29,6 +29,7 @@ pub mod inventory;
 pub mod measure;
 pub mod mesh;
 pub mod perf;
+pub mod perftest;
 pub mod progress;
 pub mod qualify;
 pub mod rails;
@@ -91,7 +92,11 @@ fn test(t: TestArgs, out: &mut dyn Write) -> Result<u8, Error> {
         Some(host) => engine::Side::Client { host: host.clone() },
         None => engine::Side::Server,
     };
-    let outcome = engine::run(&t.spec, &side, &t.local, t.output.report_gbits, out);
+    let outcome = if t.perftest {
+        perftest::run(&t.spec, &side, &t.local, t.output.report_gbits, out)
+    } else {
+        engine::run(&t.spec, &side, &t.local, t.output.report_gbits, out)
+    };
     perf::finish::finish(&t.spec, outcome, &t.output, out)
 }
 

@@ -333,6 +333,16 @@ fn lab_thresholds_give_a_verdict_and_exit_1() {
     assert_eq!(r.json["verdict"]["pass"], false);
     let r = ok("read-lat", &["-n", "100", "--max-lat", "1000000"]);
     assert_eq!(r.json["verdict"]["pass"], true);
+    // perftest's names: -w is --min-bw; -y judges the message rate.
+    let r = pair("send-bw", &["-n", "100", "-w", "1000000", "-y", "1000"], "127.0.0.1");
+    assert_eq!(r.client.status.code(), Some(1), "{}", err(&r.client));
+    let line = err(&r.client);
+    assert!(line.contains("below --min-bw 1000000"), "{line}");
+    assert!(line.contains("MsgRate") && line.contains("below -y/--limit_msgrate 1000"), "{line}");
+    let failures = r.json["verdict"]["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    let r = ok("write-bw", &["-n", "100", "-y", "0.000001"]);
+    assert_eq!(r.json["verdict"]["pass"], true);
 }
 
 #[test]

@@ -95,7 +95,7 @@ impl Backend for Verbs {
 }
 
 /// Opens `device` (or the first) with this side's port, GID and MTU settings.
-fn open(
+pub(crate) fn open(
     ctx: &SetupContext<'_>,
     device: Option<String>,
     local_ipv4: Option<Ipv4Addr>,
@@ -195,7 +195,7 @@ fn endpoint_line(ep: &VerbsEndpoint, verb: Verb) -> String {
     line
 }
 
-fn finish(
+pub(crate) fn finish(
     ctx: &SetupContext<'_>,
     t: &VerbsTransport,
     conns: Vec<VerbsConnection>,
@@ -221,8 +221,10 @@ fn finish(
             .map(|r| (r.qp_timeout, r.retry_count)),
     };
     let verb = ctx.spec.kind.verb;
+    let mut local = address_lines("local ", mine, |e| endpoint_line(e, verb));
+    local.extend(t.mtu_erratum().map(|why| format!(" {why}")));
     Setup {
-        local: address_lines("local ", mine, |e| endpoint_line(e, verb)),
+        local,
         remote: address_lines("remote ", peers, |e| endpoint_line(e, verb)),
         attachment: Attachment::Device { name: t.context().name().to_string(), port },
         params: params(ctx, found),

@@ -141,6 +141,16 @@ pub struct PerfArgs {
     /// RDMA interface: verbs, or nd (NetworkDirect). Default: nd on Windows, verbs elsewhere.
     #[arg(long = "backend", value_enum, value_name = "API")]
     pub backend: Option<BackendArg>,
+    /// The peer is perftest (ib_write_bw, …): speak its exchange on its port (18515
+    /// unless -p). Start both sides with the same flags, as two perftests.
+    #[arg(long = "perftest")]
+    pub perftest: bool,
+    /// perftest's name for --min-bw: exit 1 below this BW average (report units).
+    #[arg(short = 'w', long = "limit_bw", value_name = "BW")]
+    pub limit_bw: Option<f64>,
+    /// Exit 1 if the message rate of any size falls below this many Mpps (perftest's -y).
+    #[arg(short = 'y', long = "limit_msgrate", value_name = "MPPS")]
+    pub limit_msgrate: Option<f64>,
     /// Where a server listens, and the shared secret.
     #[command(flatten)]
     pub access: AccessArgs,
@@ -278,6 +288,8 @@ pub struct TestArgs {
     pub local: Local,
     /// Output and thresholds.
     pub output: Output,
+    /// The peer is perftest, spoken to in its own exchange (`--perftest`).
+    pub perftest: bool,
 }
 
 impl ReportArgs {
@@ -299,6 +311,7 @@ impl ReportArgs {
             json: self.json.clone(),
             min_bw: self.min_bw,
             max_lat: self.max_lat,
+            min_msg_rate: None,
         })
     }
 
@@ -356,14 +369,25 @@ impl PerfArgs {
     /// One line naming the flag (kind `usage`).
     pub fn to_test(&self, kind: TestKind) -> Result<TestArgs, Error> {
         let spec = rules::rdma(kind, &self.request())?;
+        if self.perftest {
+            crate::perftest::conveyable(&spec)?;
+            if self.access.auth_key.is_some() {
+                return Err(Error::usage("--perftest: perftest has no --auth-key"));
+            }
+            if self.device.as_deref().is_some_and(|d| d.contains(',')) {
+                return Err(Error::usage("--perftest: one device (perftest runs one rail)"));
+            }
+        }
         if self.rdma_cm && self.host.as_deref().is_some_and(str::is_empty) {
             return Err(Error::usage("-R: HOST must be the RDMA interface's IP address"));
         }
+        let default_port =
+            if self.perftest { crate::perftest::PERFTEST_PORT } else { DEFAULT_PORT };
         let mut local = Local {
             device: self.device.clone(),
             ib_port: self.ib_port.unwrap_or(1),
             gid_index: self.gid_index,
-            port: self.port.unwrap_or(DEFAULT_PORT),
+            port: self.port.unwrap_or(default_port),
             timeout: self.report.timeout()?,
             connect_window: self.report.timeout()?,
             quiet: self.report.quiet,
@@ -373,8 +397,37 @@ impl PerfArgs {
         if spec.rdma().is_some_and(|r| r.backend == Backend::Nd) {
             rules::nd_local_rules(&local)?;
         }
-        let output = self.report.output(kind.measure == Measure::Bw)?;
-        Ok(TestArgs { spec, host: self.host.clone(), local, output })
+        let output = self.limits(self.report.output(kind.measure == Measure::Bw)?, kind)?;
+        Ok(TestArgs { spec, host: self.host.clone(), local, output, perftest: self.perftest })
+    }
+
+    /// perftest's verifier limits (`-w`, `-y`) onto the output's thresholds.
+    fn limits(&self, mut output: Output, kind: TestKind) -> Result<Output, Error> {
+        let bw = kind.measure == Measure::Bw;
+        for (flag, v) in
+            [("-w/--limit_bw", self.limit_bw), ("-y/--limit_msgrate", self.limit_msgrate)]
+        {
+            match v {
+                Some(_) if !bw => {
+                    return Err(Error::usage(format!("{flag}: only bandwidth tests have one")))
+                }
+                Some(v) if !v.is_finite() || v < 0.0 => {
+                    return Err(Error::usage(format!("{flag}: a number, 0 or more")))
+                }
+                _ => {}
+            }
+        }
+        match (output.min_bw, self.limit_bw) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(Error::usage(format!(
+                    "--min-bw {a} and -w/--limit_bw {b}: one limit (they are the same flag)"
+                )))
+            }
+            (None, b) => output.min_bw = b,
+            _ => {}
+        }
+        output.min_msg_rate = self.limit_msgrate;
+        Ok(output)
     }
 }
 
@@ -406,6 +459,6 @@ impl TcpArgs {
         };
         self.access.apply(self.host.is_some(), &mut local)?;
         let output = self.report.output(measure == Measure::Bw)?;
-        Ok(TestArgs { spec, host: self.host.clone(), local, output })
+        Ok(TestArgs { spec, host: self.host.clone(), local, output, perftest: false })
     }
 }

@@ -416,6 +416,25 @@ mod tests {
     }
 
     #[test]
+    fn perftests_verifier_limits_are_thresholds() {
+        let test = |args: &[&str]| {
+            let cli = parse(["rdmabench"].iter().chain(args).copied()).unwrap().unwrap();
+            let Command::Perf(kind, a) = cli.command else { panic!("perf") };
+            a.to_test(kind)
+        };
+        let t = test(&["write-bw", "-w", "5000", "-y", "0.5", "--backend", "verbs"]).unwrap();
+        assert_eq!((t.output.min_bw, t.output.min_msg_rate), (Some(5000.0), Some(0.5)));
+        let t = test(&["send-bw", "--limit_bw", "7", "--min-bw", "7", "--backend", "verbs"]);
+        assert_eq!(t.unwrap().output.min_bw, Some(7.0), "the same limit twice is one limit");
+        let e = test(&["write-bw", "-w", "1", "--min-bw", "2", "--backend", "verbs"]).unwrap_err();
+        assert!(e.message.contains("one limit"), "{e}");
+        let e = test(&["write-lat", "-y", "1", "--backend", "verbs"]).unwrap_err();
+        assert!(e.message.contains("-y/--limit_msgrate: only bandwidth tests"), "{e}");
+        let e = test(&["read-bw", "--limit_bw=-1", "--backend", "verbs"]).unwrap_err();
+        assert!(e.message.contains("-w/--limit_bw: a number, 0 or more"), "{e}");
+    }
+
+    #[test]
     fn usage_errors_are_one_line_naming_the_problem() {
         let err = parse(["rdmabench", "devices", "--bogus"]).unwrap_err().message;
         assert!(!err.contains('\n'), "{err}");

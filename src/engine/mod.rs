@@ -197,7 +197,7 @@ fn no_client(e: Error, stray: Option<&Refusal>, port: u16, timeout: Duration) ->
     Error::new(e.kind, message)
 }
 
-fn new_report(spec: &TestSpec, client: bool) -> RunReport {
+pub(crate) fn new_report(spec: &TestSpec, client: bool) -> RunReport {
     let mut report = RunReport::new(spec.id(), if client { "client" } else { "server" }, tool());
     report.environment = Some(EnvironmentReport { local: Environment::host(), peer: None });
     report

@@ -99,7 +99,7 @@ fn validate<C: Connection>(s: &Step<'_>, conns: &[C], size: u64, slots: u32) -> 
 
 /// The CPU cost of this side's window, given what the size moved (the client's
 /// figures: bandwidth × window, or the latency samples).
-fn cpu_cost(before: &CpuSnapshot, moved: &SizeResult, mhz: Option<f64>) -> cpu::CpuCost {
+pub(crate) fn cpu_cost(before: &CpuSnapshot, moved: &SizeResult, mhz: Option<f64>) -> cpu::CpuCost {
     let after = CpuSnapshot::now();
     let window = after.secs_since(before);
     let (bytes, messages) = match (&moved.bw, &moved.lat) {

@@ -70,7 +70,7 @@ pub fn run<B: Backend>(
     }
 }
 
-fn print_header<C>(
+pub(crate) fn print_header<C>(
     ctx: &SetupContext<'_>,
     report: &RunReport,
     setup: &Setup<C>,

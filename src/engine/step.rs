@@ -141,7 +141,7 @@ impl<'a> Step<'a> {
 
     /// `blocking`: the connections' poll blocks (no peak: a TCP write completes
     /// when the kernel has copied it).
-    fn bw_plan(&self, size: u32, slots: u32, blocking: bool) -> BwPlan {
+    pub(crate) fn bw_plan(&self, size: u32, slots: u32, blocking: bool) -> BwPlan {
         let run = self.spec.run;
         let iters = run.iterations();
         BwPlan {
@@ -157,6 +157,20 @@ impl<'a> Step<'a> {
             peak: run.duration().is_none() && iters <= 20_000 && !blocking,
             timeout: self.local.timeout,
             events: self.queues.events,
+        }
+    }
+
+    /// How a latency loop runs `size`.
+    pub(crate) fn lat_plan(&self, size: u32) -> LatPlan {
+        LatPlan {
+            size,
+            iters: self.spec.run.iterations(),
+            duration: self.spec.run.duration(),
+            inline: u64::from(self.queues.inline_size) >= u64::from(size) && !self.one_sided(),
+            rtt_factor: self.spec.kind.rtt_factor(),
+            timeout: self.local.timeout,
+            events: self.queues.events,
+            recv_posted: u64::from(self.queues.rx_depth),
         }
     }
 
@@ -226,16 +240,7 @@ impl<'a> Step<'a> {
         size: u32,
         local: &mut SizeResult,
     ) -> Result<(), Error> {
-        let plan = LatPlan {
-            size,
-            iters: self.spec.run.iterations(),
-            duration: self.spec.run.duration(),
-            inline: u64::from(self.queues.inline_size) >= u64::from(size) && !self.one_sided(),
-            rtt_factor: self.spec.kind.rtt_factor(),
-            timeout: self.local.timeout,
-            events: self.queues.events,
-            recv_posted: u64::from(self.queues.rx_depth),
-        };
+        let plan = self.lat_plan(size);
         let rec = match plan.duration {
             None => self.lat_loop(ch, conn, &plan, loops::CountedSampler::new(&plan))?,
             Some(_) => self.lat_loop(ch, conn, &plan, loops::TimedSampler::new(&plan))?,
@@ -266,7 +271,12 @@ impl<'a> Step<'a> {
                 loops::lat_round_trip(conn, self.op, plan, samples)
             }
             Verb::Write => {
-                loops::lat_write_pingpong(conn, initiates, plan, samples, || ch.has_pending())
+                let part = loops::PingPong {
+                    writes_first: initiates,
+                    measures: initiates,
+                    source: plan.size as usize,
+                };
+                loops::lat_write_pingpong(conn, part, plan, samples, || ch.has_pending())
             }
             Verb::Send => {
                 loops::lat_send_pingpong(conn, initiates, plan, samples, || ch.has_pending())
@@ -277,7 +287,11 @@ impl<'a> Step<'a> {
 }
 
 /// Bandwidth of each QP and the total, from what a sender recorded.
-fn bw_result(size: u64, outcome: &BwOutcome, run: &RunLength) -> (BwStats, Vec<BwStats>, u64) {
+pub(crate) fn bw_result(
+    size: u64,
+    outcome: &BwOutcome,
+    run: &RunLength,
+) -> (BwStats, Vec<BwStats>, u64) {
     let per: Vec<(BwStats, u64)> = match run {
         RunLength::Iterations(_) => outcome
             .recorders

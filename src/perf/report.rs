@@ -217,6 +217,15 @@ pub fn verdict(output: &Output, results: &[SizeResult]) -> Verdict {
                 ));
             }
         }
+        if let (Some(min), Some(bw)) = (output.min_msg_rate, &r.bw) {
+            let rate = bw.msg_rate / 1e6;
+            if rate < min {
+                failures.push(format!(
+                    "{} B: MsgRate {rate:.6} Mpps is below -y/--limit_msgrate {min}",
+                    r.size
+                ));
+            }
+        }
         if let (Some(max), Some(lat)) = (output.max_lat, &r.lat) {
             if lat.t_typical_us > max {
                 failures.push(format!(
@@ -597,5 +606,14 @@ mod tests {
         });
         let v = verdict(&cfg, &[corrupt]);
         assert_eq!(v.failures, ["65536 B: 3 of 100 bytes corrupted (first at offset 7)"]);
+        // -y: the message rate, in Mpps as the table shows it.
+        let rate = Output { min_msg_rate: Some(0.006), ..Default::default() };
+        let v = verdict(&rate, &[bw_result(100.0 * MIB)]);
+        assert_eq!(
+            v.failures,
+            ["65536 B: MsgRate 0.005000 Mpps is below -y/--limit_msgrate 0.006"]
+        );
+        let rate = Output { min_msg_rate: Some(0.004), ..Default::default() };
+        assert!(verdict(&rate, &[bw_result(100.0 * MIB)]).pass);
     }
 }

@@ -450,7 +450,7 @@ pub const HEADER_LEN: usize = 12;
 pub fn decode_header(h: &[u8; HEADER_LEN]) -> Result<u32, ProtocolError> {
     if h[..4] != MAGIC {
         return Err(ProtocolError::Invalid(
-            "the peer does not speak rdmabench's protocol (a perftest binary, or another service on this port?)"
+            "the peer does not speak rdmabench's protocol (another service on this port? perftest is spoken to with --perftest)"
                 .into(),
         ));
     }

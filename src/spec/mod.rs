@@ -435,4 +435,6 @@ pub struct Output {
     pub min_bw: Option<f64>,
     /// Fail above this typical latency, µs.
     pub max_lat: Option<f64>,
+    /// Fail below this message rate, millions per second (perftest's `-y`).
+    pub min_msg_rate: Option<f64>,
 }

@@ -55,8 +55,25 @@ pub struct VerbsTransport {
     qp_timeout: u8,
     retry_count: u8,
     mtu: Mtu,
+    /// Why `mtu` is not the port's active MTU, when a device erratum lowered it.
+    mtu_erratum: Option<&'static str>,
     caps: Capabilities,
     max_qp_rd_atom: u8,
+}
+
+/// ConnectX-3 and ConnectX-3 Pro (mlx4 parts 4099, 4100, 4103, 4104) have a hardware
+/// erratum at a 4096 B MTU; perftest forces such a port's active 4096 to 2048 unless
+/// `-m` asks otherwise, and so does rdmabench. Returns the MTU to use, and why when it
+/// is not `active`.
+pub fn mtu_for(part: u32, active: Mtu, asked: Option<Mtu>) -> (Mtu, Option<&'static str>) {
+    match asked {
+        Some(m) => (m, None),
+        None if active == Mtu::Mtu4096 && matches!(part, 4099 | 4100 | 4103 | 4104) => (
+            Mtu::Mtu2048,
+            Some("MTU 2048: ConnectX-3's 4096 B MTU has a hardware erratum (perftest forces 2048 too; -m 4096 overrides)"),
+        ),
+        None => (active, None),
+    }
 }
 
 /// The exchange record of a verbs connection.
@@ -110,7 +127,8 @@ impl VerbsTransport {
             Some(i) => context.query_gid(opts.port, u32::from(i))?,
             None => Default::default(),
         };
-        let mtu = opts.mtu.or(Mtu::from_code(port_attr.active_mtu)).unwrap_or(Mtu::Mtu1024);
+        let active = Mtu::from_code(port_attr.active_mtu).unwrap_or(Mtu::Mtu1024);
+        let (mtu, mtu_erratum) = mtu_for(dev.vendor_part_id, active, opts.mtu);
         let caps = Capabilities {
             backend: "verbs",
             send: true,
@@ -133,6 +151,7 @@ impl VerbsTransport {
             port: opts.port,
             gid_index,
             mtu,
+            mtu_erratum,
             caps,
             max_qp_rd_atom: {
                 let device_max = u32::try_from(dev.max_qp_rd_atom.clamp(1, 255)).unwrap_or(1);
@@ -150,6 +169,11 @@ impl VerbsTransport {
     /// Path MTU in use.
     pub fn mtu(&self) -> Mtu {
         self.mtu
+    }
+
+    /// Why the MTU in use is lower than the port's, when a device erratum made it so.
+    pub fn mtu_erratum(&self) -> Option<&'static str> {
+        self.mtu_erratum
     }
 
     /// The device context.
@@ -173,6 +197,33 @@ impl VerbsTransport {
         peer: &VerbsEndpoint,
         mtu: Mtu,
     ) -> Result<VerbsConnection, TransportError> {
+        self.connect_to(p, peer, mtu, self.max_qp_rd_atom)
+    }
+
+    /// Connects like [`Self::connect_with_mtu`] to a peer that said how many reads it
+    /// answers at once (perftest's `out_reads`): this side keeps no more in flight.
+    ///
+    /// # Errors
+    /// As [`Transport::connect`].
+    pub fn connect_with_peer_reads(
+        &self,
+        p: VerbsPrepared,
+        peer: &VerbsEndpoint,
+        mtu: Mtu,
+        peer_reads: u16,
+    ) -> Result<VerbsConnection, TransportError> {
+        let reads = u8::try_from(peer_reads).unwrap_or(u8::MAX).clamp(1, self.max_qp_rd_atom);
+        self.connect_to(p, peer, mtu, reads)
+    }
+
+    /// `initiator_depth`: RDMA reads and atomics this side keeps in flight.
+    fn connect_to(
+        &self,
+        p: VerbsPrepared,
+        peer: &VerbsEndpoint,
+        mtu: Mtu,
+        initiator_depth: u8,
+    ) -> Result<VerbsConnection, TransportError> {
         if peer.service != p.local.service {
             return Err(TransportError::Unsupported(format!(
                 "connection type mismatch: this side uses {:?}, the peer {:?}",
@@ -192,7 +243,7 @@ impl VerbsTransport {
             p.qp.to_rtr(Some(&rtr))?;
         }
         let rts = RtsAttr {
-            max_rd_atomic: self.max_qp_rd_atom,
+            max_rd_atomic: initiator_depth,
             timeout: self.qp_timeout,
             retry_cnt: self.retry_count,
             ..RtsAttr::new(p.local.qp.psn)
@@ -533,5 +584,24 @@ impl Connection for VerbsConnection {
                 self.qp.qp_num()
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connectx3_ports_at_4096_run_at_2048_as_perftest_and_say_why() {
+        for part in [4099, 4100, 4103, 4104] {
+            let (mtu, why) = mtu_for(part, Mtu::Mtu4096, None);
+            assert_eq!(mtu, Mtu::Mtu2048, "part {part}");
+            assert!(why.is_some_and(|w| w.contains("erratum")), "part {part}");
+        }
+        // -m is the user's choice; other parts and MTUs keep the port's.
+        assert_eq!(mtu_for(4099, Mtu::Mtu4096, Some(Mtu::Mtu4096)), (Mtu::Mtu4096, None));
+        assert_eq!(mtu_for(4099, Mtu::Mtu2048, None), (Mtu::Mtu2048, None));
+        assert_eq!(mtu_for(4115, Mtu::Mtu4096, None), (Mtu::Mtu4096, None), "ConnectX-4");
+        assert_eq!(mtu_for(0, Mtu::Mtu4096, None), (Mtu::Mtu4096, None), "soft-RoCE");
     }
 }

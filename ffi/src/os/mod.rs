@@ -137,9 +137,15 @@ pub fn process_usage() -> io::Result<ProcessUsage> {
 fn resident_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_ascii_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * page_size()?)
+}
+
+/// The memory page size, bytes (`sysconf(_SC_PAGESIZE)`; None where it says nothing).
+#[cfg(unix)]
+pub fn page_size() -> Option<u64> {
     // SAFETY: sysconf reads a configuration value and has no other effect.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    Some(pages * u64::try_from(page).ok()?)
+    u64::try_from(page).ok().filter(|&p| p > 0)
 }
 
 /// The process's usage so far.

@@ -94,18 +94,33 @@ pub fn lat_round_trip<C: Connection, S: Sampler>(
     Ok(samples.finish())
 }
 
+/// A side's part in the write ping-pong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PingPong {
+    /// Writes the first message (rdmabench's client; perftest's server).
+    pub writes_first: bool,
+    /// Records a sample per round trip (rdmabench's client; both sides of perftest).
+    pub measures: bool,
+    /// Where in the local buffer this side's messages start: clear of the slot the
+    /// peer writes into (rdmabench's second slot; against perftest, above the largest
+    /// size of a sweep, as nothing clears the buffer between its sizes).
+    pub source: usize,
+}
+
 /// write_lat: each side RDMA-writes a message whose last byte is a counter into the
 /// peer's first slot, and spins on the last byte of its own first slot. It sends from
-/// its second slot, so its own counter never looks like the peer's answer. The client
-/// (`initiator`) writes first; each of its samples is the time between two of its
-/// posts, halved. The responder records nothing.
+/// elsewhere (`source`), so its own counter never looks like the peer's answer. The counter
+/// is perftest's (1, 2, … 255, 0, 1, …): the byte a side waits for always differs from
+/// the one it holds, and perftest can be the peer. Each sample is the time between two
+/// posts of the measuring side, halved.
 pub fn lat_write_pingpong<C: Connection, S: Sampler>(
     conn: &mut C,
-    initiator: bool,
+    part: PingPong,
     plan: &LatPlan,
     mut samples: S,
     mut stop: impl FnMut() -> bool,
 ) -> Result<LatencyRecorder, LoopError> {
+    let PingPong { writes_first: first, measures, source } = part;
     // As perftest: the spin loop reads memory only; one write in SIGNAL_EVERY is
     // signaled, and completions are reaped only when the send queue needs room.
     const SIGNAL_EVERY: u64 = 8;
@@ -131,15 +146,14 @@ pub fn lat_write_pingpong<C: Connection, S: Sampler>(
             Ok(())
         };
     loop {
-        // Counter values 1..=255, never 0: a zeroed buffer is "nothing yet".
-        let value = (i % 255 + 1) as u8;
-        if !initiator || i > 0 {
-            // Wait for the peer's write of `value` (responder) or its answer to ours.
-            let expect = if initiator { ((i - 1) % 255 + 1) as u8 } else { value };
+        let value = (i + 1) as u8;
+        if !first || i > 0 {
+            // Wait for the peer's write of `value`, or its answer to ours.
+            let expect = if first { i as u8 } else { value };
             let mut spins = 0u32;
             while conn.load_u8(last) != expect {
                 spins = spins.wrapping_add(1);
-                if !initiator && spins % 65536 == 0 && stop() {
+                if !first && spins % 65536 == 0 && stop() {
                     reap(conn, signaled, &mut reaped, 0)?;
                     return Ok(samples.finish());
                 }
@@ -147,21 +161,22 @@ pub fn lat_write_pingpong<C: Connection, S: Sampler>(
             }
             stall.progressed();
         }
-        // The only clock read of an iteration; the responder measures nothing.
+        // The only clock read of an iteration. A side that waits first ends after its
+        // last post, below: its ticks never end the run.
         let finished =
-            if initiator { !samples.tick(i) } else { plan.duration.is_none() && i >= plan.iters };
+            if measures { !samples.tick(i) } else { plan.duration.is_none() && i >= plan.iters };
         if finished {
             reap(conn, signaled, &mut reaped, 0)?;
             return Ok(samples.finish());
         }
-        conn.local_mut()[plan.size as usize + last] = value;
+        conn.local_mut()[source + last] = value;
         // Room in the send queue: at most two signaling rounds unconfirmed.
         reap(conn, signaled, &mut reaped, 1)?;
         let signal = i % SIGNAL_EVERY == SIGNAL_EVERY - 1;
         conn.post_repeat(&WorkRequest {
             wr_id: i,
             op: Op::Write,
-            local_offset: plan.size as usize,
+            local_offset: source,
             len: plan.size,
             remote_offset: 0,
             signaled: signal,
@@ -169,7 +184,7 @@ pub fn lat_write_pingpong<C: Connection, S: Sampler>(
         })?;
         signaled += u64::from(signal);
         i += 1;
-        if !initiator && plan.iters != u64::MAX && i >= plan.iters {
+        if !first && plan.iters != u64::MAX && i >= plan.iters {
             reap(conn, signaled, &mut reaped, 0)?;
             return Ok(samples.finish());
         }

@@ -15,7 +15,7 @@ pub use bw::{
     bw_recv, bw_send, post_receives, send_end_markers, BwOutcome, BwPlan, NoRecv, RecvPlan,
     RecvSide, Reposting, Windowed,
 };
-pub use lat::{lat_round_trip, lat_send_pingpong, lat_write_pingpong, LatPlan};
+pub use lat::{lat_round_trip, lat_send_pingpong, lat_write_pingpong, LatPlan, PingPong};
 pub use sampler::{CountedSampler, Sampler, TimedSampler};
 
 use std::time::{Duration, Instant};

@@ -127,6 +127,11 @@ impl Mtu {
     pub fn bytes(self) -> u32 {
         128 << (self as u32)
     }
+
+    /// The `enum ibv_mtu` code (1 for 256 … 5 for 4096).
+    pub fn code(self) -> u32 {
+        self as u32
+    }
 }
 
 /// Queue sizes asked for at creation; the provider may round them up.

@@ -1,0 +1,164 @@
+//! Talking to perftest (`--perftest`): a test run against perftest 5.70 or later
+//! (`ib_write_bw`, `ib_read_lat`, …) on either side, over perftest's own out-of-band
+//! exchange on its port (18515), so that rdmabench's figures can be checked against
+//! perftest's on a host where only perftest runs. rdmabench's own protocol stays the
+//! default; docs/protocol.md, "Talking to perftest", has the exchange.
+//!
+//! perftest negotiates nothing (until 6.28, which rdmabench's announced version keeps
+//! from negotiating): both sides must be started with the same test, size, iterations
+//! and queue pairs, as two perftests must. What the exchange cannot carry is refused
+//! here, by name, before anything is sent.
+//!
+//! - [`records`]: the version, queue pair and report records, encoded and checked;
+//! - [`wire`]: the lock-step connection, with its timeouts;
+//! - `session`: the six tests in each perftest main's order.
+
+pub mod records;
+#[cfg(target_os = "linux")]
+mod session;
+pub mod wire;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+pub use wire::PERFTEST_PORT;
+
+use crate::engine::{Outcome, Side};
+use crate::error::{Error, ErrorKind};
+use crate::spec::{Link, Local, TestSpec, Verb};
+use crate::transport::{Backend, Service};
+
+/// Runs `spec` on this side against a perftest peer, printing the header as the run
+/// starts (the table is the caller's, as for [`crate::engine::run`]).
+pub fn run(
+    spec: &TestSpec,
+    side: &Side,
+    local: &Local,
+    gbits: bool,
+    out: &mut dyn Write,
+) -> Outcome {
+    let client = matches!(side, Side::Client { .. });
+    let mut report = crate::engine::new_report(spec, client);
+    let result = spec.validate().and_then(|()| conveyable(spec)).and_then(|()| {
+        let host = match side {
+            Side::Client { host } => Some(host.as_str()),
+            Side::Server => None,
+        };
+        let ctx = crate::backend::SetupContext { spec, local, host, gbits };
+        let (wire, version) = match host {
+            Some(host) => connect(host, local)?,
+            None => accept(local, out)?,
+        };
+        run_session(&ctx, wire, &version, &mut report, out)
+    });
+    Outcome { report, error: result.err() }
+}
+
+#[cfg(target_os = "linux")]
+fn run_session(
+    ctx: &crate::backend::SetupContext<'_>,
+    wire: wire::Wire,
+    version: &str,
+    report: &mut crate::perf::report::RunReport,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
+    session::run(ctx, wire, version, report, out)
+        .map_err(|e| crate::engine::link::name_the_cause(e, report.params.as_ref()))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn run_session(
+    _: &crate::backend::SetupContext<'_>,
+    _: wire::Wire,
+    _: &str,
+    _: &mut crate::perf::report::RunReport,
+    _: &mut dyn Write,
+) -> Result<(), Error> {
+    Err(Error::new(
+        ErrorKind::NoDevice,
+        "--perftest: perftest runs over verbs, Linux's RDMA interface",
+    ))
+}
+
+/// What perftest's exchange cannot carry, or this side does not run against it yet,
+/// refused by name.
+///
+/// # Errors
+/// Kind `usage`, naming the flag.
+pub fn conveyable(spec: &TestSpec) -> Result<(), Error> {
+    let no = |what: &str| Err(Error::usage(format!("--perftest: {what}")));
+    let Link::Rdma(r) = &spec.link else {
+        return no("perftest's tests are RDMA tests (for TCP, iperf3 is the reference)");
+    };
+    if r.backend != Backend::Verbs {
+        return no("perftest runs over verbs, not NetworkDirect");
+    }
+    if spec.kind.verb == Verb::Atomic {
+        return no("atomic tests are not run against perftest yet (write, read and send are)");
+    }
+    if r.service != Service::Rc {
+        return no("only RC (-c RC) is run against perftest yet");
+    }
+    if spec.bidirectional() {
+        return no("-b is not run against perftest yet");
+    }
+    if spec.run.duration().is_some() {
+        return no("-D is not run against perftest yet (give -n)");
+    }
+    if r.rdma_cm {
+        return no("-R (rdma_cm) is not run against perftest yet");
+    }
+    if spec.validate {
+        return no("--validate: perftest neither lays nor checks rdmabench's pattern");
+    }
+    Ok(())
+}
+
+/// The client's connection, and the peer's version.
+fn connect(host: &str, local: &Local) -> Result<(wire::Wire, String), Error> {
+    let stream = crate::session::connect::connect(
+        host,
+        local.port,
+        local.bind,
+        local.timeout,
+        local.connect_window,
+    )?;
+    let mut w = wire::Wire::new(stream, true, local.timeout)?;
+    let version = w.versions()?;
+    Ok((w, version))
+}
+
+/// The server's peer: the first connection within `--timeout` that announces a
+/// perftest version; strays (a port scan, garbage, rdmabench's own hello) are named on
+/// stderr and do not end the wait.
+fn accept(local: &Local, out: &mut dyn Write) -> Result<(wire::Wire, String), Error> {
+    let listener = crate::session::connect::ControlListener::bind(local.bind, local.port)?;
+    let port = listener.local_addr().map_or(local.port, |a| a.port());
+    let _ = writeln!(out, " Waiting for a perftest client on port {port}");
+    let _ = out.flush();
+    let deadline = Instant::now() + local.timeout;
+    let mut last: Option<Error> = None;
+    loop {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let (stream, peer) = listener.accept(Some(wait)).map_err(|e| match (&last, e.kind) {
+            (Some(l), ErrorKind::PeerUnreachable) => Error::new(
+                e.kind,
+                format!("no perftest client within {} s (--timeout); the last connection was refused: {l}", local.timeout.as_secs()),
+            ),
+            _ => e,
+        })?;
+        let wait = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
+        let attempt = wire::Wire::new(stream, false, wait).and_then(|mut w| {
+            let version = w.versions()?;
+            w.set_timeout(local.timeout);
+            Ok((w, version))
+        });
+        match attempt {
+            Ok(found) => return Ok(found),
+            Err(e) => {
+                eprintln!("rdmabench: ignored {peer}: {e} ({})", e.kind);
+                last = Some(e);
+            }
+        }
+    }
+}

@@ -1,0 +1,585 @@
+//! One test against a perftest peer, in the order perftest's mains exchange their
+//! records (docs/protocol.md, "Talking to perftest"): the device opens, the page
+//! sizes and MTU are agreed, the queue pair records go back and forth (first to
+//! connect, then as barriers), the loops run, and the end is perftest's: the
+//! bandwidth report for write and read, `"done"`, or (write_lat) nothing at all.
+
+use std::io::Write;
+use std::time::Instant;
+
+use ffi::types::{Gid, QpEndpoint, RemoteBuffer};
+use ffi::verbs::Mtu;
+
+use super::records::{BwReport, Key};
+use super::wire::Wire;
+use crate::backend::{self, SetupContext};
+use crate::engine::results::cpu_cost;
+use crate::engine::step::{bw_result, Step};
+use crate::error::Error;
+use crate::measure::cpu::CpuSnapshot;
+use crate::measure::BwStats;
+use crate::perf::loops::{self, Clock, CountedSampler, NoRecv, PingPong, RecvPlan, Sampler};
+use crate::perf::report::{RunReport, SizeResult};
+use crate::spec::{Measure, TestSpec, Verb};
+use crate::transport::verbs::{VerbsConnection, VerbsEndpoint, VerbsTransport};
+use crate::transport::{Connection, Op, Service, Transport};
+
+/// The test, once the versions are in: `version` is the peer's.
+pub(super) fn run(
+    ctx: &SetupContext<'_>,
+    mut wire: Wire,
+    version: &str,
+    report: &mut RunReport,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
+    let spec = ctx.spec;
+    let t = backend::verbs::open(ctx, ctx.local.device.clone(), wire.local_ipv4())?;
+    let agreed = wire.agree(t.mtu().code() as u8, version)?;
+    let mtu = Mtu::from_code(u32::from(agreed.mtu_code)).unwrap_or(t.mtu());
+    let layout = Layout { cycle: u64::from(agreed.cycle_buffer) };
+    let mut cfg = backend::rdma_connection(spec);
+    cfg.buf_len = cfg.buf_len.max(layout.buffer(spec));
+    let (mut prepared, mut mine_eps) = (Vec::new(), Vec::new());
+    for _ in 0..spec.connections() {
+        let (p, ep) = t.prepare(&cfg)?;
+        prepared.push(p);
+        mine_eps.push(ep);
+    }
+    let reads = if spec.kind.verb == Verb::Read { u16::from(t.max_rd_atomic()) } else { 1 };
+    let gid_form = t.gid_index().is_some();
+    let mine: Vec<Key> = mine_eps.iter().map(|e| key_of(e, reads, gid_form)).collect();
+
+    let peers = handshake(spec, &mut wire, &mine, |peers| {
+        check_gids(&mine[0], &peers[0])?;
+        let eps: Vec<VerbsEndpoint> = peers.iter().map(|k| endpoint_of(k, &layout, spec)).collect();
+        let conns = prepared
+            .drain(..)
+            .zip(eps.iter().zip(peers))
+            .map(|(p, (ep, k))| t.connect_with_peer_reads(p, ep, mtu, k.out_reads))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((conns, eps))
+    })?;
+    let (conns, peer_eps) = peers;
+    let mut setup = backend::verbs::finish(ctx, &t, conns, &mine_eps, &peer_eps, mtu.bytes());
+    let mut conns = std::mem::take(&mut setup.conns);
+    setup.remote.push(format!(
+        " remote: perftest {} (its exchange; -p {})",
+        agreed.version, ctx.local.port
+    ));
+    report.params = Some(setup.params.clone());
+    report.local = setup.local.clone();
+    report.remote = setup.remote.clone();
+    crate::engine::session::print_header(ctx, report, &setup, out)?;
+    let step = Step::new(spec, ctx.local, ctx.client());
+    for c in &conns {
+        step.check(c.capabilities())?;
+    }
+    for c in &mut conns {
+        c.local_mut().fill(0);
+    }
+    let test = Test { ctx, step, layout, wire, mine, conns, t: &t, report, out };
+    match (spec.kind.verb, spec.kind.measure) {
+        (Verb::Write | Verb::Read, Measure::Bw) => test.one_sided_bw(),
+        (Verb::Send, Measure::Bw) => test.send_bw(),
+        (Verb::Write, Measure::Lat) => test.write_lat(),
+        (Verb::Read, Measure::Lat) => test.read_lat(),
+        (Verb::Send, Measure::Lat) => test.send_lat(),
+        (Verb::Atomic, _) => {
+            Err(Error::usage("--perftest: atomics are not run against perftest yet"))
+        }
+    }
+}
+
+/// The records exchanged until the queue pairs are connected and both sides are
+/// ready, in each perftest main's order; `connect` runs where perftest connects.
+/// Returns what `connect` made. Every record after the first of a queue pair must be
+/// the same (perftest rereads the peer's from each).
+fn handshake<T>(
+    spec: &TestSpec,
+    wire: &mut Wire,
+    mine: &[Key],
+    connect: impl FnOnce(&[Key]) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let each = |wire: &mut Wire, peers: Option<&[Key]>| -> Result<Vec<Key>, Error> {
+        let mut got = Vec::with_capacity(mine.len());
+        for (i, k) in mine.iter().enumerate() {
+            let theirs = wire.keys(k, "the peer's queue pair record")?;
+            same(peers.map(|p| &p[i]), &theirs)?;
+            got.push(theirs);
+        }
+        Ok(got)
+    };
+    let one = |wire: &mut Wire, peers: &[Key]| -> Result<(), Error> {
+        let theirs = wire.keys(&mine[0], "a barrier")?;
+        same(Some(&peers[0]), &theirs)
+    };
+    let made;
+    match (spec.kind.verb, spec.kind.measure) {
+        (Verb::Send, _) => {
+            let peers = each(wire, None)?;
+            made = connect(&peers)?;
+            one(wire, &peers)?;
+            each(wire, Some(&peers))?;
+        }
+        (_, Measure::Lat) => {
+            // write_lat and read_lat send one record more first.
+            let first = each(wire, None)?;
+            let peers = each(wire, Some(&first))?;
+            made = connect(&peers)?;
+            each(wire, Some(&peers))?;
+            one(wire, &peers)?;
+        }
+        (_, Measure::Bw) => {
+            let peers = each(wire, None)?;
+            made = connect(&peers)?;
+            each(wire, Some(&peers))?;
+            one(wire, &peers)?;
+        }
+    }
+    Ok(made)
+}
+
+fn same(expected: Option<&Key>, got: &Key) -> Result<(), Error> {
+    match expected {
+        Some(k) if k != got => Err(Error::refused(format!(
+            "the perftest peer's queue pair record changed between handshakes ({k:?}, then {got:?})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// perftest stops when one GID is IPv4-mapped and the other is not; so does this side,
+/// naming the fix.
+fn check_gids(mine: &Key, theirs: &Key) -> Result<(), Error> {
+    let mapped = |g: &[u8; 16]| g[..10].iter().all(|&b| b == 0) && g[10..12] == [0xff, 0xff];
+    match (&mine.gid, &theirs.gid) {
+        (Some(a), Some(b)) if mapped(a) != mapped(b) => Err(Error::refused(format!(
+            "this side's GID {} and the perftest peer's {} are of different kinds (IPv4-mapped or not): give -x of the same kind on both sides",
+            Gid(*a).to_ipv6(),
+            Gid(*b).to_ipv6()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn key_of(e: &VerbsEndpoint, out_reads: u16, gid_form: bool) -> Key {
+    Key {
+        lid: e.qp.lid,
+        out_reads,
+        qpn: e.qp.qpn,
+        psn: e.qp.psn & 0xff_ffff,
+        rkey: e.buffer.rkey,
+        vaddr: e.buffer.addr,
+        gid: gid_form.then_some(e.qp.gid.0),
+        srqn: 0,
+    }
+}
+
+fn endpoint_of(k: &Key, layout: &Layout, spec: &TestSpec) -> VerbsEndpoint {
+    VerbsEndpoint {
+        qp: QpEndpoint { lid: k.lid, gid: Gid(k.gid.unwrap_or_default()), qpn: k.qpn, psn: k.psn },
+        buffer: RemoteBuffer { addr: k.vaddr, len: layout.region(spec.max_size()), rkey: k.rkey },
+        service: Service::Rc,
+    }
+}
+
+/// Where perftest's loops reach in a buffer: its bandwidth posts cycle through the
+/// larger page size of the two sides (`cycle_buffer`), a message at a time when the
+/// message is larger than half of it.
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    cycle: u64,
+}
+
+impl Layout {
+    /// What a buffer holds from its advertised address for messages of `size`.
+    fn region(&self, size: u64) -> u64 {
+        size.max(self.cycle)
+    }
+
+    /// Message slots a sender cycles through at `size`, all inside [`Self::region`].
+    fn slots(&self, size: u64) -> u32 {
+        (self.region(size) / size.max(1)).clamp(1, 64) as u32
+    }
+
+    /// This side's buffer: the region of the largest size, and as much again for the
+    /// write ping-pong's outgoing messages.
+    fn buffer(&self, spec: &TestSpec) -> usize {
+        usize::try_from(self.region(spec.max_size()).saturating_mul(2)).unwrap_or(usize::MAX)
+    }
+}
+
+/// A connected test, running.
+struct Test<'a, 'o> {
+    ctx: &'a SetupContext<'a>,
+    step: Step<'a>,
+    layout: Layout,
+    wire: Wire,
+    mine: Vec<Key>,
+    conns: Vec<VerbsConnection>,
+    t: &'a VerbsTransport,
+    report: &'a mut RunReport,
+    out: &'o mut dyn Write,
+}
+
+impl Test<'_, '_> {
+    fn size32(size: u64) -> Result<u32, Error> {
+        u32::try_from(size)
+            .map_err(|_| Error::usage(format!("{size} bytes is over the message limit")))
+    }
+
+    /// A record each way as a barrier.
+    fn barrier(&mut self, what: &str) -> Result<(), Error> {
+        self.wire.keys(&self.mine[0], what).map(drop)
+    }
+
+    /// perftest's close: a barrier, then `"done"`.
+    fn close(mut self) -> Result<(), Error> {
+        self.barrier("the closing barrier")?;
+        self.wire.close();
+        Ok(())
+    }
+
+    /// A wait while the peer runs alone and says nothing: alive while this port's
+    /// packet counters move.
+    fn alive(&self) -> impl FnMut() -> bool {
+        let device = self.t.context().name().to_string();
+        let port = self.ctx.local.ib_port;
+        let mut last = port_packets(&device, port);
+        move || {
+            let now = port_packets(&device, port);
+            let moved = now.is_some() && now != last;
+            last = now;
+            moved
+        }
+    }
+
+    /// write_bw and read_bw: the client runs every size alone; the server waits in a
+    /// barrier, then prints the client's report of the last size.
+    fn one_sided_bw(mut self) -> Result<(), Error> {
+        let spec = self.ctx.spec;
+        if !self.ctx.client() {
+            let mut alive = self.alive();
+            self.wire.keys_after_run(&self.mine[0], "the client's end of run", &mut alive)?;
+            let size = spec.max_size();
+            let fields = self.wire.reports(&BwReport::default())?;
+            let theirs = BwReport::from_fields(&fields, size)?;
+            self.report.results.push(result_of(&theirs, spec, self.ctx.gbits));
+            return self.close();
+        }
+        let mut last = BwReport::default();
+        for &size in &spec.sizes {
+            let before = CpuSnapshot::now();
+            let plan = self.step.bw_plan(Self::size32(size)?, self.layout.slots(size), false);
+            let outcome = loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv)?;
+            let (total, per_qp, iterations) = bw_result(size, &outcome, &spec.run);
+            let mut r = SizeResult { size, iterations, bw: Some(total), ..Default::default() };
+            if per_qp.len() > 1 {
+                r.per_qp = per_qp;
+            }
+            r.cpu.client = Some(cpu_cost(&before, &r, self.step.mhz));
+            last = report_of(size, &total, self.ctx.gbits);
+            self.report.results.push(r);
+        }
+        self.barrier("the end-of-run barrier")?;
+        // The server's report is not its own measurement (perftest sends whatever its
+        // buffer held): read, not used.
+        self.wire.reports(&last)?;
+        self.close()
+    }
+
+    /// send_bw: per size the receiver posts its receives, a barrier starts the run
+    /// (and, in a sweep, another ends it); each side prints its own figures.
+    fn send_bw(mut self) -> Result<(), Error> {
+        let spec = self.ctx.spec;
+        let sweep = spec.sizes.len() > 1;
+        for &size in &spec.sizes {
+            let size32 = Self::size32(size)?;
+            let slots = self.layout.slots(size);
+            let plan = self.step.bw_plan(size32, slots, false);
+            let posted = u64::from(self.step.queues.rx_depth).min(plan.iters);
+            if !self.ctx.client() {
+                loops::post_receives(&mut self.conns, size32, posted, slots)?;
+            }
+            self.barrier("the start barrier")?;
+            let before = CpuSnapshot::now();
+            let mut r = SizeResult { size, ..Default::default() };
+            if self.ctx.client() {
+                let outcome = loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv)?;
+                let (total, per_qp, iterations) = bw_result(size, &outcome, &spec.run);
+                (r.bw, r.iterations) = (Some(total), iterations);
+                if per_qp.len() > 1 {
+                    r.per_qp = per_qp;
+                }
+                r.cpu.client = Some(cpu_cost(&before, &r, self.step.mhz));
+            } else {
+                let recv = RecvPlan {
+                    size: size32,
+                    iters: plan.iters,
+                    posted,
+                    slots,
+                    timeout: self.ctx.local.timeout,
+                    events: plan.events,
+                };
+                let start = Instant::now();
+                let counts = loops::bw_recv(&mut self.conns, &recv, || false)?;
+                let window = start.elapsed();
+                let messages: u64 = counts.iter().sum();
+                r.iterations = counts.first().copied().unwrap_or(0);
+                r.received_bytes = Some(messages * size);
+                r.bw = Some(received_stats(size, messages, window));
+                r.cpu.server = Some(cpu_cost(&before, &r, self.step.mhz));
+            }
+            self.report.results.push(r);
+            if sweep {
+                self.barrier("the end-of-size barrier")?;
+            }
+        }
+        self.close()
+    }
+
+    /// write_lat: the server writes first (perftest's order), both sides measure, and
+    /// nothing is exchanged after the start: perftest's write_lat just exits.
+    fn write_lat(mut self) -> Result<(), Error> {
+        let spec = self.ctx.spec;
+        let part = PingPong {
+            writes_first: !self.ctx.client(),
+            measures: true,
+            source: usize::try_from(self.layout.region(spec.max_size())).unwrap_or(usize::MAX),
+        };
+        for &size in &spec.sizes {
+            let plan = self.step.lat_plan(Self::size32(size)?);
+            let before = CpuSnapshot::now();
+            let conn = &mut self.conns[0];
+            let samples = CountedSampler::new(&plan);
+            let rec = if part.writes_first {
+                loops::lat_write_pingpong(conn, part, &plan, AfterTheFirst(samples), || false)
+            } else {
+                loops::lat_write_pingpong(conn, part, &plan, samples, || false)
+            }?;
+            self.push_latency(size, rec, &before);
+        }
+        Ok(())
+    }
+
+    /// read_lat: the client reads alone; the server waits in the closing barrier.
+    fn read_lat(mut self) -> Result<(), Error> {
+        if !self.ctx.client() {
+            let mut alive = self.alive();
+            self.wire.keys_after_run(&self.mine[0], "the client's end of run", &mut alive)?;
+            self.say_the_client_measures()?;
+            self.wire.close();
+            return Ok(());
+        }
+        for &size in &self.ctx.spec.sizes {
+            let plan = self.step.lat_plan(Self::size32(size)?);
+            let before = CpuSnapshot::now();
+            let rec = loops::lat_round_trip(
+                &mut self.conns[0],
+                Op::Read,
+                &plan,
+                CountedSampler::new(&plan),
+            )?;
+            self.push_latency(size, rec, &before);
+        }
+        self.close()
+    }
+
+    /// send_lat: per size both sides post their receives and meet at a barrier; the
+    /// client sends first and measures.
+    fn send_lat(mut self) -> Result<(), Error> {
+        let client = self.ctx.client();
+        for &size in &self.ctx.spec.sizes {
+            let size32 = Self::size32(size)?;
+            let mut plan = self.step.lat_plan(size32);
+            // Exactly the run's receives in all: none is left over for the next size.
+            plan.recv_posted = plan.recv_posted.min(plan.iters);
+            loops::post_receives(&mut self.conns[..1], size32, plan.recv_posted, 1)?;
+            self.barrier("the start barrier")?;
+            let before = CpuSnapshot::now();
+            let rec = loops::lat_send_pingpong(
+                &mut self.conns[0],
+                client,
+                &plan,
+                CountedSampler::new(&plan),
+                || false,
+            )?;
+            if client {
+                self.push_latency(size, rec, &before);
+            }
+        }
+        if !client {
+            self.say_the_client_measures()?;
+        }
+        self.close()
+    }
+
+    fn push_latency(
+        &mut self,
+        size: u64,
+        rec: crate::measure::LatencyRecorder,
+        before: &CpuSnapshot,
+    ) {
+        let mut r = SizeResult {
+            size,
+            iterations: rec.count(),
+            lat: Some(rec.stats()),
+            ..Default::default()
+        };
+        let cost = Some(cpu_cost(before, &r, self.step.mhz));
+        if self.ctx.client() {
+            r.cpu.client = cost;
+        } else {
+            r.cpu.server = cost;
+        }
+        self.report.results.push(r);
+    }
+
+    fn say_the_client_measures(&mut self) -> Result<(), Error> {
+        writeln!(self.out, " The perftest client measures this test: its figures are on its side.")
+            .map_err(|e| Error::io(format!("writing output: {e}")))
+    }
+}
+
+/// The samples of the side that writes first, from its second round trip on: it starts
+/// right after the last barrier; perftest's side then still prepares its
+/// work requests and prints its header before it answers, so the first round trip
+/// measures perftest's set-up, not the link. Both sides then report `-n` − 1 round
+/// trips.
+struct AfterTheFirst<S>(S);
+
+impl<S: Sampler> Sampler for AfterTheFirst<S> {
+    #[inline]
+    fn tick(&mut self, i: u64) -> bool {
+        // The first tick, before the first post, is left out: the sample it would open
+        // is the set-up's.
+        i == 0 || self.0.tick(i)
+    }
+
+    fn finish(self) -> crate::measure::LatencyRecorder {
+        self.0.finish()
+    }
+}
+
+/// A perftest report as this side's result: the figures in the units this side reports
+/// in (perftest does not say which it used: both sides should be given the same).
+fn result_of(r: &BwReport, spec: &TestSpec, gbits: bool) -> SizeResult {
+    let unit = unit(gbits);
+    let avg = r.avg * unit;
+    let bytes = r.iters.saturating_mul(r.size);
+    let bw = BwStats {
+        messages: r.iters,
+        bytes,
+        window_ns: if avg > 0.0 { (bytes as f64 / avg * 1e9) as u64 } else { 0 },
+        avg_bytes_per_sec: avg,
+        peak_bytes_per_sec: (r.peak > 0.0).then_some(r.peak * unit),
+        min_bytes_per_sec: None,
+        interval_ns: None,
+        msg_rate: r.msg_rate * 1e6,
+    };
+    let qps = u64::from(spec.connections().max(1));
+    SizeResult { size: r.size, iterations: r.iters / qps, bw: Some(bw), ..Default::default() }
+}
+
+/// This side's result as perftest's report: iterations of all queue pairs, rates in
+/// MB/s (2^20) or Gb/s, messages in millions per second.
+fn report_of(size: u64, bw: &BwStats, gbits: bool) -> BwReport {
+    let unit = unit(gbits);
+    BwReport {
+        size,
+        iters: bw.messages,
+        peak: bw.peak_bytes_per_sec.unwrap_or(0.0) / unit,
+        avg: bw.avg_bytes_per_sec / unit,
+        msg_rate: bw.msg_rate / 1e6,
+    }
+}
+
+fn unit(gbits: bool) -> f64 {
+    if gbits {
+        1e9 / 8.0
+    } else {
+        1_048_576.0
+    }
+}
+
+/// What a receiver counted, over its window (from the start barrier to the last
+/// message: perftest's starts at the first message, a barrier's round trip later).
+fn received_stats(size: u64, messages: u64, window: std::time::Duration) -> BwStats {
+    let secs = window.as_secs_f64().max(1e-9);
+    BwStats {
+        messages,
+        bytes: messages * size,
+        window_ns: window.as_nanos() as u64,
+        avg_bytes_per_sec: (messages * size) as f64 / secs,
+        peak_bytes_per_sec: None,
+        min_bytes_per_sec: None,
+        interval_ns: None,
+        msg_rate: messages as f64 / secs,
+    }
+}
+
+/// Packets through a port so far, both directions, from the counters its driver keeps
+/// in sysfs (`counters/` for InfiniBand's, `hw_counters/` for soft-RoCE's); None when
+/// it keeps none.
+fn port_packets(device: &str, port: u8) -> Option<u64> {
+    let dir = format!("/sys/class/infiniband/{device}/ports/{port}");
+    let files = [
+        "counters/port_rcv_packets",
+        "counters/port_xmit_packets",
+        "hw_counters/rcvd_pkts",
+        "hw_counters/sent_pkts",
+    ];
+    let read =
+        |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok()?.trim().parse::<u64>().ok();
+    files.iter().filter_map(|f| read(f)).reduce(u64::wrapping_add)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sender_stays_inside_the_region_perftest_exposes() {
+        let l = Layout { cycle: 4096 };
+        for size in [1u64, 2, 64, 1000, 2048, 2049, 4096, 65536, 1 << 23] {
+            let slots = u64::from(l.slots(size));
+            assert!(slots >= 1);
+            assert!(slots * size <= l.region(size), "{size} B x {slots}");
+        }
+        assert_eq!(l.slots(2048), 2);
+        assert_eq!(l.slots(65536), 1);
+        assert_eq!(l.region(2), 4096);
+    }
+
+    #[test]
+    fn reports_carry_perftests_units_both_ways() {
+        let spec = crate::spec::rules::rdma(
+            crate::spec::TestKind { verb: Verb::Write, measure: Measure::Bw },
+            &crate::spec::rules::RdmaRequest::default(),
+        )
+        .unwrap();
+        let r = BwReport { size: 65536, iters: 5000, peak: 0.0, avg: 100.0, msg_rate: 0.0016 };
+        let got = result_of(&r, &spec, false);
+        let bw = got.bw.unwrap();
+        assert_eq!(bw.avg_bytes_per_sec, 100.0 * 1_048_576.0);
+        assert_eq!(bw.peak_bytes_per_sec, None, "0 is perftest's 'not computed'");
+        assert_eq!(got.iterations, 5000);
+        let back = report_of(65536, &bw, false);
+        assert_eq!((back.avg, back.iters), (100.0, 5000));
+        assert!((report_of(65536, &bw, true).avg - 100.0 * 1_048_576.0 * 8.0 / 1e9).abs() < 1e-9);
+    }
+
+    #[test]
+    fn only_gids_of_one_kind_connect() {
+        let mut v4 = [0u8; 16];
+        v4[10..].copy_from_slice(&[0xff, 0xff, 198, 18, 0, 1]);
+        let mut v6 = [0u8; 16];
+        v6[0] = 0xfe;
+        v6[1] = 0x80;
+        let k = |gid| Key { lid: 0, out_reads: 1, qpn: 1, psn: 1, rkey: 1, vaddr: 0, gid, srqn: 0 };
+        assert!(check_gids(&k(Some(v4)), &k(Some(v4))).is_ok());
+        let e = check_gids(&k(Some(v4)), &k(Some(v6))).unwrap_err();
+        assert!(e.message.contains("-x of the same kind"), "{e}");
+        assert!(check_gids(&k(None), &k(None)).is_ok());
+    }
+}
