@@ -92,10 +92,13 @@ fn test(t: TestArgs, out: &mut dyn Write) -> Result<u8, Error> {
         Some(host) => engine::Side::Client { host: host.clone() },
         None => engine::Side::Server,
     };
+    // --output: the figures alone, no header (as perftest's).
+    let mut sink = io::sink();
+    let header: &mut dyn Write = if t.output.only.is_some() { &mut sink } else { &mut *out };
     let outcome = if t.perftest {
-        perftest::run(&t.spec, &side, &t.local, t.output.report_gbits, out)
+        perftest::run(&t.spec, &side, &t.local, t.output.report_gbits, header)
     } else {
-        engine::run(&t.spec, &side, &t.local, t.output.report_gbits, out)
+        engine::run(&t.spec, &side, &t.local, t.output.report_gbits, header)
     };
     perf::finish::finish(&t.spec, outcome, &t.output, out)
 }

@@ -347,6 +347,32 @@ fn lab_thresholds_give_a_verdict_and_exit_1() {
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_output_prints_only_the_figure_asked_for() {
+    // perftest's --output: a number per size and nothing else, for a script to read.
+    for (test, figure) in
+        [("write-bw", "bandwidth"), ("send-bw", "message_rate"), ("read-lat", "latency")]
+    {
+        let r = pair(test, &["-n", "100", "--output", figure], "127.0.0.1");
+        assert_eq!(r.client.status.code(), Some(0), "{test}: {}", err(&r.client));
+        let printed = text(&r.client);
+        let lines: Vec<&str> = printed.lines().collect();
+        assert_eq!(lines.len(), 1, "{test} --output {figure}: {printed}");
+        let v: f64 = lines[0].parse().unwrap();
+        let res = &r.json["results"][0];
+        let expected = match figure {
+            "bandwidth" => res["bw"]["avg_bytes_per_sec"].as_f64().unwrap() / 1_048_576.0,
+            "message_rate" => res["bw"]["msg_rate"].as_f64().unwrap() / 1e6,
+            _ => res["lat"]["t_avg_us"].as_f64().unwrap(),
+        };
+        assert_eq!(lines[0], format!("{expected:.6}"), "{test}");
+        assert!(v > 0.0, "{test}: {v}");
+        // The server shows the same figure.
+        assert_eq!(text(&r.server).trim(), lines[0], "{test}");
+    }
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_parameter_mismatch_is_refused_on_both_sides() {
     let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
     let server = spawn(&["write-bw".into(), "-p".into(), port.clone(), "-s".into(), "4096".into()]);

@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::session::auth::AuthKey;
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
 use crate::spec::{
-    parse_cpu_list, parse_size, AtomicType, Local, Measure, Output, TestKind, TestSpec,
+    parse_cpu_list, parse_size, AtomicType, Figure, Local, Measure, Output, TestKind, TestSpec,
     DEFAULT_PORT,
 };
 use crate::transport::{Backend, Service};
@@ -46,6 +46,18 @@ pub enum AtomicArg {
     FetchAndAdd,
     /// Compare-and-swap.
     CmpAndSwap,
+}
+
+/// perftest's `--output`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum FigureArg {
+    /// BW average only.
+    Bandwidth,
+    /// MsgRate only.
+    MessageRate,
+    /// Average latency only.
+    Latency,
 }
 
 /// `--backend`.
@@ -151,6 +163,9 @@ pub struct PerfArgs {
     /// Exit 1 if the message rate of any size falls below this many Mpps (perftest's -y).
     #[arg(short = 'y', long = "limit_msgrate", value_name = "MPPS")]
     pub limit_msgrate: Option<f64>,
+    /// Print only this figure, a number per size, no header (perftest's --output).
+    #[arg(long = "output", value_enum, value_name = "FIGURE")]
+    pub output: Option<FigureArg>,
     /// Where a server listens, and the shared secret.
     #[command(flatten)]
     pub access: AccessArgs,
@@ -312,6 +327,7 @@ impl ReportArgs {
             min_bw: self.min_bw,
             max_lat: self.max_lat,
             min_msg_rate: None,
+            only: None,
         })
     }
 
@@ -427,6 +443,21 @@ impl PerfArgs {
             _ => {}
         }
         output.min_msg_rate = self.limit_msgrate;
+        if self.output.is_some() && self.device.as_deref().is_some_and(|d| d.contains(',')) {
+            return Err(Error::usage("--output: one device (rails print their own table)"));
+        }
+        output.only = match (self.output, bw) {
+            (None, _) => None,
+            (Some(FigureArg::Bandwidth), true) => Some(Figure::Bandwidth),
+            (Some(FigureArg::MessageRate), true) => Some(Figure::MessageRate),
+            (Some(FigureArg::Latency), false) => Some(Figure::Latency),
+            (Some(_), true) => {
+                return Err(Error::usage(
+                    "--output: a bandwidth test gives bandwidth or message_rate",
+                ))
+            }
+            (Some(_), false) => return Err(Error::usage("--output: a latency test gives latency")),
+        };
         Ok(output)
     }
 }

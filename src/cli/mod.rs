@@ -360,6 +360,7 @@ fn first_line(rendered: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::Figure;
 
     #[test]
     fn devices_flags_parse() {
@@ -432,6 +433,70 @@ mod tests {
         assert!(e.message.contains("-y/--limit_msgrate: only bandwidth tests"), "{e}");
         let e = test(&["read-bw", "--limit_bw=-1", "--backend", "verbs"]).unwrap_err();
         assert!(e.message.contains("-w/--limit_bw: a number, 0 or more"), "{e}");
+    }
+
+    /// docs/perftest-flags.md is checked against the command line: a flag it calls
+    /// **same** is taken by every test, one it says clap refuses is refused.
+    #[test]
+    fn the_perftest_flag_table_matches_the_command_line() {
+        let mut cli = definition();
+        cli.build();
+        let table = include_str!("../../docs/perftest-flags.md");
+        let (mut same, mut refused) = (0, 0);
+        for row in table.lines().filter(|l| l.starts_with("| `")) {
+            let cols: Vec<&str> = row.split(" | ").collect();
+            let status = cols[2];
+            // The flags of the row: `-d`, `--ib-dev=<dev>`; `-c XRC` names a value.
+            let flags: Vec<&str> = cols[0]
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .filter(|f| f.starts_with('-') && !f.contains(' '))
+                .map(|f| f.split('=').next().unwrap())
+                .filter(|f| !matches!(*f, "-h" | "--help"))
+                .collect();
+            for test in ["write-bw", "read-lat", "send-bw", "atomic-lat"] {
+                let sub = cli.find_subcommand(test).unwrap();
+                let known = |flag: &str| {
+                    sub.get_arguments().any(|a| match flag.strip_prefix("--") {
+                        Some(long) => {
+                            a.get_long() == Some(long)
+                                || a.get_all_aliases().is_some_and(|al| al.contains(&long))
+                        }
+                        None => a.get_short().map(|c| format!("-{c}")).as_deref() == Some(flag),
+                    })
+                };
+                for f in &flags {
+                    if status.starts_with("**same**") {
+                        assert!(known(f), "{test}: the table says {f} is the same: {row}");
+                        same += 1;
+                    } else if status.contains("clap: unknown argument") {
+                        assert!(!known(f), "{test}: the table says clap refuses {f}: {row}");
+                        refused += 1;
+                    }
+                }
+            }
+        }
+        assert!(same > 100 && refused > 200, "rows read: {same} same, {refused} refused");
+    }
+
+    #[test]
+    fn output_names_a_figure_the_test_has() {
+        let test = |args: &[&str]| {
+            let cli = parse(["rdmabench"].iter().chain(args).copied()).unwrap().unwrap();
+            let Command::Perf(kind, a) = cli.command else { panic!("perf") };
+            a.to_test(kind)
+        };
+        let only = |args: &[&str]| test(args).unwrap().output.only;
+        assert_eq!(only(&["write-bw", "--output", "bandwidth"]), Some(Figure::Bandwidth));
+        assert_eq!(only(&["send-bw", "--output=message_rate"]), Some(Figure::MessageRate));
+        assert_eq!(only(&["read-lat", "--output", "latency"]), Some(Figure::Latency));
+        assert_eq!(only(&["read-lat"]), None);
+        let e = test(&["write-lat", "--output", "bandwidth"]).unwrap_err();
+        assert!(e.message.contains("a latency test gives latency"), "{e}");
+        let e = test(&["write-bw", "--output", "latency"]).unwrap_err();
+        assert!(e.message.contains("bandwidth or message_rate"), "{e}");
+        assert!(parse(["rdmabench", "write-bw", "--output", "cpu"]).is_err());
     }
 
     #[test]

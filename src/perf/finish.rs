@@ -7,7 +7,7 @@ use std::io::Write;
 
 use crate::engine::Outcome;
 use crate::error::{Error, ErrorKind};
-use crate::spec::{Output, RunLength, TestSpec};
+use crate::spec::{Figure, Output, RunLength, TestSpec};
 
 use super::report::{self, RunReport};
 
@@ -27,7 +27,10 @@ pub fn finish(
     let error = error.or_else(|| verdict_error(&report));
     report.error = error.clone();
     if report.params.is_some() {
-        print_table(spec, &report, output.report_gbits, out)?;
+        match output.only {
+            Some(figure) => print_figures(figure, &report, output.report_gbits, out)?,
+            None => print_table(spec, &report, output.report_gbits, out)?,
+        }
     }
     if let Some(path) = &output.json {
         std::fs::write(path, crate::report::to_json(&report))
@@ -51,6 +54,27 @@ fn verdict_error(report: &RunReport) -> Option<Error> {
     Some(Error::new(kind, format!("FAIL: {}", report.verdict.failures.join("; "))))
 }
 
+/// `--output`: the one figure of each size, a line each, as perftest's `%lf`.
+fn print_figures(
+    figure: Figure,
+    report: &RunReport,
+    gbits: bool,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
+    let mut text = String::new();
+    for r in &report.results {
+        let value = match (figure, &r.bw, &r.lat) {
+            (Figure::Bandwidth, Some(bw), _) => report::bw_in_unit(bw.avg_bytes_per_sec, gbits),
+            (Figure::MessageRate, Some(bw), _) => bw.msg_rate / 1e6,
+            (Figure::Latency, _, Some(lat)) => lat.t_avg_us,
+            // A side that measured nothing this size (a server the client did not tell).
+            _ => continue,
+        };
+        text.push_str(&format!("{value:.6}\n"));
+    }
+    write_text(out, &text)
+}
+
 fn print_table(
     spec: &TestSpec,
     report: &RunReport,
@@ -65,10 +89,51 @@ fn print_table(
     }
     text.push_str(report::RESULT_LINE);
     text.push('\n');
+    write_text(out, &text)
+}
+
+fn write_text(out: &mut dyn Write, text: &str) -> Result<(), Error> {
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(Error::io(format!("writing output: {e}")))
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::{BwStats, LatStats};
+    use crate::perf::report::SizeResult;
+
+    fn figures(figure: Figure, results: Vec<SizeResult>, gbits: bool) -> String {
+        let mut report = RunReport::new("write_bw", "client", "test".into());
+        report.results = results;
+        let mut out = Vec::new();
+        print_figures(figure, &report, gbits, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn output_prints_one_figure_per_size_as_perftests_lf() {
+        let bw = |avg: f64, rate: f64| SizeResult {
+            bw: Some(BwStats { avg_bytes_per_sec: avg, msg_rate: rate, ..Default::default() }),
+            ..Default::default()
+        };
+        let two = vec![bw(100.0 * 1_048_576.0, 1600.0), bw(50.5 * 1_048_576.0, 808.0)];
+        assert_eq!(figures(Figure::Bandwidth, two.clone(), false), "100.000000\n50.500000\n");
+        assert_eq!(figures(Figure::MessageRate, two, false), "0.001600\n0.000808\n");
+        assert_eq!(figures(Figure::Bandwidth, vec![bw(1.25e8, 1.0)], true), "1.000000\n", "Gb/s");
+        let lat = SizeResult {
+            lat: Some(LatStats { t_avg_us: 1.234_567_8, t_typical_us: 1.0, ..Default::default() }),
+            ..Default::default()
+        };
+        assert_eq!(
+            figures(Figure::Latency, vec![lat], false),
+            "1.234568\n",
+            "the average, as perftest"
+        );
+        assert_eq!(figures(Figure::Latency, vec![SizeResult::default()], false), "");
     }
 }

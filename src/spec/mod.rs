@@ -437,4 +437,17 @@ pub struct Output {
     pub max_lat: Option<f64>,
     /// Fail below this message rate, millions per second (perftest's `-y`).
     pub min_msg_rate: Option<f64>,
+    /// Print only this figure, one line per size (perftest's `--output`).
+    pub only: Option<Figure>,
+}
+
+/// The one figure `--output` prints per size, as perftest's `%lf`, for scripts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Figure {
+    /// BW average, in the report's unit.
+    Bandwidth,
+    /// Messages per second, millions.
+    MessageRate,
+    /// Average latency, µs (perftest prints its average, not t_typical).
+    Latency,
 }
