@@ -181,8 +181,10 @@ impl Wire {
         let version = version.to_string();
         let page = u32::try_from(page_size()).unwrap_or(4096);
         let peer_page = self.be_u32(page, "the page size")?;
-        // Both sides cycle through the larger page: a power of two, at most 1 GiB.
-        if !peer_page.is_power_of_two() || peer_page > 1 << 30 {
+        // Both sides cycle through the larger page, and each buffer holds two of them
+        // per QP: a power of two no larger than Linux's largest base page (64 KiB, on
+        // arm64 and ppc64), so a peer's number cannot size this side's memory.
+        if !peer_page.is_power_of_two() || peer_page > 1 << 16 {
             return Err(Error::refused(format!(
                 "the perftest peer's page size {peer_page} is no page size"
             )));
@@ -328,6 +330,24 @@ mod tests {
         // Two timeouts were let through while the counters moved, the third was not.
         assert_eq!(polls, 3);
         assert!(start.elapsed() >= Duration::from_millis(600), "{:?}", start.elapsed());
+    }
+
+    #[test]
+    fn a_page_size_no_machine_has_is_refused_before_it_sizes_a_buffer() {
+        let (mut c, s) = pair(Duration::from_secs(10));
+        let mut raw = s.stream;
+        let fake = std::thread::spawn(move || {
+            let mut buf = [0u8; 16];
+            raw.read_exact(&mut buf).unwrap();
+            raw.write_all(&records::version()).unwrap();
+            raw.read_exact(&mut buf[..4]).unwrap();
+            raw.write_all(&(1u32 << 20).to_be_bytes()).unwrap();
+            raw
+        });
+        let v = c.versions().unwrap();
+        let e = c.agree(3, &v).unwrap_err();
+        assert!(e.message.contains("page size 1048576 is no page size"), "{e}");
+        drop(fake.join().unwrap());
     }
 
     #[test]
