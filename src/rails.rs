@@ -38,7 +38,7 @@ pub struct Rail {
 /// # Errors
 /// A latency test, a HOST list that does not match, a port past 65535 (kind `usage`).
 pub fn plan(t: &TestArgs) -> Result<Option<Vec<Rail>>, Error> {
-    let Some(devices) = t.local.device.as_deref().filter(|d| d.contains(',')) else {
+    let Some(devices) = t.local.device.as_deref().filter(|d| several(Some(d))) else {
         return Ok(None);
     };
     let devices: Vec<&str> = devices.split(',').map(str::trim).collect();
@@ -198,6 +198,11 @@ pub fn run(t: &TestArgs, mut rails: Vec<Rail>, out: &mut dyn Write) -> Result<u8
         ));
     }
     Ok(0)
+}
+
+/// Whether `-d` names several devices, a rail each.
+pub fn several(device: Option<&str>) -> bool {
+    device.is_some_and(|d| d.contains(','))
 }
 
 /// One rail's test, on this side.

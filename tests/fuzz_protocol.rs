@@ -400,6 +400,11 @@ fn size_result(rng: &mut Rng) -> SizeResult {
         }),
         received_bytes: maybe(rng, 30, Rng::next),
         cpu: Default::default(),
+        // A peer's counters travel (never shown: each side shows its own port's).
+        counters: maybe(rng, 10, |r| rdmabench::perf::counters::CounterChanges {
+            port: "rxe0/1".into(),
+            changes: [("hw_counters/sent_pkts".to_string(), r.next())].into(),
+        }),
     }
 }
 

@@ -373,6 +373,47 @@ fn lab_output_prints_only_the_figure_asked_for() {
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_report_counters_show_what_crossed_the_port() {
+    // -W all: both sides share rxe0 in this lab, so each sees the data packets and the
+    // acknowledgements: at least a packet per MTU of every message each way.
+    let (n, size) = (200u64, 65536u64);
+    let r = ok("write-bw", &["-n", "200", "-W", "all"]);
+    let res = &r.json["results"][0];
+    assert_eq!(res["counters"]["port"], "rxe0/1", "{res}");
+    let changes = &res["counters"]["changes"];
+    let mtu = r.json["params"]["mtu"].as_u64().unwrap();
+    let packets = n * size.div_ceil(mtu);
+    for counter in ["hw_counters/sent_pkts", "hw_counters/rcvd_pkts"] {
+        let moved = changes[counter].as_u64().unwrap_or(0);
+        assert!(moved >= packets, "{counter} +{moved}, under {n} × {size} B / {mtu} B: {changes}");
+        // The table shows what the JSON holds.
+        assert!(text(&r.client).contains(&format!("{counter} +{moved}")), "{}", text(&r.client));
+    }
+    assert!(text(&r.client).contains("   counters rxe0/1: "), "{}", text(&r.client));
+    // Each side reads its own port: the server prints its own line.
+    assert!(text(&r.server).contains("   counters rxe0/1: "), "{}", text(&r.server));
+
+    // A list: exactly those named, with or without their folder.
+    let r = ok("send-lat", &["-n", "100", "-W", "sent_pkts,hw_counters/rcvd_pkts"]);
+    let changes = r.json["results"][0]["counters"]["changes"].as_object().unwrap().clone();
+    let names: Vec<&str> = changes.keys().map(String::as_str).collect();
+    assert_eq!(names, ["hw_counters/rcvd_pkts", "hw_counters/sent_pkts"]);
+    // 100 round trips: a message each way per iteration, each through rxe0.
+    for (name, moved) in &changes {
+        assert!(moved.as_u64().unwrap() >= 200, "{name} +{moved}");
+    }
+
+    // A counter the port lacks is refused, naming those it has.
+    let r = pair("write-bw", &["-n", "10", "-W", "port_rcv_errors"], "127.0.0.1");
+    assert_eq!(r.client.status.code(), Some(2), "{}", err(&r.client));
+    let e = err(&r.client);
+    assert!(e.contains("-W port_rcv_errors: port rxe0/1 has no such counter; it has: "), "{e}");
+    assert!(e.contains("hw_counters/sent_pkts"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_parameter_mismatch_is_refused_on_both_sides() {
     let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
     let server = spawn(&["write-bw".into(), "-p".into(), port.clone(), "-s".into(), "4096".into()]);

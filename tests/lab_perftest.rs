@@ -50,6 +50,11 @@ fn read_json(path: &std::path::Path) -> Value {
 
 /// perftest's `ib_TEST` as the server, rdmabench's client against it.
 fn against_perftest_server(test: &str, extra: &[&str]) -> Pair {
+    against_perftest_server_ours(test, extra, &[])
+}
+
+/// As [`against_perftest_server`], rdmabench's client also given `ours`.
+fn against_perftest_server_ours(test: &str, extra: &[&str], ours: &[&str]) -> Pair {
     let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
     let json = common::scratch("rdmabench-lab-perftest").join(format!("{test}-{port}.json"));
     let server = perftest(&format!("ib_{test}"), &flags(&port, extra));
@@ -57,6 +62,7 @@ fn against_perftest_server(test: &str, extra: &[&str]) -> Pair {
     let mut args =
         vec![test.replace('_', "-"), "--perftest".into(), "--timeout".into(), "30".into()];
     args.extend(flags(&port, extra));
+    args.extend(ours.iter().map(|s| s.to_string()));
     args.extend(["--json".into(), json.display().to_string(), "127.0.0.1".into()]);
     let ours = finish(common::spawn(true, &args), Duration::from_secs(300));
     let theirs = finish_perftest(server);
@@ -151,6 +157,11 @@ fn lab_rdmabench_clients_run_against_perftests_servers() {
             assert_eq!(format!("{:.2}", row[2]), mb(&r["bw"]["peak_bytes_per_sec"]), "{test}");
         }
     }
+    // -W against perftest: this side's port counters, from its own sysfs.
+    let p = against_perftest_server_ours("write_bw", &["-n", &n], &["-W", "sent_pkts"]);
+    both_ok(&p, "write_bw -W");
+    let sent = &p.json["results"][0]["counters"]["changes"]["hw_counters/sent_pkts"];
+    assert!(sent.as_u64().is_some_and(|s| s >= N * 16), "{N} × 64 KiB at 4096 B: {sent}");
     for (test, samples) in [("write_lat", N - 1), ("read_lat", N), ("send_lat", N)] {
         let p = against_perftest_server(test, &["-n", &n]);
         both_ok(&p, test);

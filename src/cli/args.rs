@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 
 use crate::error::Error;
+use crate::perf::counters::CounterSelection;
 use crate::session::auth::AuthKey;
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
 use crate::spec::{
@@ -166,6 +167,10 @@ pub struct PerfArgs {
     /// Print only this figure, a number per size, no header (perftest's --output).
     #[arg(long = "output", value_enum, value_name = "FIGURE")]
     pub output: Option<FigureArg>,
+    /// Show how this side's port counters moved over each size, with a warning when an
+    /// error, discard, retry or NAK counter did: `all` (those that moved) or a list.
+    #[arg(short = 'W', long = "report-counters", value_name = "all|LIST")]
+    pub report_counters: Option<String>,
     /// Where a server listens, and the shared secret.
     #[command(flatten)]
     pub access: AccessArgs,
@@ -390,9 +395,12 @@ impl PerfArgs {
             if self.access.auth_key.is_some() {
                 return Err(Error::usage("--perftest: perftest has no --auth-key"));
             }
-            if self.device.as_deref().is_some_and(|d| d.contains(',')) {
+            if self.rails() {
                 return Err(Error::usage("--perftest: one device (perftest runs one rail)"));
             }
+        }
+        if self.report_counters.is_some() && self.rails() {
+            return Err(Error::usage("-W: one device (rails print no per-size table)"));
         }
         if self.rdma_cm && self.host.as_deref().is_some_and(str::is_empty) {
             return Err(Error::usage("-R: HOST must be the RDMA interface's IP address"));
@@ -407,6 +415,7 @@ impl PerfArgs {
             timeout: self.report.timeout()?,
             connect_window: self.report.timeout()?,
             quiet: self.report.quiet,
+            counters: self.report_counters.as_deref().map(CounterSelection::parse).transpose()?,
             ..Local::default()
         };
         self.access.apply(self.host.is_some(), &mut local)?;
@@ -415,6 +424,11 @@ impl PerfArgs {
         }
         let output = self.limits(self.report.output(kind.measure == Measure::Bw)?, kind)?;
         Ok(TestArgs { spec, host: self.host.clone(), local, output, perftest: self.perftest })
+    }
+
+    /// Whether `-d` names several devices: a multi-rail run ([`crate::rails`]).
+    fn rails(&self) -> bool {
+        crate::rails::several(self.device.as_deref())
     }
 
     /// perftest's verifier limits (`-w`, `-y`) onto the output's thresholds.
@@ -443,7 +457,7 @@ impl PerfArgs {
             _ => {}
         }
         output.min_msg_rate = self.limit_msgrate;
-        if self.output.is_some() && self.device.as_deref().is_some_and(|d| d.contains(',')) {
+        if self.output.is_some() && self.rails() {
             return Err(Error::usage("--output: one device (rails print their own table)"));
         }
         output.only = match (self.output, bw) {

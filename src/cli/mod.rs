@@ -360,7 +360,15 @@ fn first_line(rendered: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::perf::counters::CounterSelection;
     use crate::spec::Figure;
+
+    /// A perftest-style test's command line, as the run would take it.
+    fn test(args: &[&str]) -> Result<args::TestArgs, Error> {
+        let cli = parse(["rdmabench"].iter().chain(args).copied()).unwrap().unwrap();
+        let Command::Perf(kind, a) = cli.command else { panic!("perf") };
+        a.to_test(kind)
+    }
 
     #[test]
     fn devices_flags_parse() {
@@ -418,11 +426,6 @@ mod tests {
 
     #[test]
     fn perftests_verifier_limits_are_thresholds() {
-        let test = |args: &[&str]| {
-            let cli = parse(["rdmabench"].iter().chain(args).copied()).unwrap().unwrap();
-            let Command::Perf(kind, a) = cli.command else { panic!("perf") };
-            a.to_test(kind)
-        };
         let t = test(&["write-bw", "-w", "5000", "-y", "0.5", "--backend", "verbs"]).unwrap();
         assert_eq!((t.output.min_bw, t.output.min_msg_rate), (Some(5000.0), Some(0.5)));
         let t = test(&["send-bw", "--limit_bw", "7", "--min-bw", "7", "--backend", "verbs"]);
@@ -482,11 +485,6 @@ mod tests {
 
     #[test]
     fn output_names_a_figure_the_test_has() {
-        let test = |args: &[&str]| {
-            let cli = parse(["rdmabench"].iter().chain(args).copied()).unwrap().unwrap();
-            let Command::Perf(kind, a) = cli.command else { panic!("perf") };
-            a.to_test(kind)
-        };
         let only = |args: &[&str]| test(args).unwrap().output.only;
         assert_eq!(only(&["write-bw", "--output", "bandwidth"]), Some(Figure::Bandwidth));
         assert_eq!(only(&["send-bw", "--output=message_rate"]), Some(Figure::MessageRate));
@@ -497,6 +495,25 @@ mod tests {
         let e = test(&["write-bw", "--output", "latency"]).unwrap_err();
         assert!(e.message.contains("bandwidth or message_rate"), "{e}");
         assert!(parse(["rdmabench", "write-bw", "--output", "cpu"]).is_err());
+    }
+
+    #[test]
+    fn report_counters_name_counters_of_one_verbs_port() {
+        let counters = |args: &[&str]| test(args).map(|t| t.local.counters);
+        let all = counters(&["write-bw", "-W", "all", "--backend", "verbs"]).unwrap();
+        assert_eq!(all, Some(CounterSelection::All));
+        let list =
+            counters(&["read-lat", "--report-counters", "port_xmit_wait,hw_counters/rcvd_pkts"]);
+        let names = vec!["port_xmit_wait".to_string(), "hw_counters/rcvd_pkts".to_string()];
+        assert_eq!(list.unwrap(), Some(CounterSelection::Named(names)));
+        assert_eq!(counters(&["write-bw", "--backend", "verbs"]).unwrap(), None);
+        let e = test(&["write-bw", "-W", "../../etc/passwd"]).unwrap_err();
+        assert!(e.message.starts_with("-W \"../../etc/passwd\": a counter is `all` or"), "{e}");
+        let e = test(&["write-bw", "-W", "all", "--backend", "nd", "-d", "10.0.0.1"]).unwrap_err();
+        assert!(e.message.contains("-W: reads a verbs port's counters"), "{e}");
+        let e =
+            test(&["write-bw", "-W", "all", "-d", "rxe0,rxe1", "--backend", "verbs"]).unwrap_err();
+        assert!(e.message.contains("-W: one device"), "{e}");
     }
 
     #[test]

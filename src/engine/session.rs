@@ -5,8 +5,9 @@
 
 use std::io::Write;
 
-use crate::backend::{Backend, Setup, SetupContext};
+use crate::backend::{Attachment, Backend, Setup, SetupContext};
 use crate::error::Error;
+use crate::perf::counters::PortCounters;
 use crate::perf::report::{self, RunReport};
 use crate::session::protocol::{Channel, Message};
 use crate::spec::RunLength;
@@ -32,12 +33,14 @@ pub fn run<B: Backend>(
         ch.send(&Message::Accept { tool: super::tool() })?;
     }
     let mut setup = backend.establish(ctx, ch)?;
+    let counters = port_counters(ctx, &setup.attachment)?;
     describe::exchange(ctx, ch, &setup, report)?;
     report.params = Some(setup.params.clone());
     report.local = setup.local.clone();
     report.remote = setup.remote.clone();
     print_header(ctx, report, &setup, out)?;
-    let step = Step::new(ctx.spec, ctx.local, ctx.client());
+    let mut step = Step::new(ctx.spec, ctx.local, ctx.client());
+    step.counters = counters;
     for c in &setup.conns {
         step.check(c.capabilities())?;
     }
@@ -87,6 +90,20 @@ pub(crate) fn print_header<C>(
     out.write_all(head.as_bytes()).map_err(|e| Error::io(format!("writing output: {e}")))?;
     let _ = out.flush();
     Ok(())
+}
+
+/// `-W`'s counters of the port this side runs on.
+pub(crate) fn port_counters(
+    ctx: &SetupContext<'_>,
+    on: &Attachment,
+) -> Result<Option<PortCounters>, Error> {
+    match (&ctx.local.counters, on) {
+        (None, _) => Ok(None),
+        (Some(selection), Attachment::Device { name, port }) => {
+            PortCounters::open(name, *port, selection).map(Some)
+        }
+        (Some(_), _) => Err(Error::usage("-W: only a verbs device's port keeps counters")),
+    }
 }
 
 /// With `--cpus`, a run measured by one thread (every loop but a thread per

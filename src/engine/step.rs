@@ -5,6 +5,7 @@
 use crate::error::{Error, ErrorKind};
 use crate::measure::cpu::CpuSnapshot;
 use crate::measure::{self, BwStats, LatencyRecorder};
+use crate::perf::counters::PortCounters;
 use crate::perf::loops::{self, BwOutcome, BwPlan, Clock, LatPlan, LoopError, RecvPlan};
 use crate::perf::report::SizeResult;
 use crate::session::connect::Heartbeat;
@@ -30,6 +31,8 @@ pub struct Step<'a> {
     pub op: Op,
     /// CPU clock, MHz, for cycles per byte.
     pub mhz: Option<f64>,
+    /// This side's port counters, read around each size (`-W`).
+    pub counters: Option<PortCounters>,
 }
 
 impl<'a> Step<'a> {
@@ -52,6 +55,7 @@ impl<'a> Step<'a> {
             queues: spec.queues(),
             op,
             mhz: crate::measure::cpu::cpu_mhz(),
+            counters: None,
         }
     }
 
@@ -96,6 +100,7 @@ impl<'a> Step<'a> {
         // A small barrier so the pattern and the receives are in place before the peer starts.
         ch.send(&Message::Ready { size })?;
         ch.recv("ready")?;
+        let counters_before = self.counters.as_ref().map(PortCounters::snapshot);
         let cpu_before = CpuSnapshot::now();
         let mut local = SizeResult { size, ..Default::default() };
         let measured = match self.spec.kind.measure {
@@ -103,7 +108,15 @@ impl<'a> Step<'a> {
             Measure::Lat => self.latency(ch, &mut conns[0], size32, &mut local),
         };
         measured.map_err(|e| self.failed(e, ch, size))?;
-        super::results::exchange(self, ch, conns, local, &cpu_before, slots)
+        let mut shown = super::results::exchange(self, ch, conns, local, &cpu_before, slots)?;
+        // After the exchange: a server's loop may end before the client's traffic
+        // does. This side's own counters, never what the peer sent.
+        shown.counters = self
+            .counters
+            .as_ref()
+            .zip(counters_before)
+            .map(|(c, before)| c.changes(&before, &c.snapshot()));
+        Ok(shown)
     }
 
     /// Zeroes each buffer (stale data cannot pass a check), lays the pattern on the
@@ -129,9 +142,11 @@ impl<'a> Step<'a> {
     }
 
     /// A loop's failure, named by its cause: the peer's leaving when the control
-    /// connection shows it closed, the loop's own error otherwise.
+    /// connection shows it closed (within a second: a killed peer's QPs can fail this
+    /// side's work before its socket's close arrives), the loop's own error otherwise.
     fn failed(&self, e: Error, ch: &Channel, size: u64) -> Error {
-        if e.kind != ErrorKind::PeerClosed && ch.peer_closed() {
+        let wait = std::time::Duration::from_secs(1);
+        if e.kind != ErrorKind::PeerClosed && ch.peer_closes_within(wait) {
             let message =
                 format!("the peer closed the control connection during the {size} B run ({e})");
             return Error { status: e.status, ..Error::new(ErrorKind::PeerClosed, message) };

@@ -2,6 +2,7 @@
 //! the transport's `Connection`), [`report`] (the model, perftest's layout, the
 //! verdict) and [`finish`] (table, JSON, exit status).
 
+pub mod counters;
 pub mod finish;
 pub mod loops;
 pub mod report;

@@ -39,6 +39,9 @@ pub struct SizeResult {
     /// CPU cost of the measured window on each side.
     #[serde(default)]
     pub cpu: CpuSides,
+    /// This side's port counters over the size (`-W`); never the peer's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<super::counters::CounterChanges>,
 }
 
 /// The outcome of `--validate` for one size.
@@ -466,6 +469,9 @@ pub fn details(r: &SizeResult, gbits: bool) -> String {
         if let Some(c) = c {
             o.push_str(&cpu_line(side, c));
         }
+    }
+    if let Some(c) = &r.counters {
+        o.push_str(&c.lines());
     }
     o
 }

@@ -18,6 +18,7 @@ use crate::engine::step::{bw_result, Step};
 use crate::error::Error;
 use crate::measure::cpu::CpuSnapshot;
 use crate::measure::BwStats;
+use crate::perf::counters::{PortCounters, Snapshot};
 use crate::perf::loops::{self, Clock, CountedSampler, NoRecv, PingPong, RecvPlan, Sampler};
 use crate::perf::report::{RunReport, SizeResult};
 use crate::spec::{Measure, TestSpec, Verb};
@@ -62,6 +63,7 @@ pub(super) fn run(
     let (conns, peer_eps) = peers;
     let mut setup = backend::verbs::finish(ctx, &t, conns, &mine_eps, &peer_eps, mtu.bytes());
     let mut conns = std::mem::take(&mut setup.conns);
+    let counters = crate::engine::session::port_counters(ctx, &setup.attachment)?;
     setup.remote.push(format!(
         " remote: perftest {} (its exchange; -p {})",
         agreed.version, ctx.local.port
@@ -70,7 +72,8 @@ pub(super) fn run(
     report.local = setup.local.clone();
     report.remote = setup.remote.clone();
     crate::engine::session::print_header(ctx, report, &setup, out)?;
-    let step = Step::new(spec, ctx.local, ctx.client());
+    let mut step = Step::new(spec, ctx.local, ctx.client());
+    step.counters = counters;
     for c in &conns {
         step.check(c.capabilities())?;
     }
@@ -209,6 +212,12 @@ impl Layout {
     }
 }
 
+/// Where a size's window opened.
+struct Window {
+    cpu: CpuSnapshot,
+    counters: Option<Snapshot>,
+}
+
 /// A connected test, running.
 struct Test<'a, 'o> {
     ctx: &'a SetupContext<'a>,
@@ -243,11 +252,11 @@ impl Test<'_, '_> {
     /// A wait while the peer runs alone and says nothing: alive while this port's
     /// packet counters move.
     fn alive(&self) -> impl FnMut() -> bool {
-        let device = self.t.context().name().to_string();
-        let port = self.ctx.local.ib_port;
-        let mut last = port_packets(&device, port);
+        let packets = PortCounters::packets(self.t.context().name(), self.ctx.local.ib_port);
+        let sum = move || packets.as_ref().and_then(|p| p.snapshot().sum());
+        let mut last = sum();
         move || {
-            let now = port_packets(&device, port);
+            let now = sum();
             let moved = now.is_some() && now != last;
             last = now;
             moved
@@ -259,17 +268,18 @@ impl Test<'_, '_> {
     fn one_sided_bw(mut self) -> Result<(), Error> {
         let spec = self.ctx.spec;
         if !self.ctx.client() {
+            let whole_run = self.window();
             let mut alive = self.alive();
             self.wire.keys_after_run(&self.mine[0], "the client's end of run", &mut alive)?;
             let size = spec.max_size();
             let fields = self.wire.reports(&BwReport::default())?;
             let theirs = BwReport::from_fields(&fields, size)?;
-            self.report.results.push(result_of(&theirs, spec, self.ctx.gbits));
+            self.push(result_of(&theirs, spec, self.ctx.gbits), &whole_run);
             return self.close();
         }
         let mut last = BwReport::default();
         for &size in &spec.sizes {
-            let before = CpuSnapshot::now();
+            let before = self.window();
             let plan = self.step.bw_plan(Self::size32(size)?, self.layout.slots(size), false);
             let outcome = loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv)?;
             let (total, per_qp, iterations) = bw_result(size, &outcome, &spec.run);
@@ -277,9 +287,9 @@ impl Test<'_, '_> {
             if per_qp.len() > 1 {
                 r.per_qp = per_qp;
             }
-            r.cpu.client = Some(cpu_cost(&before, &r, self.step.mhz));
+            r.cpu.client = Some(cpu_cost(&before.cpu, &r, self.step.mhz));
             last = report_of(size, &total, self.ctx.gbits);
-            self.report.results.push(r);
+            self.push(r, &before);
         }
         self.barrier("the end-of-run barrier")?;
         // The server's report is not its own measurement (perftest sends whatever its
@@ -302,7 +312,7 @@ impl Test<'_, '_> {
                 loops::post_receives(&mut self.conns, size32, posted, slots)?;
             }
             self.barrier("the start barrier")?;
-            let before = CpuSnapshot::now();
+            let before = self.window();
             let mut r = SizeResult { size, ..Default::default() };
             if self.ctx.client() {
                 let outcome = loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv)?;
@@ -311,7 +321,7 @@ impl Test<'_, '_> {
                 if per_qp.len() > 1 {
                     r.per_qp = per_qp;
                 }
-                r.cpu.client = Some(cpu_cost(&before, &r, self.step.mhz));
+                r.cpu.client = Some(cpu_cost(&before.cpu, &r, self.step.mhz));
             } else {
                 let recv = RecvPlan {
                     size: size32,
@@ -328,9 +338,9 @@ impl Test<'_, '_> {
                 r.iterations = counts.first().copied().unwrap_or(0);
                 r.received_bytes = Some(messages * size);
                 r.bw = Some(received_stats(size, messages, window));
-                r.cpu.server = Some(cpu_cost(&before, &r, self.step.mhz));
+                r.cpu.server = Some(cpu_cost(&before.cpu, &r, self.step.mhz));
             }
-            self.report.results.push(r);
+            self.push(r, &before);
             if sweep {
                 self.barrier("the end-of-size barrier")?;
             }
@@ -349,7 +359,7 @@ impl Test<'_, '_> {
         };
         for &size in &spec.sizes {
             let plan = self.step.lat_plan(Self::size32(size)?);
-            let before = CpuSnapshot::now();
+            let before = self.window();
             let conn = &mut self.conns[0];
             let samples = CountedSampler::new(&plan);
             let rec = if part.writes_first {
@@ -373,7 +383,7 @@ impl Test<'_, '_> {
         }
         for &size in &self.ctx.spec.sizes {
             let plan = self.step.lat_plan(Self::size32(size)?);
-            let before = CpuSnapshot::now();
+            let before = self.window();
             let rec = loops::lat_round_trip(
                 &mut self.conns[0],
                 Op::Read,
@@ -396,7 +406,7 @@ impl Test<'_, '_> {
             plan.recv_posted = plan.recv_posted.min(plan.iters);
             loops::post_receives(&mut self.conns[..1], size32, plan.recv_posted, 1)?;
             self.barrier("the start barrier")?;
-            let before = CpuSnapshot::now();
+            let before = self.window();
             let rec = loops::lat_send_pingpong(
                 &mut self.conns[0],
                 client,
@@ -414,24 +424,32 @@ impl Test<'_, '_> {
         self.close()
     }
 
-    fn push_latency(
-        &mut self,
-        size: u64,
-        rec: crate::measure::LatencyRecorder,
-        before: &CpuSnapshot,
-    ) {
+    fn push_latency(&mut self, size: u64, rec: crate::measure::LatencyRecorder, before: &Window) {
         let mut r = SizeResult {
             size,
             iterations: rec.count(),
             lat: Some(rec.stats()),
             ..Default::default()
         };
-        let cost = Some(cpu_cost(before, &r, self.step.mhz));
+        let cost = Some(cpu_cost(&before.cpu, &r, self.step.mhz));
         if self.ctx.client() {
             r.cpu.client = cost;
         } else {
             r.cpu.server = cost;
         }
+        self.push(r, before);
+    }
+
+    /// The start of a size's window: the CPU's, and the port's counters with `-W`.
+    fn window(&self) -> Window {
+        let counters = self.step.counters.as_ref().map(PortCounters::snapshot);
+        Window { cpu: CpuSnapshot::now(), counters }
+    }
+
+    /// A size's result into the report, with what the port's counters did over `w`.
+    fn push(&mut self, mut r: SizeResult, w: &Window) {
+        r.counters = (self.step.counters.as_ref().zip(w.counters.as_ref()))
+            .map(|(c, before)| c.changes(before, &c.snapshot()));
         self.report.results.push(r);
     }
 
@@ -516,22 +534,6 @@ fn received_stats(size: u64, messages: u64, window: std::time::Duration) -> BwSt
         interval_ns: None,
         msg_rate: messages as f64 / secs,
     }
-}
-
-/// Packets through a port so far, both directions, from the counters its driver keeps
-/// in sysfs (`counters/` for InfiniBand's, `hw_counters/` for soft-RoCE's); None when
-/// it keeps none.
-fn port_packets(device: &str, port: u8) -> Option<u64> {
-    let dir = format!("/sys/class/infiniband/{device}/ports/{port}");
-    let files = [
-        "counters/port_rcv_packets",
-        "counters/port_xmit_packets",
-        "hw_counters/rcvd_pkts",
-        "hw_counters/sent_pkts",
-    ];
-    let read =
-        |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok()?.trim().parse::<u64>().ok();
-    files.iter().filter_map(|f| read(f)).reduce(u64::wrapping_add)
 }
 
 #[cfg(test)]

@@ -151,6 +151,7 @@ fn config(args: &ServeArgs) -> Result<Config, Error> {
         auth: args.auth_key.as_deref().map(AuthKey::load).transpose()?,
         // serve's log is its progress.
         quiet: true,
+        counters: None,
     };
     Ok(Config { local, max_memory, max_time })
 }

@@ -405,6 +405,8 @@ pub struct Local {
     /// No progress bar on stderr during a sweep or a timed run (`--quiet`; also where a
     /// caller draws its own: compare, qualify, serve).
     pub quiet: bool,
+    /// The port counters read around each size (`-W`; None: none).
+    pub counters: Option<crate::perf::counters::CounterSelection>,
 }
 
 impl Default for Local {
@@ -420,6 +422,7 @@ impl Default for Local {
             pin: Vec::new(),
             auth: None,
             quiet: false,
+            counters: None,
         }
     }
 }

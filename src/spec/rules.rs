@@ -515,6 +515,9 @@ pub fn nd_local_rules(local: &super::Local) -> Result<(), Error> {
         "-x: NetworkDirect has no GID table; it addresses adapters by IP".into()
     })?;
     check(local.ib_port == 1, || "-i: NetworkDirect adapters have no ports to choose".into())?;
+    check(local.counters.is_none(), || {
+        "-W: reads a verbs port's counters in sysfs; NetworkDirect adapters have none".into()
+    })?;
     match &local.device {
         Some(d) if d.parse::<std::net::IpAddr>().is_err() => Err(Error::usage(format!(
             "-d {d}: with NetworkDirect, name the adapter by one of its IP addresses"
