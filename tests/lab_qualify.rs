@@ -1,7 +1,7 @@
 //! `doctor` and `qualify` in the lab: doctor's JSON over the live rxe0 (the verbs query
 //! behind the MTU), a profile that passes with JUnit checked by an XML parser, a profile
-//! with an impossible threshold that fails naming its point, and a baseline with doubled
-//! bandwidth that fails naming each regression.
+//! with an impossible threshold that fails naming its point, and a baseline with ten times
+//! the bandwidth that fails naming each regression.
 //!
 //! With RDMABENCH_REPORT_DIR set (ci/test sets it), the passing qualification's files go
 //! to its sibling `qualify/`, and the host opens report.html in Chromium after the boot
@@ -172,11 +172,14 @@ fn lab_qualify_passes_fails_a_threshold_and_names_regressions() {
     let why = cases[0].1.as_deref().unwrap();
     assert!(why.starts_with("min_bw: ") && why.contains("limit 102400.00 MiB/s"), "{why}");
 
-    // A baseline with twice this run's bandwidth: each bandwidth point has regressed.
+    // A baseline with ten times this run's bandwidth: each bandwidth point has
+    // regressed. (Not twice: the lab's soft-RoCE and loopback TCP change speed by up to
+    // 2× between runs a few seconds apart, so a rerun could reach 80 % of a doubled
+    // figure.)
     let mut baseline = report.clone();
     for p in baseline["points"].as_array_mut().unwrap() {
         if let Some(b) = p["median"]["bw_bytes_per_sec"].as_f64() {
-            p["median"]["bw_bytes_per_sec"] = (b * 2.0).into();
+            p["median"]["bw_bytes_per_sec"] = (b * 10.0).into();
         }
     }
     let base = dir.join("baseline.json");

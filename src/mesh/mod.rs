@@ -437,7 +437,9 @@ mod tests {
             pairs: Pairs::All,
             seed: None,
             round_timeout: Duration::from_secs(round_timeout),
-            thresholds: Thresholds { min_bw: Some(0.001), outlier_pct: 1000.0 },
+            // Links of threads sharing two cores with the other unit tests: one may be
+            // many times slower than the median, and these tests are not about outliers.
+            thresholds: Thresholds { min_bw: Some(0.001), outlier_pct: 1e9 },
         }
     }
 

@@ -422,6 +422,22 @@ impl Channel {
         }
     }
 
+    /// Whether the peer closes the connection within `wait` (polled; an error path's
+    /// question: a peer killed mid-run may fail this side's RDMA work before its
+    /// socket's close arrives).
+    pub fn peer_closes_within(&self, wait: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            if self.peer_closed() {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Tells the peer why we stop; errors are ignored (it may be gone already). An
     /// error that is the peer's own (it closed, it went silent) is not echoed back.
     pub fn send_error(&mut self, e: &Error) {
