@@ -41,7 +41,8 @@ use rdmabench::spec::rules::{
     MAX_STREAMS,
 };
 use rdmabench::spec::{
-    AtomicType, Link, Local, Measure, RdmaSpec, RunLength, TcpSpec, TestKind, TestSpec, Verb,
+    AtomicType, Link, Local, Measure, RateUnits, RdmaSpec, RunLength, TcpSpec, TestKind, TestSpec,
+    Verb,
 };
 use rdmabench::transport::nd::NdEndpoint;
 use rdmabench::transport::tcp::TcpEndpoint;
@@ -235,6 +236,19 @@ fn rdma_request(rng: &mut Rng) -> RdmaRequest {
         }),
         validate: rng.chance(20),
         backend: maybe(rng, 20, |r| *r.pick(&[Backend::Verbs, Backend::Nd])),
+        sl: maybe(rng, 10, |r| if r.chance(80) { r.below(16) as u8 } else { r.next() as u8 }),
+        traffic_class: maybe(rng, 10, |r| r.next() as u8),
+        flow_label: maybe(rng, 10, |r| r.next() as u32),
+        rate_limit: maybe(rng, 10, |r| {
+            *r.pick(&[0.5, 10.0, 1e9, 0.0, -1.0, f64::NAN, f64::INFINITY, 1e-300])
+        }),
+        rate_units: maybe(rng, 10, |r| {
+            *r.pick(&[RateUnits::MibPerSec, RateUnits::GbitPerSec, RateUnits::MsgPerSec])
+        }),
+        burst_size: maybe(rng, 10, small),
+        warm_up: rng.chance(10),
+        odp: rng.chance(5),
+        hugepages: rng.chance(5),
     }
 }
 
@@ -405,6 +419,7 @@ fn size_result(rng: &mut Rng) -> SizeResult {
             port: "rxe0/1".into(),
             changes: [("hw_counters/sent_pkts".to_string(), r.next())].into(),
         }),
+        samples_ns: None,
     }
 }
 
@@ -445,6 +460,7 @@ fn message(rng: &mut Rng, ctx: &Ctx) -> Message {
                 inline: rng.below(256) as u32,
                 outs: 16,
                 retries: maybe(rng, 50, |r| (r.next() as u8, r.next() as u8)),
+                path: None,
             };
             let mut environment = ctx.environment.clone();
             environment.cpus = rng.next() as u32;

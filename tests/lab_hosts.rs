@@ -400,3 +400,55 @@ fn hosts_one_percent_loss_costs_retransmissions_but_every_byte_arrives() {
     );
     assert!(rate(&doc) < rate(&clean), "1% loss did not slow RC down");
 }
+
+/// Counts the IPv4 TOS bytes of the RoCE v2 packets (UDP port 4791) through this
+/// host's interfaces/// from "ready" on stdout until stdin closes, then prints `{"TOS": count, …}`.
+const TOS_SNIFFER: &str = r#"
+import json, os, select, socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE: fewer drops
+print("ready", flush=True)
+counts = {}
+while True:
+    ready, _, _ = select.select([s, 0], [], [])
+    if 0 in ready and not os.read(0, 1):
+        break
+    if s in ready:
+        pkt = s.recv(65536)
+        ip = pkt[14:]
+        if pkt[12:14] != b"\x08\x00" or len(ip) < 28 or ip[9] != 17:
+            continue
+        ihl = (ip[0] & 15) * 4
+        if int.from_bytes(ip[ihl + 2:ihl + 4], "big") == 4791:
+            counts[str(ip[1])] = counts.get(str(ip[1]), 0) + 1
+print(json.dumps(counts))
+"#;
+
+#[test]
+#[ignore = "hosts: needs two lab hosts (ci/lab-vm --nodes 2)"]
+fn hosts_traffic_class_marks_every_roce_packet_on_the_wire() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    nodes::addresses();
+    let mut sniffer = Command::new("python3")
+        .args(["-c", TOS_SNIFFER])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs in the lab");
+    let mut lines = std::io::BufReader::new(sniffer.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let (doc, _, _) = pair("write-bw", 18790, &["-n", "100", "--tclass", "96"]);
+    drop(sniffer.stdin.take());
+    let counts: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let _ = sniffer.wait();
+    assert_eq!(doc["params"]["path"]["traffic_class"], 96);
+    assert_eq!(doc["peer_params"]["path"]["traffic_class"], 96);
+    // Every RoCE v2 packet seen, node 1's data and node 2's acknowledgements, carries
+    // traffic class 96 as its IP TOS (DSCP 24). 100 × 64 KiB at a 1024 B MTU are 6400
+    // data packets; a capture socket read by Python under emulation drops some, so
+    // at least one per message.
+    let tos = counts.as_object().unwrap();
+    assert!(tos.get("96").and_then(Value::as_u64).is_some_and(|n| n >= 100), "{counts}");
+    assert_eq!(tos.len(), 1, "packets with another TOS: {counts}");
+}

@@ -414,6 +414,230 @@ fn lab_report_counters_show_what_crossed_the_port() {
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_rate_limit_caps_the_measured_bandwidth() {
+    // Unpaced, the lab moves 64 KiB writes well above 4 MiB/s: the cap is what holds
+    // the paced run down.
+    let free = ok("write-bw", &["-n", "300"]);
+    let free_mib = free.json["results"][0]["bw"]["avg_bytes_per_sec"].as_f64().unwrap() / 1048576.0;
+    assert!(free_mib > 4.0 * 1.5, "the lab runs at {free_mib:.2} MiB/s unpaced");
+    // 300 messages in 75 bursts of 4, a burst every 62.5 ms: within 5 % of 4 MiB/s.
+    let flags = ["-n", "300", "--rate_limit", "4", "--rate_units", "M", "--burst_size", "4"];
+    let r = ok("write-bw", &flags);
+    let mib = r.json["results"][0]["bw"]["avg_bytes_per_sec"].as_f64().unwrap() / 1048576.0;
+    assert!((mib - 4.0).abs() / 4.0 < 0.05, "{mib:.3} MiB/s under a 4 MiB/s limit");
+    assert_eq!(
+        r.json["params"]["rate_limit"],
+        serde_json::json!({"rate": 4.0, "units": "mib_per_sec", "burst": 4})
+    );
+    assert!(
+        text(&r.client).contains(" Rate limiter    : SW, 4 MiB/s in bursts of 4 messages"),
+        "{}",
+        text(&r.client)
+    );
+    // In messages per second, on four QPs together (send_bw: the server counts them).
+    let flags = [
+        "-n",
+        "250",
+        "-q",
+        "4",
+        "-s",
+        "2",
+        "--rate_limit",
+        "1000",
+        "--rate_units",
+        "p",
+        "--burst_size",
+        "5",
+    ];
+    let r = ok("send-bw", &flags);
+    let res = &r.json["results"][0];
+    let rate = res["bw"]["msg_rate"].as_f64().unwrap();
+    assert!((rate - 1000.0).abs() / 1000.0 < 0.05, "{rate:.1} messages/s under a 1000/s limit");
+    assert_eq!(res["received_bytes"], 4 * 250 * 2, "{res}");
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_warm_up_sends_a_queue_before_the_measured_run() {
+    // The port's counters see the warm-up; the result counts only the measured run.
+    let sent = |flags: &[&str]| {
+        let mut all = vec!["-n", "100", "-t", "100", "-W", "sent_pkts"];
+        all.extend(flags);
+        let r = ok("write-bw", &all);
+        let res = &r.json["results"][0];
+        assert_eq!(res["bw"]["messages"], 100, "{res}");
+        (res["counters"]["changes"]["hw_counters/sent_pkts"].as_u64().unwrap(), r)
+    };
+    let (plain, _) = sent(&[]);
+    let (warmed, r) = sent(&["--perform_warm_up"]);
+    // Twice the messages (100 warm-up, 100 measured), twice the packets, give or take
+    // soft-RoCE's retransmissions.
+    assert!(
+        warmed as f64 > 1.6 * plain as f64,
+        "sent_pkts +{warmed} with warm-up, +{plain} without"
+    );
+    assert!(text(&r.client).contains(" Warm up         : ON"), "{}", text(&r.client));
+    assert_eq!(r.json["params"]["warm_up"], true);
+    // perftest's other accepted flags: --report-both (-b shows both directions anyway)
+    // and --cpu_util (both sides' CPU is always measured).
+    let r = ok("write-bw", &["-n", "100", "-b", "--report-both", "--cpu_util"]);
+    let client = text(&r.client);
+    assert!(
+        client.contains("client -> server BW average") && client.contains("cpu server: busy"),
+        "{client}"
+    );
+    // --mr_per_qp: each QP its own region, as always (four RKeys on each side).
+    let r = ok("write-bw", &["-n", "100", "-q", "4", "--mr_per_qp"]);
+    for side in [&r.client, &r.server] {
+        let printed = text(side);
+        let rkeys: std::collections::BTreeSet<&str> = printed
+            .lines()
+            .filter(|l| l.starts_with(" local address"))
+            .filter_map(|l| l.split("RKey ").nth(1)?.split(' ').next())
+            .collect();
+        assert_eq!(rkeys.len(), 4, "{}", text(side));
+    }
+    // --odp: soft-RoCE in the lab's kernel pages nothing on demand; said in one line.
+    let r = pair("write-bw", &["-n", "10", "--odp"], "127.0.0.1");
+    for side in [&r.client, &r.server] {
+        assert_eq!(side.status.code(), Some(2), "{}", err(side));
+        let e = err(side);
+        assert!(e.contains("--odp: rxe0 has no on-demand paging"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    let r = pair("send-bw", &["-n", "10", "--perform_warm_up"], "127.0.0.1");
+    assert_eq!(r.client.status.code(), Some(2));
+    assert!(
+        err(&r.client).contains("--perform_warm_up: write, read and atomic"),
+        "{}",
+        err(&r.client)
+    );
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_every_latency_sample_is_listed_with_h_and_u() {
+    // The listing's samples, µs, from "#, usec" to the table.
+    let listed = |out: &str| -> Vec<f64> {
+        let body = out.split("#, usec\n").nth(1).unwrap_or_else(|| panic!("no listing: {out}"));
+        body.lines()
+            .take_while(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+            .enumerate()
+            .map(|(i, l)| {
+                let (n, v) = l.split_once(", ").unwrap_or_else(|| panic!("line {l:?}"));
+                assert_eq!(n.parse::<usize>().unwrap(), i + 1, "numbered from 1");
+                v.parse().unwrap()
+            })
+            .collect()
+    };
+    for (test, flag) in
+        [("write-lat", "-U"), ("send-lat", "-H"), ("read-lat", "--report-histogram")]
+    {
+        let r = ok(test, &["-n", "200", flag]);
+        let samples = listed(&text(&r.client));
+        let lat = &r.json["results"][0]["lat"];
+        // Every sample, and the same ones the statistics were taken from.
+        assert_eq!(samples.len() as u64, lat["samples"].as_u64().unwrap(), "{test} {flag}");
+        let (min, max) = samples.iter().fold((f64::MAX, 0f64), |(a, b), v| (a.min(*v), b.max(*v)));
+        let close = |a: f64, b: f64| (a - b).abs() <= b * 1e-5 + 1e-3;
+        assert!(close(min, lat["t_min_us"].as_f64().unwrap()), "{test}: min {min} {lat}");
+        assert!(close(max, lat["t_max_us"].as_f64().unwrap()), "{test}: max {max} {lat}");
+        let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+        assert!(
+            (mean - lat["t_avg_us"].as_f64().unwrap()).abs() < 0.01,
+            "{test}: mean {mean} {lat}"
+        );
+        let sorted = samples.windows(2).all(|w| w[0] <= w[1]);
+        assert_eq!(
+            sorted,
+            flag != "-U" || samples.len() < 2,
+            "{test} {flag}: -H sorts, -U keeps run order"
+        );
+        // JSON keeps the histogram, not the list; the server lists nothing.
+        assert!(r.json["results"][0].get("samples_ns").is_none());
+        assert!(!text(&r.server).contains("#, usec"), "{}", text(&r.server));
+    }
+    let r = pair("write-bw", &["-n", "10", "-H"], "127.0.0.1");
+    assert_eq!(r.client.status.code(), Some(2));
+    assert!(err(&r.client).contains("-H/-U: only latency tests"), "{}", err(&r.client));
+}
+
+/// A number from the lab's /proc/meminfo.
+fn meminfo(key: &str) -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let line = text.lines().find(|l| l.starts_with(&format!("{key}:"))).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_use_hugepages_puts_the_buffers_in_huge_pages() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let reserved = meminfo("HugePages_Total");
+    assert!(reserved >= 8, "ci/lab-vm reserves huge pages: {reserved}");
+    let before = meminfo("HugePages_Free");
+    // Watch the free count while a 3 s run holds its buffers.
+    let stop = Arc::new(AtomicBool::new(false));
+    let watch = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut least = u64::MAX;
+            while !stop.load(Ordering::Relaxed) {
+                least = least.min(meminfo("HugePages_Free"));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            least
+        })
+    };
+    let r = ok("write-bw", &["-D", "3", "--use_hugepages"]);
+    stop.store(true, Ordering::Relaxed);
+    let least = watch.join().unwrap();
+    // Client and server: a huge page at least for each one's buffer.
+    assert!(least + 2 <= before, "HugePages_Free {before} before, {least} at least during the run");
+    assert_eq!(meminfo("HugePages_Free"), before, "every huge page returned");
+    assert!(text(&r.client).contains(" Huge pages      : ON"), "{}", text(&r.client));
+    assert_eq!(r.json["params"]["hugepages"], true);
+    // More than the lab reserves: 16 QPs of two 8 MiB slots each, on each side.
+    let r = pair("write-bw", &["-n", "10", "-s", "8M", "-q", "16", "--use_hugepages"], "127.0.0.1");
+    assert_eq!(r.client.status.code(), Some(2), "{}", err(&r.client));
+    let e = err(&r.client);
+    assert!(
+        e.contains("--use_hugepages: mmap(MAP_HUGETLB)") && e.contains("vm.nr_hugepages"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_path_class_reaches_the_queue_pair() {
+    // (Soft-RoCE on one host loops packets back inside the driver, never through
+    // `lo`: tests/lab_hosts.rs checks the traffic class on the wire between two.)
+    let r = ok("write-bw", &["-n", "200", "-S", "3", "--tclass", "96", "--flow_label", "12345"]);
+    // The queue pair holds the class, read back from the driver with ibv_query_qp:
+    // soft-RoCE keeps the GRH's traffic class and flow label and no service level
+    // (RoCE carries one only as a VLAN priority), which the header says.
+    let path = &r.json["params"]["path"];
+    assert_eq!(*path, serde_json::json!({"sl": 0, "traffic_class": 96, "flow_label": 12345}));
+    let head = text(&r.client);
+    assert!(
+        head.contains(" Service level   : 0\t\tTraffic class  : 96\tFlow label : 12345"),
+        "{head}"
+    );
+    assert!(head.contains(" note: -S 3 asked; rxe0's queue pairs keep service level 0"), "{head}");
+    assert!(!head.contains("note: --tclass"), "{head}");
+    // Without the flags, the default class: none shown, zeros in JSON.
+    let r = ok("read-lat", &["-n", "50"]);
+    assert_eq!(
+        r.json["params"]["path"],
+        serde_json::json!({"sl": 0, "traffic_class": 0, "flow_label": 0})
+    );
+    assert!(!text(&r.client).contains("Service level"), "{}", text(&r.client));
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_parameter_mismatch_is_refused_on_both_sides() {
     let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
     let server = spawn(&["write-bw".into(), "-p".into(), port.clone(), "-s".into(), "4096".into()]);

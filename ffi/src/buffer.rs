@@ -21,7 +21,16 @@ fn page_size() -> usize {
 /// `len` zeroed bytes at a page boundary, freed on drop.
 pub(crate) struct PageBuffer {
     pub(crate) ptr: NonNull<u8>,
-    layout: Layout,
+    backing: Backing,
+}
+
+/// Where a buffer's pages come from.
+enum Backing {
+    /// The allocator, with this layout.
+    Heap(Layout),
+    /// An anonymous mapping of huge pages, this long.
+    #[cfg(target_os = "linux")]
+    Huge(usize),
 }
 
 impl PageBuffer {
@@ -30,14 +39,40 @@ impl PageBuffer {
         let layout = Layout::from_size_align(len.max(1), page_size()).ok()?;
         // SAFETY: the layout has a non-zero size.
         let ptr = NonNull::new(unsafe { alloc::alloc_zeroed(layout) })?;
-        Some(PageBuffer { ptr, layout })
+        Some(PageBuffer { ptr, backing: Backing::Heap(layout) })
+    }
+
+    /// Maps `len` bytes, rounded up to whole huge pages of `huge_page` bytes, from
+    /// the kernel's reserved huge pages (`MAP_HUGETLB`; zeroed, as every anonymous
+    /// mapping). Returns the errno: ENOMEM when too few are free (`vm.nr_hugepages`).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn huge(len: usize, huge_page: usize) -> Result<Self, i32> {
+        let len = len.max(1).div_ceil(huge_page.max(1)).saturating_mul(huge_page.max(1));
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB;
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        // SAFETY: an anonymous private mapping at an address the kernel picks: it
+        // touches no existing memory; the result is checked before use.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, -1, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
+        }
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or(libc::ENOMEM)?;
+        Ok(PageBuffer { ptr, backing: Backing::Huge(len) })
     }
 }
 
 impl Drop for PageBuffer {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+        match self.backing {
+            // SAFETY: allocated in `new` with this layout, freed once.
+            Backing::Heap(layout) => unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) },
+            #[cfg(target_os = "linux")]
+            Backing::Huge(len) => {
+                // SAFETY: mapped in `huge` with this length, unmapped once.
+                let rc = unsafe { libc::munmap(self.ptr.as_ptr().cast(), len) };
+                debug_assert_eq!(rc, 0, "munmap failed");
+            }
+        }
     }
 }
 

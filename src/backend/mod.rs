@@ -202,6 +202,8 @@ pub struct Found {
     pub outs: u32,
     /// RC ACK timeout exponent and retry count set on the queue pairs (verbs).
     pub retries: Option<(u8, u8)>,
+    /// The path's class (verbs).
+    pub path: Option<crate::perf::report::PathParams>,
 }
 
 /// The parameters in effect on this side, after every default and what the device
@@ -228,6 +230,11 @@ pub fn params(ctx: &SetupContext<'_>, found: Found) -> EffectiveParams {
         outs: found.outs,
         qp_timeout: found.retries.map(|(timeout, _)| timeout),
         retry_count: found.retries.map(|(_, count)| count),
+        path: found.path,
+        rate_limit: rdma.and_then(|r| r.rate_limit),
+        warm_up: rdma.is_some_and(|r| r.warm_up),
+        odp: rdma.is_some_and(|r| r.odp),
+        hugepages: rdma.is_some_and(|r| r.hugepages),
         events: q.events,
         bidirectional: spec.bidirectional(),
         rdma_cm: rdma.is_some_and(|r| r.rdma_cm),

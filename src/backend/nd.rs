@@ -61,6 +61,7 @@ impl Backend for Nd {
             inline: t.capabilities().max_inline.min(ctx.spec.queues().inline_size),
             outs: t.read_limit(),
             retries: None,
+            path: None,
         };
         let verb = ctx.spec.kind.verb;
         Ok(Setup {

@@ -88,6 +88,7 @@ impl Backend for Tcp {
             inline: 0,
             outs: 0,
             retries: None,
+            path: None,
         };
         let mut params = params(ctx, found);
         let pin = &ctx.local.pin;

@@ -4,16 +4,21 @@
 
 use std::net::{Ipv4Addr, ToSocketAddrs};
 
-use ffi::verbs::{CmListener, ConnectRequest, Mtu, RemoteBuffer, ResolvedRoute};
+use ffi::verbs::{
+    CmListener, ConnectRequest, Mtu, PathClass, QueuePair, RemoteBuffer, ResolvedRoute,
+};
 
 use super::{
     address_lines, exchange_endpoints, params, prepare_all, rdma_connection, Attachment, Backend,
     Found, Setup, SetupContext,
 };
 use crate::error::{Error, ErrorKind};
+use crate::perf::report::PathParams;
 use crate::session::protocol::Channel;
 use crate::spec::Verb;
-use crate::transport::verbs::{VerbsConnection, VerbsEndpoint, VerbsOptions, VerbsTransport};
+use crate::transport::verbs::{
+    OdpNeed, VerbsConnection, VerbsEndpoint, VerbsOptions, VerbsTransport,
+};
 use crate::transport::Transport;
 
 /// The verbs backend, opened.
@@ -110,6 +115,22 @@ pub(crate) fn open(
         max_rd_atomic: rdma.and_then(|r| r.outs),
         qp_timeout: rdma.map_or(crate::spec::DEFAULT_QP_TIMEOUT, |r| r.qp_timeout),
         retry_count: rdma.map_or(crate::spec::DEFAULT_RETRY_COUNT, |r| r.retry_count),
+        class: rdma.map_or(PathClass::default(), |r| PathClass {
+            sl: r.sl,
+            traffic_class: r.traffic_class,
+            flow_label: r.flow_label,
+        }),
+        hugepages: rdma.is_some_and(|r| r.hugepages),
+        odp: rdma.filter(|r| r.odp).map(|r| OdpNeed {
+            service: r.service,
+            // IBV_ODP_SUPPORT_*: what this test's buffers serve.
+            ops: match ctx.spec.kind.verb {
+                Verb::Send => 1 | 2,
+                Verb::Write => 4,
+                Verb::Read => 8,
+                Verb::Atomic => 16,
+            },
+        }),
     };
     let t = VerbsTransport::open(&opts)?;
     if ctx.spec.kind.verb == Verb::Atomic && !t.capabilities().atomics {
@@ -195,6 +216,43 @@ fn endpoint_line(ep: &VerbsEndpoint, verb: Verb) -> String {
     line
 }
 
+/// The class of the path as the first queue pair holds it (what the driver kept of
+/// `-S`, `--tclass`, `--flow_label`); UD's queue pairs have none, so what was set.
+fn path_of(t: &VerbsTransport, conns: &[VerbsConnection]) -> Option<PathParams> {
+    let class = match conns.first() {
+        Some(c) if c.qp().qp_type() != ffi::verbs::QpType::Ud => c.qp().path_class().ok()?,
+        _ => t.class(),
+    };
+    Some(PathParams {
+        sl: class.sl,
+        traffic_class: class.traffic_class,
+        flow_label: class.flow_label,
+    })
+}
+
+/// What the driver did not keep of the class asked for, a line each: soft-RoCE, for
+/// one, keeps no service level (RoCE carries none but as a VLAN priority).
+fn class_notes(t: &VerbsTransport, kept: PathParams) -> Vec<String> {
+    let asked = t.class();
+    let dev = t.context().name();
+    [
+        ("-S", "service level", u32::from(asked.sl), u32::from(kept.sl)),
+        (
+            "--tclass",
+            "traffic class",
+            u32::from(asked.traffic_class),
+            u32::from(kept.traffic_class),
+        ),
+        ("--flow_label", "flow label", asked.flow_label, kept.flow_label),
+    ]
+    .into_iter()
+    .filter(|(_, _, want, got)| want != got)
+    .map(|(flag, what, want, got)| {
+        format!(" note: {flag} {want} asked; {dev}'s queue pairs keep {what} {got}")
+    })
+    .collect()
+}
+
 pub(crate) fn finish(
     ctx: &SetupContext<'_>,
     t: &VerbsTransport,
@@ -219,10 +277,12 @@ pub(crate) fn finish(
             .rdma()
             .filter(|r| r.service == crate::transport::Service::Rc)
             .map(|r| (r.qp_timeout, r.retry_count)),
+        path: path_of(t, &conns),
     };
     let verb = ctx.spec.kind.verb;
     let mut local = address_lines("local ", mine, |e| endpoint_line(e, verb));
     local.extend(t.mtu_erratum().map(|why| format!(" {why}")));
+    local.extend(found.path.map_or_else(Vec::new, |kept| class_notes(t, kept)));
     Setup {
         local,
         remote: address_lines("remote ", peers, |e| endpoint_line(e, verb)),

@@ -12,10 +12,13 @@ use crate::perf::counters::CounterSelection;
 use crate::session::auth::AuthKey;
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
 use crate::spec::{
-    parse_cpu_list, parse_size, AtomicType, Figure, Local, Measure, Output, TestKind, TestSpec,
-    DEFAULT_PORT,
+    parse_cpu_list, parse_size, AtomicType, Figure, Local, Measure, Output, RateUnits, RunLength,
+    SampleOrder, TestKind, TestSpec, DEFAULT_PORT,
 };
 use crate::transport::{Backend, Service};
+
+/// Most samples `-H`/`-U` keep: 64 MiB of them.
+const MAX_LISTED_SAMPLES: u64 = 1 << 23;
 
 /// perftest's `-c`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -59,6 +62,28 @@ pub enum FigureArg {
     MessageRate,
     /// Average latency only.
     Latency,
+}
+
+/// perftest's `--rate_units`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RateUnitsArg {
+    /// MiB/s.
+    #[value(name = "M")]
+    M,
+    /// Gb/s.
+    #[value(name = "g")]
+    G,
+    /// Messages (packets) per second.
+    #[value(name = "p")]
+    P,
+}
+
+/// perftest's `--rate_limit_type`: only its software limiter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RateLimitTypeArg {
+    /// Software pacing.
+    #[value(name = "SW")]
+    Sw,
 }
 
 /// `--backend`.
@@ -145,6 +170,52 @@ pub struct PerfArgs {
     /// RC retries before the work fails with IBV_WC_RETRY_EXC_ERR (0-7; default 7).
     #[arg(long = "retry_count", alias = "retry-count", value_name = "N")]
     pub retry_count: Option<u8>,
+    /// Service level, 0-15 (the virtual lane on InfiniBand).
+    #[arg(short = 'S', long = "sl", value_name = "SL")]
+    pub sl: Option<u8>,
+    /// GRH traffic class (RoCE v2: the IP header's DSCP << 2 | ECN).
+    #[arg(long = "tclass", value_name = "N")]
+    pub traffic_class: Option<u8>,
+    /// GRH flow label, 20 bits.
+    #[arg(long = "flow_label", alias = "flow-label", value_name = "N")]
+    pub flow_label: Option<u32>,
+    /// Pace the sender to this rate, in --rate_units (software: bursts, then a pause).
+    #[arg(long = "rate_limit", alias = "rate-limit", value_name = "RATE")]
+    pub rate_limit: Option<f64>,
+    /// --rate_limit's units: M (MiB/s), g (Gb/s, the default) or p (messages/s).
+    #[arg(long = "rate_units", alias = "rate-units", value_enum, value_name = "M|g|p")]
+    pub rate_units: Option<RateUnitsArg>,
+    /// Messages per burst under --rate_limit (default: the send queue depth, -t).
+    #[arg(long = "burst_size", alias = "burst-size", value_name = "N")]
+    pub burst_size: Option<u32>,
+    /// Print every latency sample, sorted, before the table (latency tests, -n runs).
+    #[arg(short = 'H', long = "report-histogram", alias = "report-histogrm")]
+    pub histogram: bool,
+    /// Print every latency sample in the order measured (implies -H's listing).
+    #[arg(short = 'U', long = "report-unsorted")]
+    pub unsorted: bool,
+    /// Before each size, a full send queue on each QP, unmeasured (write, read, atomic BW).
+    #[arg(long = "perform_warm_up", alias = "perform-warm-up")]
+    pub warm_up: bool,
+    /// Accepted for perftest compatibility: -b always shows each direction and the sum.
+    #[arg(long = "report-both", alias = "report_both")]
+    pub report_both: bool,
+    /// Buffers in huge pages (reserved with sysctl vm.nr_hugepages).
+    #[arg(long = "use_hugepages", alias = "use-hugepages")]
+    pub hugepages: bool,
+    /// Register the buffers for on-demand paging instead of pinning them (where the
+    /// device offers it).
+    #[arg(long = "odp")]
+    pub odp: bool,
+    /// Accepted for perftest compatibility: every QP always has its own memory region.
+    #[arg(long = "mr_per_qp", alias = "mr-per-qp")]
+    pub mr_per_qp: bool,
+    /// Accepted for perftest compatibility: both sides' CPU cost is always measured.
+    #[arg(long = "cpu_util", alias = "cpu-util")]
+    pub cpu_util: bool,
+    /// The rate limiter: SW, software pacing (perftest's HW and PP are not implemented).
+    #[arg(long = "rate_limit_type", value_enum, value_name = "SW")]
+    pub rate_limit_type: Option<RateLimitTypeArg>,
     /// Atomic operation.
     #[arg(short = 'A', long = "atomic_type", value_enum, value_name = "TYPE")]
     pub atomic_type: Option<AtomicArg>,
@@ -333,6 +404,7 @@ impl ReportArgs {
             max_lat: self.max_lat,
             min_msg_rate: None,
             only: None,
+            samples: None,
         })
     }
 
@@ -375,6 +447,19 @@ impl PerfArgs {
             outs: self.outs,
             qp_timeout: self.qp_timeout,
             retry_count: self.retry_count,
+            sl: self.sl,
+            traffic_class: self.traffic_class,
+            flow_label: self.flow_label,
+            rate_limit: self.rate_limit,
+            rate_units: self.rate_units.map(|u| match u {
+                RateUnitsArg::M => RateUnits::MibPerSec,
+                RateUnitsArg::G => RateUnits::GbitPerSec,
+                RateUnitsArg::P => RateUnits::MsgPerSec,
+            }),
+            burst_size: self.burst_size,
+            warm_up: self.warm_up,
+            odp: self.odp,
+            hugepages: self.hugepages,
             atomic_type: self.atomic_type.map(|a| match a {
                 AtomicArg::FetchAndAdd => AtomicType::FetchAndAdd,
                 AtomicArg::CmpAndSwap => AtomicType::CmpAndSwap,
@@ -399,6 +484,12 @@ impl PerfArgs {
                 return Err(Error::usage("--perftest: one device (perftest runs one rail)"));
             }
         }
+        if self.report_both && !self.bidirectional {
+            return Err(Error::usage("--report-both: reports the two directions of a -b run"));
+        }
+        if self.rate_limit_type.is_some() && self.rate_limit.is_none() {
+            return Err(Error::usage("--rate_limit_type SW: only with --rate_limit"));
+        }
         if self.report_counters.is_some() && self.rails() {
             return Err(Error::usage("-W: one device (rails print no per-size table)"));
         }
@@ -422,8 +513,31 @@ impl PerfArgs {
         if spec.rdma().is_some_and(|r| r.backend == Backend::Nd) {
             rules::nd_local_rules(&local)?;
         }
-        let output = self.limits(self.report.output(kind.measure == Measure::Bw)?, kind)?;
+        let mut output = self.limits(self.report.output(kind.measure == Measure::Bw)?, kind)?;
+        output.samples = self.sample_order(&spec)?;
+        local.keep_samples = output.samples.is_some();
         Ok(TestArgs { spec, host: self.host.clone(), local, output, perftest: self.perftest })
+    }
+
+    /// `-H`/`-U`: every latency sample listed, for a run whose samples can all be kept.
+    fn sample_order(&self, spec: &TestSpec) -> Result<Option<SampleOrder>, Error> {
+        let order = match (self.unsorted, self.histogram) {
+            (true, _) => SampleOrder::Unsorted,
+            (false, true) => SampleOrder::Sorted,
+            (false, false) => return Ok(None),
+        };
+        if spec.kind.measure != Measure::Lat {
+            return Err(Error::usage("-H/-U: only latency tests have samples to list"));
+        }
+        match spec.run {
+            RunLength::Duration { .. } => {
+                Err(Error::usage("-H/-U: a -D run keeps no samples (use -n)"))
+            }
+            RunLength::Iterations(n) if n > MAX_LISTED_SAMPLES => Err(Error::usage(format!(
+                "-H/-U: at most {MAX_LISTED_SAMPLES} iterations (every sample is kept)"
+            ))),
+            RunLength::Iterations(_) => Ok(Some(order)),
+        }
     }
 
     /// Whether `-d` names several devices: a multi-rail run ([`crate::rails`]).

@@ -502,8 +502,8 @@ mod tests {
         let counters = |args: &[&str]| test(args).map(|t| t.local.counters);
         let all = counters(&["write-bw", "-W", "all", "--backend", "verbs"]).unwrap();
         assert_eq!(all, Some(CounterSelection::All));
-        let list =
-            counters(&["read-lat", "--report-counters", "port_xmit_wait,hw_counters/rcvd_pkts"]);
+        let names = "port_xmit_wait,hw_counters/rcvd_pkts";
+        let list = counters(&["read-lat", "--report-counters", names, "--backend", "verbs"]);
         let names = vec!["port_xmit_wait".to_string(), "hw_counters/rcvd_pkts".to_string()];
         assert_eq!(list.unwrap(), Some(CounterSelection::Named(names)));
         assert_eq!(counters(&["write-bw", "--backend", "verbs"]).unwrap(), None);

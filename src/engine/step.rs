@@ -6,7 +6,7 @@ use crate::error::{Error, ErrorKind};
 use crate::measure::cpu::CpuSnapshot;
 use crate::measure::{self, BwStats, LatencyRecorder};
 use crate::perf::counters::PortCounters;
-use crate::perf::loops::{self, BwOutcome, BwPlan, Clock, LatPlan, LoopError, RecvPlan};
+use crate::perf::loops::{self, BwOutcome, BwPlan, Clock, LatPlan, LoopError, Pace, RecvPlan};
 use crate::perf::report::SizeResult;
 use crate::session::connect::Heartbeat;
 use crate::session::protocol::{Channel, Message};
@@ -101,6 +101,9 @@ impl<'a> Step<'a> {
         ch.send(&Message::Ready { size })?;
         ch.recv("ready")?;
         let counters_before = self.counters.as_ref().map(PortCounters::snapshot);
+        if self.role.sends && self.spec.rdma().is_some_and(|r| r.warm_up) {
+            self.warm_up(conns, size32, slots).map_err(|e| self.failed(e, ch, size))?;
+        }
         let cpu_before = CpuSnapshot::now();
         let mut local = SizeResult { size, ..Default::default() };
         let measured = match self.spec.kind.measure {
@@ -172,7 +175,33 @@ impl<'a> Step<'a> {
             peak: run.duration().is_none() && iters <= 20_000 && !blocking,
             timeout: self.local.timeout,
             events: self.queues.events,
+            pace: (self.spec.rdma().and_then(|r| r.rate_limit))
+                .map(|l| Pace { burst: l.burst, gap_ns: l.gap_ns(u64::from(size)) }),
         }
+    }
+
+    /// perftest's `--perform_warm_up`: a full send queue of signaled requests on each
+    /// QP, all waited for, outside the measured window.
+    ///
+    /// # Errors
+    /// A failed post or completion.
+    pub(crate) fn warm_up<C: Connection>(
+        &self,
+        conns: &mut [C],
+        size: u32,
+        slots: u32,
+    ) -> Result<(), Error> {
+        let plan = BwPlan {
+            iters: u64::from(self.queues.tx_depth),
+            duration: None,
+            cq_mod: 1,
+            post_list: 1,
+            peak: false,
+            pace: None,
+            ..self.bw_plan(size, slots, C::BLOCKING_POLL)
+        };
+        loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv)?;
+        Ok(())
     }
 
     /// How a latency loop runs `size`.
@@ -186,6 +215,7 @@ impl<'a> Step<'a> {
             timeout: self.local.timeout,
             events: self.queues.events,
             recv_posted: u64::from(self.queues.rx_depth),
+            keep_samples: self.local.keep_samples,
         }
     }
 
@@ -260,9 +290,10 @@ impl<'a> Step<'a> {
             None => self.lat_loop(ch, conn, &plan, loops::CountedSampler::new(&plan))?,
             Some(_) => self.lat_loop(ch, conn, &plan, loops::TimedSampler::new(&plan))?,
         };
-        if let Some(rec) = rec.filter(|_| self.role.initiates) {
+        if let Some(mut rec) = rec.filter(|_| self.role.initiates) {
             local.iterations = rec.count();
             local.lat = Some(rec.stats());
+            local.samples_ns = rec.take_samples();
         }
         Ok(())
     }

@@ -249,6 +249,8 @@ pub struct LatencyRecorder {
     sum_sq: f64,
     min: u64,
     max: u64,
+    /// Every sample in the order it came (`-H`, `-U`; None: not kept).
+    samples: Option<Vec<u64>>,
 }
 
 impl Default for LatencyRecorder {
@@ -262,6 +264,7 @@ impl Default for LatencyRecorder {
             sum_sq: 0.0,
             min: u64::MAX,
             max: 0,
+            samples: None,
         }
     }
 }
@@ -303,6 +306,19 @@ impl LatencyRecorder {
         self.sum_sq += x * x;
         self.min = self.min.min(ns);
         self.max = self.max.max(ns);
+        if let Some(s) = &mut self.samples {
+            s.push(ns);
+        }
+    }
+
+    /// Keeps every sample from now on, in order, with room for `expected` (`-H`, `-U`).
+    pub fn keep_samples(&mut self, expected: usize) {
+        self.samples = Some(Vec::with_capacity(expected));
+    }
+
+    /// The samples kept, in order, ns (None unless [`keep_samples`](Self::keep_samples)).
+    pub fn take_samples(&mut self) -> Option<Vec<u64>> {
+        self.samples.take()
     }
 
     /// Number of samples.

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use crate::engine::Outcome;
 use crate::error::{Error, ErrorKind};
-use crate::spec::{Figure, Output, RunLength, TestSpec};
+use crate::spec::{Figure, Output, RunLength, SampleOrder, TestSpec};
 
 use super::report::{self, RunReport};
 
@@ -29,7 +29,12 @@ pub fn finish(
     if report.params.is_some() {
         match output.only {
             Some(figure) => print_figures(figure, &report, output.report_gbits, out)?,
-            None => print_table(spec, &report, output.report_gbits, out)?,
+            None => {
+                if let Some(order) = output.samples {
+                    print_samples(order, &report, out)?;
+                }
+                print_table(spec, &report, output.report_gbits, out)?;
+            }
         }
     }
     if let Some(path) = &output.json {
@@ -75,6 +80,39 @@ fn print_figures(
     write_text(out, &text)
 }
 
+/// `-H`/`-U`: each size's samples as perftest lists them (`#, usec`, then `N, value`
+/// a line), sorted or in run order. perftest leaves its two largest out of `-H`'s
+/// list; every sample is listed here.
+fn print_samples(order: SampleOrder, report: &RunReport, out: &mut dyn Write) -> Result<(), Error> {
+    let mut text = String::new();
+    for r in &report.results {
+        let Some(samples) = &r.samples_ns else { continue };
+        let mut listed = samples.clone();
+        if order == SampleOrder::Sorted {
+            listed.sort_unstable();
+        }
+        text.push_str("#, usec\n");
+        for (i, ns) in listed.iter().enumerate() {
+            text.push_str(&format!("{}, {}\n", i + 1, shortest(*ns as f64 / 1000.0)));
+        }
+    }
+    write_text(out, &text)
+}
+
+/// C's `%g`: six significant digits, no trailing zeros.
+fn shortest(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let digits = 5 - v.abs().log10().floor() as i32;
+    let s = format!("{v:.*}", digits.clamp(0, 17) as usize);
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
 fn print_table(
     spec: &TestSpec,
     report: &RunReport,
@@ -113,6 +151,21 @@ mod tests {
         let mut out = Vec::new();
         print_figures(figure, &report, gbits, &mut out).unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn samples_list_as_perftests_report_histogram() {
+        let mut report = RunReport::new("write_lat", "client", "test".into());
+        let samples = Some(vec![3_500, 1_250, 12_345_678]);
+        report.results = vec![SizeResult { size: 2, samples_ns: samples, ..Default::default() }];
+        let list = |order| {
+            let mut out = Vec::new();
+            print_samples(order, &report, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(list(SampleOrder::Unsorted), "#, usec\n1, 3.5\n2, 1.25\n3, 12345.7\n");
+        assert_eq!(list(SampleOrder::Sorted), "#, usec\n1, 1.25\n2, 3.5\n3, 12345.7\n");
+        assert_eq!((shortest(0.123456789), shortest(100.0)), ("0.123457".into(), "100".into()));
     }
 
     #[test]

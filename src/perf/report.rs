@@ -42,6 +42,10 @@ pub struct SizeResult {
     /// This side's port counters over the size (`-W`); never the peer's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<super::counters::CounterChanges>,
+    /// Every latency sample in run order, ns (`-H`, `-U`, on the measuring side): printed,
+    /// never sent or written (JSON keeps the histogram).
+    #[serde(skip)]
+    pub samples_ns: Option<Vec<u64>>,
 }
 
 /// The outcome of `--validate` for one size.
@@ -156,6 +160,21 @@ pub struct EffectiveParams {
     /// See `qp_timeout`.
     #[serde(default)]
     pub retry_count: Option<u8>,
+    /// The path's class (verbs; null otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathParams>,
+    /// The sender's software pacing (`--rate_limit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<crate::spec::RateLimit>,
+    /// A full send queue, unmeasured, before each size (`--perform_warm_up`).
+    #[serde(default)]
+    pub warm_up: bool,
+    /// Buffers registered for on-demand paging (`--odp`).
+    #[serde(default)]
+    pub odp: bool,
+    /// Buffers in huge pages (`--use_hugepages`).
+    #[serde(default)]
+    pub hugepages: bool,
     /// Event mode.
     pub events: bool,
     /// Both directions.
@@ -173,6 +192,18 @@ pub struct EffectiveParams {
     /// TCP tests: streams, the socket buffer granted (null: autotuning), TCP_NODELAY.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpEffective>,
+}
+
+/// The class of a verbs path as the queue pair holds it after connecting (read back
+/// with `ibv_query_qp`; set, for UD, whose QPs have no path).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathParams {
+    /// Service level (`-S`).
+    pub sl: u8,
+    /// GRH traffic class (`--tclass`).
+    pub traffic_class: u8,
+    /// GRH flow label (`--flow_label`).
+    pub flow_label: u32,
 }
 
 /// A TCP test's socket set-up as it ran.
@@ -308,6 +339,13 @@ fn rdma_header(spec: &TestSpec, p: &EffectiveParams, role: &str) -> String {
     if let Some(g) = p.gid_index {
         let _ = writeln!(o, " GID index       : {g}");
     }
+    if let Some(c) = p.path.filter(|c| *c != PathParams::default()) {
+        let _ = writeln!(
+            o,
+            " Service level   : {}\t\tTraffic class  : {}\tFlow label : {}",
+            c.sl, c.traffic_class, c.flow_label
+        );
+    }
     match test.verb {
         Verb::Read | Verb::Atomic => {
             let _ = writeln!(o, " Outstand reads  : {}", p.outs);
@@ -318,6 +356,23 @@ fn rdma_header(spec: &TestSpec, p: &EffectiveParams, role: &str) -> String {
     }
     if let Some(a) = &p.atomic_type {
         let _ = writeln!(o, " Atomic type     : {a}");
+    }
+    if let Some(l) = &p.rate_limit {
+        let _ = writeln!(
+            o,
+            " Rate limiter    : SW, {} in bursts of {} messages",
+            l.describe(),
+            l.burst
+        );
+    }
+    if p.hugepages {
+        let _ = writeln!(o, " Huge pages      : ON (buffers in MAP_HUGETLB pages)");
+    }
+    if p.odp {
+        let _ = writeln!(o, " ODP             : ON (buffers paged in on demand, not pinned)");
+    }
+    if p.warm_up {
+        let _ = writeln!(o, " Warm up         : ON (a send queue per QP before each size)");
     }
     let _ = writeln!(o, " rdma_cm QPs\t : {}", if p.rdma_cm { "ON" } else { "OFF" });
     let _ = writeln!(o, " Data ex. method : Ethernet");

@@ -280,7 +280,11 @@ impl Test<'_, '_> {
         let mut last = BwReport::default();
         for &size in &spec.sizes {
             let before = self.window();
-            let plan = self.step.bw_plan(Self::size32(size)?, self.layout.slots(size), false);
+            let (size32, slots) = (Self::size32(size)?, self.layout.slots(size));
+            if spec.rdma().is_some_and(|r| r.warm_up) {
+                self.step.warm_up(&mut self.conns, size32, slots)?;
+            }
+            let plan = self.step.bw_plan(size32, slots, false);
             let outcome = loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv)?;
             let (total, per_qp, iterations) = bw_result(size, &outcome, &spec.run);
             let mut r = SizeResult { size, iterations, bw: Some(total), ..Default::default() };
@@ -424,11 +428,17 @@ impl Test<'_, '_> {
         self.close()
     }
 
-    fn push_latency(&mut self, size: u64, rec: crate::measure::LatencyRecorder, before: &Window) {
+    fn push_latency(
+        &mut self,
+        size: u64,
+        mut rec: crate::measure::LatencyRecorder,
+        before: &Window,
+    ) {
         let mut r = SizeResult {
             size,
             iterations: rec.count(),
             lat: Some(rec.stats()),
+            samples_ns: rec.take_samples(),
             ..Default::default()
         };
         let cost = Some(cpu_cost(&before.cpu, &r, self.step.mhz));

@@ -152,6 +152,7 @@ fn config(args: &ServeArgs) -> Result<Config, Error> {
         // serve's log is its progress.
         quiet: true,
         counters: None,
+        keep_samples: false,
     };
     Ok(Config { local, max_memory, max_time })
 }

@@ -209,6 +209,79 @@ pub struct RdmaSpec {
     /// RC transport retries before `IBV_WC_RETRY_EXC_ERR` (`--retry_count`).
     #[serde(default = "default_retry_count")]
     pub retry_count: u8,
+    /// Service level (`-S`).
+    #[serde(default)]
+    pub sl: u8,
+    /// GRH traffic class (`--tclass`; RoCE v2: the IP header's DSCP and ECN).
+    #[serde(default)]
+    pub traffic_class: u8,
+    /// GRH flow label (`--flow_label`).
+    #[serde(default)]
+    pub flow_label: u32,
+    /// The sender's software pacing (`--rate_limit`; None: as fast as it goes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
+    /// A full send queue on each QP, unmeasured, before each size (`--perform_warm_up`).
+    #[serde(default)]
+    pub warm_up: bool,
+    /// Buffers registered for on-demand paging, not pinned (`--odp`).
+    #[serde(default)]
+    pub odp: bool,
+    /// Buffers in huge pages (`--use_hugepages`).
+    #[serde(default)]
+    pub hugepages: bool,
+}
+
+/// perftest's software rate limiter (`--rate_limit`, `--rate_units`, `--burst_size`):
+/// the sender posts `burst` messages back to back, then waits for the next burst's
+/// time, so the average meets `rate`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RateLimit {
+    /// The limit, in `units`.
+    pub rate: f64,
+    /// What `rate` counts.
+    pub units: RateUnits,
+    /// Messages per burst (perftest's default: the send queue depth).
+    pub burst: u32,
+}
+
+/// `--rate_units`: perftest's `M`, `g`, `p`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateUnits {
+    /// MiB/s (2^20 B/s), perftest's `M`.
+    MibPerSec,
+    /// Gb/s (10^9 bit/s), perftest's `g` and default.
+    GbitPerSec,
+    /// Messages per second, perftest's `p`.
+    MsgPerSec,
+}
+
+impl RateLimit {
+    /// Messages per second at `size` bytes.
+    pub fn messages_per_sec(&self, size: u64) -> f64 {
+        let size = size.max(1) as f64;
+        match self.units {
+            RateUnits::MibPerSec => self.rate * 1_048_576.0 / size,
+            RateUnits::GbitPerSec => self.rate * 1e9 / (8.0 * size),
+            RateUnits::MsgPerSec => self.rate,
+        }
+    }
+
+    /// Time from one burst's start to the next at `size` bytes, ns (saturating).
+    pub fn gap_ns(&self, size: u64) -> u64 {
+        (f64::from(self.burst) / self.messages_per_sec(size) * 1e9) as u64
+    }
+
+    /// `4 MiB/s`, `10 Gb/s`, `1000 msg/s`.
+    pub fn describe(&self) -> String {
+        let unit = match self.units {
+            RateUnits::MibPerSec => "MiB/s",
+            RateUnits::GbitPerSec => "Gb/s",
+            RateUnits::MsgPerSec => "msg/s",
+        };
+        format!("{} {unit}", self.rate)
+    }
 }
 
 /// perftest's `-u` default: 4.096 µs × 2^14 ≈ 67 ms.
@@ -407,6 +480,8 @@ pub struct Local {
     pub quiet: bool,
     /// The port counters read around each size (`-W`; None: none).
     pub counters: Option<crate::perf::counters::CounterSelection>,
+    /// Keep every latency sample, in order, for `-H`/`-U` to print.
+    pub keep_samples: bool,
 }
 
 impl Default for Local {
@@ -423,6 +498,7 @@ impl Default for Local {
             auth: None,
             quiet: false,
             counters: None,
+            keep_samples: false,
         }
     }
 }
@@ -442,6 +518,17 @@ pub struct Output {
     pub min_msg_rate: Option<f64>,
     /// Print only this figure, one line per size (perftest's `--output`).
     pub only: Option<Figure>,
+    /// Print every latency sample before the table (`-H` sorted, `-U` in run order).
+    pub samples: Option<SampleOrder>,
+}
+
+/// How `-H` and `-U` list a size's latency samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SampleOrder {
+    /// `-H`: smallest first.
+    Sorted,
+    /// `-U`: as they came.
+    Unsorted,
 }
 
 /// The one figure `--output` prints per size, as perftest's `%lf`, for scripts.

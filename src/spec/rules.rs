@@ -51,6 +51,24 @@ pub struct RdmaRequest {
     pub qp_timeout: Option<u8>,
     /// `--retry_count`.
     pub retry_count: Option<u8>,
+    /// `-S`.
+    pub sl: Option<u8>,
+    /// `--tclass`.
+    pub traffic_class: Option<u8>,
+    /// `--flow_label`.
+    pub flow_label: Option<u32>,
+    /// `--rate_limit`.
+    pub rate_limit: Option<f64>,
+    /// `--rate_units`.
+    pub rate_units: Option<super::RateUnits>,
+    /// `--burst_size`.
+    pub burst_size: Option<u32>,
+    /// `--perform_warm_up`.
+    pub warm_up: bool,
+    /// `--odp`.
+    pub odp: bool,
+    /// `--use_hugepages`.
+    pub hugepages: bool,
     /// `-I`.
     pub inline_size: Option<u32>,
     /// `-Q`.
@@ -249,10 +267,37 @@ pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
             mtu: r.mtu,
             qp_timeout: r.qp_timeout.unwrap_or(super::DEFAULT_QP_TIMEOUT),
             retry_count: r.retry_count.unwrap_or(super::DEFAULT_RETRY_COUNT),
+            sl: r.sl.unwrap_or(0),
+            traffic_class: r.traffic_class.unwrap_or(0),
+            flow_label: r.flow_label.unwrap_or(0),
+            rate_limit: rate_limit(r, bw, tx_depth)?,
+            warm_up: r.warm_up,
+            odp: r.odp,
+            hugepages: r.hugepages,
         }),
     };
     spec.validate()?;
     Ok(spec)
+}
+
+/// `--rate_limit` with its units and burst (perftest's defaults: Gb/s, a burst of the
+/// send queue's depth); the units and burst only with a limit, as perftest.
+fn rate_limit(r: &RdmaRequest, bw: bool, tx_depth: u32) -> Result<Option<super::RateLimit>, Error> {
+    let Some(rate) = r.rate_limit else {
+        return match (r.rate_units, r.burst_size) {
+            (Some(_), _) => Err(Error::usage("--rate_units: only with --rate_limit")),
+            (_, Some(_)) => Err(Error::usage("--burst_size: only with --rate_limit")),
+            _ => Ok(None),
+        };
+    };
+    if !bw {
+        return Err(Error::usage("--rate_limit: paces a bandwidth test's sends"));
+    }
+    Ok(Some(super::RateLimit {
+        rate,
+        units: r.rate_units.unwrap_or(super::RateUnits::GbitPerSec),
+        burst: r.burst_size.unwrap_or(tx_depth),
+    }))
 }
 
 /// Applies the TCP tests' defaults to `r` and checks the result.
@@ -450,6 +495,10 @@ impl TestSpec {
         check(r.cq_mod <= t, || format!("-Q {}: more than the send queue (-t {t})", r.cq_mod))?;
         check(r.qp_timeout <= 31, || format!("-u {}: between 0 and 31", r.qp_timeout))?;
         check(r.retry_count <= 7, || format!("--retry_count {}: between 0 and 7", r.retry_count))?;
+        check(r.sl <= 15, || format!("-S {}: a service level is 0 to 15", r.sl))?;
+        check(r.flow_label <= 0xF_FFFF, || {
+            format!("--flow_label {}: a flow label is 20 bits (at most 1048575)", r.flow_label)
+        })?;
         check(r.outs.is_none_or(|o| (1..=255).contains(&o)), || {
             format!("-o {}: between 1 and 255", r.outs.unwrap_or(0))
         })?;
@@ -487,6 +536,31 @@ impl TestSpec {
         }
         check(!(r.rdma_cm && r.service == Service::Ud), || {
             "-R: rdma_cm connects RC or UC queue pairs".into()
+        })?;
+        if let Some(l) = r.rate_limit {
+            check(l.rate.is_finite() && l.rate > 0.0, || {
+                format!("--rate_limit {}: a rate above 0", l.rate)
+            })?;
+            check((1..=1 << 20).contains(&l.burst), || {
+                format!("--burst_size {}: between 1 and 1048576 messages", l.burst)
+            })?;
+            check(self.kind.measure == Measure::Bw, || {
+                "--rate_limit: paces a bandwidth test's sends".into()
+            })?;
+        }
+        if r.warm_up {
+            check(self.kind.measure == Measure::Bw && self.kind.verb != Verb::Send, || {
+                "--perform_warm_up: write, read and atomic bandwidth tests warm up (as perftest)"
+                    .into()
+            })?;
+            check(!(self.validate && self.kind.verb == Verb::Atomic), || {
+                "--perform_warm_up with --validate: the warm-up's adds would join the checked sum"
+                    .into()
+            })?;
+        }
+        let classed = r.sl != 0 || r.traffic_class != 0 || r.flow_label != 0;
+        check(!(r.rdma_cm && classed), || {
+            "-S, --tclass, --flow_label: not with -R yet (rdma_cm resolves the path itself)".into()
         })
     }
 }
@@ -503,7 +577,12 @@ fn nd_rules(kind: TestKind, r: &RdmaSpec) -> Result<(), Error> {
         )
     })?;
     check(!r.rdma_cm, || "-R: NetworkDirect connects through its own connector; drop -R".into())?;
-    check(r.mtu.is_none(), || "-m: NetworkDirect does not set the path MTU".into())
+    check(r.mtu.is_none(), || "-m: NetworkDirect does not set the path MTU".into())?;
+    check(r.sl == 0 && r.traffic_class == 0 && r.flow_label == 0, || {
+        "-S, --tclass, --flow_label: NetworkDirect does not set a path's class".into()
+    })?;
+    check(!r.odp, || "--odp: NetworkDirect registers memory its own way (pinned)".into())?;
+    check(!r.hugepages, || "--use_hugepages: not with NetworkDirect (Linux's MAP_HUGETLB)".into())
 }
 
 /// What NetworkDirect cannot take from this side's own flags.

@@ -51,6 +51,17 @@ fn perftest_defaults_per_test() {
         RdmaRequest { qp_timeout: Some(10), retry_count: Some(2), ..Default::default() };
     let c = spec(WRITE_BW, fast_fail);
     assert_eq!((rdma(&c).qp_timeout, rdma(&c).retry_count), (10, 2));
+    // perftest's rate limiter: Gb/s and a burst of the send queue unless asked.
+    let paced = spec(WRITE_BW, RdmaRequest { rate_limit: Some(10.0), ..Default::default() });
+    let l = rdma(&paced).rate_limit.unwrap();
+    assert_eq!((l.units, l.burst), (RateUnits::GbitPerSec, 128));
+    // 10 Gb/s of 64 KiB: 19073.5 messages/s, a burst of 128 every 6.71 ms.
+    assert!((l.messages_per_sec(65536) - 1e10 / 8.0 / 65536.0).abs() < 1e-6);
+    assert_eq!(l.gap_ns(65536), 6_710_886);
+    let m = crate::spec::RateLimit { rate: 4.0, units: RateUnits::MibPerSec, burst: 4 };
+    assert_eq!(m.gap_ns(65536), 62_500_000);
+    let p = crate::spec::RateLimit { rate: 1000.0, units: RateUnits::MsgPerSec, burst: 5 };
+    assert_eq!((p.gap_ns(2), p.gap_ns(1 << 20)), (5_000_000, 5_000_000));
 }
 
 #[test]
@@ -206,6 +217,43 @@ fn invalid_combinations_are_one_clear_line() {
         (WRITE_BW, RdmaRequest { tx_depth: Some(0), ..d() }, "-t 0"),
         (WRITE_BW, RdmaRequest { qp_timeout: Some(32), ..d() }, "-u 32: between 0 and 31"),
         (SEND_BW, RdmaRequest { retry_count: Some(8), ..d() }, "--retry_count 8: between 0 and 7"),
+        (WRITE_BW, RdmaRequest { sl: Some(16), ..d() }, "-S 16: a service level is 0 to 15"),
+        (WRITE_BW, RdmaRequest { flow_label: Some(1 << 20), ..d() }, "a flow label is 20 bits"),
+        (WRITE_BW, RdmaRequest { sl: Some(1), rdma_cm: true, ..d() }, "not with -R yet"),
+        (
+            WRITE_BW,
+            RdmaRequest { traffic_class: Some(8), backend: Some(Backend::Nd), ..d() },
+            "NetworkDirect does not set a path's class",
+        ),
+        (WRITE_BW, RdmaRequest { rate_limit: Some(0.0), ..d() }, "--rate_limit 0: a rate above 0"),
+        (WRITE_BW, RdmaRequest { rate_limit: Some(f64::NAN), ..d() }, "a rate above 0"),
+        (WRITE_LAT, RdmaRequest { rate_limit: Some(1.0), ..d() }, "paces a bandwidth test"),
+        (
+            WRITE_BW,
+            RdmaRequest { burst_size: Some(8), ..d() },
+            "--burst_size: only with --rate_limit",
+        ),
+        (
+            WRITE_BW,
+            RdmaRequest { rate_units: Some(RateUnits::MsgPerSec), ..d() },
+            "--rate_units: only",
+        ),
+        (
+            WRITE_BW,
+            RdmaRequest { rate_limit: Some(1.0), burst_size: Some(0), ..d() },
+            "--burst_size 0: between 1 and 1048576",
+        ),
+        (
+            SEND_BW,
+            RdmaRequest { warm_up: true, ..d() },
+            "--perform_warm_up: write, read and atomic",
+        ),
+        (WRITE_LAT, RdmaRequest { warm_up: true, ..d() }, "--perform_warm_up"),
+        (
+            ATOMIC_BW,
+            RdmaRequest { warm_up: true, validate: true, ..d() },
+            "would join the checked sum",
+        ),
         (
             ATOMIC_BW,
             RdmaRequest { backend: Some(Backend::Nd), ..d() },

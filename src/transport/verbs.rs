@@ -7,9 +7,9 @@ use std::time::Duration;
 use ffi::verbs::{
     Access, AddressHandle, AddressVector, CmConnection, CompletionQueue, ConnectRequest, Context,
     DeviceList, Error as VerbsError, GenericQueuePair, InitAttr, LocalSlice, MemoryRegion, Mtu,
-    PreparedSend, ProtectionDomain, QpCaps, QpEndpoint, QpState, QpType, QueuePair, RemoteBuffer,
-    ResolvedRoute, RtrAttr, RtsAttr, SendOp, SendRequest, UdDest, WcOpcode, WcStatus, DEFAULT_QKEY,
-    GRH_LEN, MAX_POST_LIST,
+    PathClass, PreparedSend, ProtectionDomain, QpCaps, QpEndpoint, QpState, QpType, QueuePair,
+    RemoteBuffer, ResolvedRoute, RtrAttr, RtsAttr, SendOp, SendRequest, UdDest, WcOpcode, WcStatus,
+    DEFAULT_QKEY, GRH_LEN, MAX_POST_LIST,
 };
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +43,62 @@ pub struct VerbsOptions {
     pub qp_timeout: u8,
     /// RC retries (`--retry_count`).
     pub retry_count: u8,
+    /// Service level, traffic class, flow label (`-S`, `--tclass`, `--flow_label`).
+    pub class: PathClass,
+    /// Register buffers for on-demand paging (`--odp`), which the device must offer
+    /// for this transport and these operations.
+    pub odp: Option<OdpNeed>,
+    /// Buffers in huge pages (`--use_hugepages`).
+    pub hugepages: bool,
+}
+
+/// What `--odp` needs of the device: on-demand paging for `service`'s queue pairs,
+/// covering `ops` (`IBV_ODP_SUPPORT_*` bits: send 1, receive 2, write 4, read 8,
+/// atomic 16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OdpNeed {
+    /// RC, UC or UD.
+    pub service: Service,
+    /// The operations the buffers serve.
+    pub ops: u32,
+}
+
+/// The system's default huge page (`Hugepagesize` in /proc/meminfo; 2 MiB, x86's,
+/// where it is not said).
+fn huge_page_size() -> usize {
+    meminfo("Hugepagesize").map_or(2 << 20, |kib| (kib as usize) << 10)
+}
+
+/// A number from /proc/meminfo (`Hugepagesize:    2048 kB` gives 2048).
+fn meminfo(key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.split(':').next() == Some(key))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether `context` pages memory on demand for `need`; the refusal names what lacks.
+fn check_odp(context: &Context, need: OdpNeed) -> Result<(), TransportError> {
+    let caps = context.odp_caps()?;
+    let name = context.name();
+    if !caps.supported {
+        return Err(TransportError::Unsupported(format!(
+            "--odp: {name} has no on-demand paging (ibv_query_device_ex: no IBV_ODP_SUPPORT)"
+        )));
+    }
+    let have = match need.service {
+        Service::Rc => caps.rc,
+        Service::Uc => caps.uc,
+        Service::Ud => caps.ud,
+    };
+    if have & need.ops != need.ops {
+        return Err(TransportError::Unsupported(format!(
+            "--odp: {name}'s on-demand paging for {} covers operations {have:#x}, this test needs {:#x} \
+             (send 1, receive 2, write 4, read 8, atomic 16)",
+            need.service.name(),
+            need.ops
+        )));
+    }
+    Ok(())
 }
 
 /// An opened verbs device and port.
@@ -54,6 +110,11 @@ pub struct VerbsTransport {
     local: QpEndpoint,
     qp_timeout: u8,
     retry_count: u8,
+    class: PathClass,
+    /// How buffers are registered (with `ON_DEMAND` under `--odp`).
+    access: Access,
+    /// Buffers in huge pages of this size (`--use_hugepages`).
+    huge_page: Option<usize>,
     mtu: Mtu,
     /// Why `mtu` is not the port's active MTU, when a device erratum lowered it.
     mtu_erratum: Option<&'static str>,
@@ -117,6 +178,9 @@ impl VerbsTransport {
                 .ok_or_else(|| TransportError::NoDevice("no RDMA device found".into()))?,
         };
         let context = device.open()?;
+        if let Some(need) = opts.odp {
+            check_odp(&context, need)?;
+        }
         let dev = context.query_device()?;
         let port_attr = context.query_port(opts.port)?;
         let gid_index = match opts.gid_index {
@@ -148,6 +212,9 @@ impl VerbsTransport {
             pd,
             qp_timeout: opts.qp_timeout,
             retry_count: opts.retry_count,
+            class: opts.class,
+            access: if opts.odp.is_some() { Access::ALL | Access::ON_DEMAND } else { Access::ALL },
+            huge_page: opts.hugepages.then(huge_page_size),
             port: opts.port,
             gid_index,
             mtu,
@@ -179,6 +246,11 @@ impl VerbsTransport {
     /// The device context.
     pub fn context(&self) -> &Context {
         &self.context
+    }
+
+    /// The class set on every path (`-S`, `--tclass`, `--flow_label`).
+    pub fn class(&self) -> PathClass {
+        self.class
     }
 
     /// Outstanding RDMA reads/atomics each QP allows.
@@ -230,7 +302,15 @@ impl VerbsTransport {
                 p.local.service, peer.service
             )));
         }
-        let av = AddressVector::to_peer(&peer.qp, self.port, self.gid_index);
+        let av = AddressVector::to_peer(&peer.qp, self.port, self.gid_index)
+            .with_class(self.class)
+            .ok_or_else(|| {
+                TransportError::Unsupported(
+                    "--tclass and --flow_label travel in the GRH, and this path has none \
+                     (InfiniBand routed by LID: give -x)"
+                        .into(),
+                )
+            })?;
         let mut ah = None;
         if p.local.service == Service::Ud {
             p.qp.to_rtr(None)?;
@@ -370,7 +450,18 @@ impl Transport for VerbsTransport {
             .build_extended_or_basic()?;
         qp.to_init(&InitAttr::new(self.port))?;
         let extra = if cfg.service == Service::Ud { GRH_LEN } else { 0 };
-        let mr = self.pd.reg_mr(cfg.buf_len + extra, Access::ALL)?;
+        let len = cfg.buf_len + extra;
+        let mr = match self.huge_page {
+            None => self.pd.reg_mr(len, self.access)?,
+            Some(page) => self.pd.reg_mr_huge(len, self.access, page).map_err(|e| {
+                TransportError::Unsupported(format!(
+                    "--use_hugepages: {e}: reserve huge pages (sysctl vm.nr_hugepages; \
+                     {} KiB each, {} free now)",
+                    page >> 10,
+                    meminfo("HugePages_Free").unwrap_or(0)
+                ))
+            })?,
+        };
         let local = VerbsEndpoint {
             qp: qp.endpoint(self.local.lid, self.local.gid, fresh_psn()),
             buffer: mr.remote(),

@@ -36,6 +36,20 @@ impl Drop for ContextInner {
     }
 }
 
+/// A device's on-demand paging (`struct ibv_odp_caps`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OdpCaps {
+    /// `IBV_ODP_SUPPORT`: the device pages memory in on demand at all.
+    pub supported: bool,
+    /// `IBV_ODP_SUPPORT_*` bits for RC: send 1, receive 2, write 4, read 8, atomic 16,
+    /// SRQ receive 32.
+    pub rc: u32,
+    /// The same for UC.
+    pub uc: u32,
+    /// The same for UD.
+    pub ud: u32,
+}
+
 /// Attributes of a device (`struct ibv_device_attr`), copied into plain Rust values.
 #[derive(Clone, Debug, Default)]
 #[allow(missing_docs)] // field names and meanings are those of ibv_query_device(3)
@@ -127,6 +141,33 @@ impl Context {
     /// The device name this context was opened on.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// What on-demand paging the device offers (`ibv_query_device_ex(3)`'s
+    /// `odp_caps`).
+    ///
+    /// # Errors
+    /// `ibv_query_device_ex` with its errno.
+    pub fn odp_caps(&self) -> Result<OdpCaps, Error> {
+        let mut attr = MaybeUninit::<sys::ibv_device_attr_ex>::zeroed();
+        // SAFETY: live context; no input (a null `input` asks for the basic attributes
+        // and odp_caps); `attr` is zeroed writable storage of the right type, so a
+        // provider without the extended query leaves odp_caps at zero.
+        let rc = unsafe {
+            sys::ibv_query_device_ex(self.inner.raw.as_ptr(), std::ptr::null(), attr.as_mut_ptr())
+        };
+        if rc != 0 {
+            return Err(Error::from_errno("ibv_query_device_ex", rc).on(self.name()));
+        }
+        // SAFETY: zeroed before, filled (or left zero) by the call.
+        let odp = unsafe { attr.assume_init() }.odp_caps;
+        let support = u64::from(sys::ibv_odp_general_caps::IBV_ODP_SUPPORT.0);
+        Ok(OdpCaps {
+            supported: odp.general_caps & support != 0,
+            rc: odp.per_transport_caps.rc_odp_caps,
+            uc: odp.per_transport_caps.uc_odp_caps,
+            ud: odp.per_transport_caps.ud_odp_caps,
+        })
     }
 
     /// `ibv_query_device(3)`.

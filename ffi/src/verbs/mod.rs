@@ -20,7 +20,7 @@ pub mod sys;
 
 pub use ah::AddressHandle;
 pub use cm::{CmConnection, CmListener, ConnectRequest, ResolvedRoute};
-pub use context::{Context, DeviceAttr, GidEntry, PortAttr};
+pub use context::{Context, DeviceAttr, GidEntry, OdpCaps, PortAttr};
 pub use cq::{Completion, CompletionChannel, CompletionQueue, WcOpcode, WcStatus};
 pub use device::{Device, DeviceList};
 pub use error::Error;
@@ -28,9 +28,9 @@ pub use mr::{Access, LocalSlice, MemoryRegion};
 pub use pd::ProtectionDomain;
 pub use qp::{
     AddressVector, BasicQueuePair, ExtendedQpError, ExtendedQueuePair, GenericQueuePair,
-    GlobalRoute, InitAttr, Mtu, PreparedSend, QpCaps, QpState, QpType, QueuePair, QueuePairBuilder,
-    RtrAttr, RtsAttr, SendBatch, SendFlags, SendOp, SendRequest, UdDest, DEFAULT_QKEY, GRH_LEN,
-    MAX_POST_LIST, MAX_SGE,
+    GlobalRoute, InitAttr, Mtu, PathClass, PreparedSend, QpCaps, QpState, QpType, QueuePair,
+    QueuePairBuilder, RtrAttr, RtsAttr, SendBatch, SendFlags, SendOp, SendRequest, UdDest,
+    DEFAULT_QKEY, GRH_LEN, MAX_POST_LIST, MAX_SGE,
 };
 
 pub use crate::types::{Gid, Guid, QpEndpoint, RangeError, RemoteBuffer, RemoteSlice};

@@ -24,6 +24,11 @@ impl Access {
     pub const REMOTE_READ: Access = Access(sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0);
     /// Peers may run atomics on it.
     pub const REMOTE_ATOMIC: Access = Access(sys::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC.0);
+    /// Pages are faulted in by the device as it touches them, not pinned at
+    /// registration (on-demand paging; only where [`Context::odp_caps`] says so).
+    ///
+    /// [`Context::odp_caps`]: super::Context::odp_caps
+    pub const ON_DEMAND: Access = Access(sys::ibv_access_flags::IBV_ACCESS_ON_DEMAND.0);
     /// Everything a benchmark buffer needs.
     pub const ALL: Access = Access(
         Self::LOCAL_WRITE.0 | Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0,
@@ -96,6 +101,29 @@ impl ProtectionDomain {
             PageBuffer::new(len).ok_or_else(|| Error::from_errno("ibv_reg_mr", libc::ENOMEM))?;
         let addr = buffer.ptr;
         // SAFETY: `addr..addr+len` is our allocation; it stays alive (owned by the
+        // region) until after ibv_dereg_mr in Drop.
+        unsafe { self.register(addr, len, access, Some(buffer)) }
+    }
+
+    /// As [`reg_mr`](Self::reg_mr), the bytes in huge pages of `huge_page` bytes
+    /// (the region's length is `len`; the mapping is whole pages).
+    ///
+    /// # Errors
+    /// `mmap(MAP_HUGETLB)` with its errno (ENOMEM: too few huge pages free, see
+    /// `vm.nr_hugepages`); then as [`reg_mr`](Self::reg_mr).
+    pub fn reg_mr_huge(
+        &self,
+        len: usize,
+        access: Access,
+        huge_page: usize,
+    ) -> Result<MemoryRegion, Error> {
+        if len == 0 {
+            return Err(Error::invalid("ibv_reg_mr", "a memory region needs at least one byte"));
+        }
+        let buffer = PageBuffer::huge(len, huge_page)
+            .map_err(|errno| Error::from_errno("mmap(MAP_HUGETLB)", errno))?;
+        let addr = buffer.ptr;
+        // SAFETY: `addr..addr+len` lies in our mapping; it stays mapped (owned by the
         // region) until after ibv_dereg_mr in Drop.
         unsafe { self.register(addr, len, access, Some(buffer)) }
     }

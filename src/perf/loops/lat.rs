@@ -28,6 +28,8 @@ pub struct LatPlan {
     /// Receives posted before the loop (send latency): the loop reposts only while
     /// more messages are due, so none is left behind for the next size of a sweep.
     pub recv_posted: u64,
+    /// Keep every sample, in order, besides the histogram (`-H`, `-U`; `-n` runs).
+    pub keep_samples: bool,
 }
 
 // Both take a time already read: a loop reads the clock once per iteration (under

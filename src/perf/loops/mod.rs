@@ -12,7 +12,7 @@ mod lat;
 mod sampler;
 
 pub use bw::{
-    bw_recv, bw_send, post_receives, send_end_markers, BwOutcome, BwPlan, NoRecv, RecvPlan,
+    bw_recv, bw_send, post_receives, send_end_markers, BwOutcome, BwPlan, NoRecv, Pace, RecvPlan,
     RecvSide, Reposting, Windowed,
 };
 pub use lat::{lat_round_trip, lat_send_pingpong, lat_write_pingpong, LatPlan, PingPong};

@@ -47,13 +47,17 @@ impl CountedSampler {
     }
 
     fn with_room(plan: &LatPlan, room: usize) -> Self {
+        let mut rec = LatencyRecorder::default();
+        if plan.keep_samples {
+            rec.keep_samples(room);
+        }
         CountedSampler {
             stamps: Vec::new(),
             room,
             last: None,
             iters: plan.iters,
             factor: u64::from(plan.rtt_factor.max(1)),
-            rec: LatencyRecorder::default(),
+            rec,
         }
     }
 
@@ -153,7 +157,29 @@ mod tests {
             timeout: Duration::from_secs(1),
             events: false,
             recv_posted: 0,
+            keep_samples: false,
         }
+    }
+
+    #[test]
+    fn kept_samples_come_in_run_order_and_match_the_histogram() {
+        let p = LatPlan { keep_samples: true, ..plan(3, None, 1) };
+        let mut s = CountedSampler::new(&p);
+        for (i, pause) in [30u64, 5, 15].iter().enumerate() {
+            assert!(s.tick(i as u64));
+            std::thread::sleep(Duration::from_millis(*pause));
+        }
+        assert!(!s.tick(3));
+        let mut rec = s.finish();
+        let samples = rec.take_samples().unwrap();
+        assert_eq!(samples.len(), 3);
+        let ms: Vec<u64> = samples.iter().map(|ns| ns / 1_000_000).collect();
+        assert!(ms[0] >= 30 && ms[1] >= 5 && ms[1] < 15 && ms[2] >= 15, "{ms:?}: in run order");
+        assert_eq!(rec.stats().t_max_us, *samples.iter().max().unwrap() as f64 / 1000.0);
+        let mut plain = CountedSampler::new(&plan(1, None, 1));
+        plain.tick(0);
+        plain.tick(1);
+        assert!(plain.finish().take_samples().is_none(), "kept only when asked");
     }
 
     #[test]

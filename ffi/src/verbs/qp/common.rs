@@ -256,6 +256,31 @@ pub trait QueuePair: Send + Sync {
         Ok(QpState::from_raw(attr.qp_state))
     }
 
+    /// The class of the path the QP sends on (`ibv_query_qp(3)`'s address vector), as
+    /// the driver keeps it after RTR.
+    ///
+    /// # Errors
+    /// `ibv_query_qp` with its errno.
+    fn path_class(&self) -> Result<super::PathClass, Error> {
+        let mut attr = zeroed_attr(0);
+        // SAFETY: ibv_qp_init_attr is plain data; all-zero is valid.
+        let mut init: sys::ibv_qp_init_attr = unsafe { MaybeUninit::zeroed().assume_init() };
+        // SAFETY: live QP; both out-structs are valid.
+        let rc = unsafe {
+            sys::ibv_query_qp(self.as_raw(), &mut attr, mask::IBV_QP_AV.0 as i32, &mut init)
+        };
+        if rc != 0 {
+            return Err(Error::from_errno("ibv_query_qp", rc).on(format!("QP {}", self.qp_num())));
+        }
+        let ah = attr.ah_attr;
+        let global = ah.is_global != 0;
+        Ok(super::PathClass {
+            sl: ah.sl,
+            traffic_class: if global { ah.grh.traffic_class } else { 0 },
+            flow_label: if global { ah.grh.flow_label } else { 0 },
+        })
+    }
+
     /// Posts a receive (`ibv_post_recv(3)`) into `local`. On UD, the first
     /// [`GRH_LEN`](super::GRH_LEN) bytes of what arrives are the GRH.
     ///

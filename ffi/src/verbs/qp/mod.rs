@@ -190,7 +190,45 @@ pub struct GlobalRoute {
     pub flow_label: u32,
 }
 
+/// How a path's packets are classed: the service level (InfiniBand's virtual lane, a
+/// VLAN priority on RoCE where the driver maps it) and, in the GRH, the traffic class
+/// (RoCE v2: the IP header's DSCP and ECN) and flow label.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathClass {
+    /// Service level, 0-15.
+    pub sl: u8,
+    /// Traffic class (GRH).
+    pub traffic_class: u8,
+    /// Flow label, 20 bits (GRH).
+    pub flow_label: u32,
+}
+
 impl AddressVector {
+    /// This path with `class`'s service level and, where it has a GRH, its traffic
+    /// class and flow label. Returns None when the class needs a GRH this path lacks
+    /// (InfiniBand routed by LID alone).
+    pub fn with_class(mut self, class: PathClass) -> Option<Self> {
+        self.sl = class.sl;
+        match &mut self.grh {
+            Some(g) => {
+                g.traffic_class = class.traffic_class;
+                g.flow_label = class.flow_label;
+            }
+            None if class.traffic_class != 0 || class.flow_label != 0 => return None,
+            None => {}
+        }
+        Some(self)
+    }
+
+    /// The class of this path.
+    pub fn class(&self) -> PathClass {
+        PathClass {
+            sl: self.sl,
+            traffic_class: self.grh.map_or(0, |g| g.traffic_class),
+            flow_label: self.grh.map_or(0, |g| g.flow_label),
+        }
+    }
+
     /// The path to `peer` from `port`: by LID alone when `sgid_index` is `None`
     /// (InfiniBand), else routed by GID (RoCE, or IB across subnets).
     pub fn to_peer(peer: &QpEndpoint, port: u8, sgid_index: Option<u8>) -> Self {
@@ -330,5 +368,20 @@ mod tests {
         assert_eq!(by_gid.grh.sgid_index, 3);
         // SAFETY: reading the raw bytes of a GID union we just wrote.
         assert_eq!(unsafe { by_gid.grh.dgid.raw }, [9; 16]);
+    }
+
+    #[test]
+    fn a_path_class_rides_in_the_grh_where_there_is_one() {
+        let peer = QpEndpoint { lid: 7, gid: Gid([9; 16]), qpn: 5, psn: 1 };
+        let class = PathClass { sl: 3, traffic_class: 96, flow_label: 0x12345 };
+        let routed = AddressVector::to_peer(&peer, 1, Some(0)).with_class(class).unwrap();
+        assert_eq!(routed.class(), class);
+        let raw = routed.raw();
+        assert_eq!((raw.sl, raw.grh.traffic_class, raw.grh.flow_label), (3, 96, 0x12345));
+        // By LID alone: the service level applies, a traffic class has nowhere to go.
+        let sl_only = PathClass { sl: 5, ..PathClass::default() };
+        let by_lid = AddressVector::to_peer(&peer, 1, None).with_class(sl_only).unwrap();
+        assert_eq!(by_lid.raw().sl, 5);
+        assert!(AddressVector::to_peer(&peer, 1, None).with_class(class).is_none());
     }
 }
