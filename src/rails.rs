@@ -17,7 +17,6 @@ use crate::engine::{self, Side};
 use crate::error::{Error, ErrorKind};
 use crate::inventory::{self, DeviceInfo};
 use crate::perf::report::{bw_in_unit, RunReport};
-use crate::spec::rules::parse_cpu_list;
 use crate::spec::{Local, Measure};
 
 /// One rail: a device, the host its control connection reaches, its port, its CPUs.
@@ -137,7 +136,9 @@ pub fn run(t: &TestArgs, mut rails: Vec<Rail>, out: &mut dyn Write) -> Result<u8
     let warnings = homogeneity(&rails, &infos, t.local.ib_port);
     for (rail, info) in rails.iter_mut().zip(&infos) {
         if rail.cpus.is_empty() {
-            rail.cpus = info.as_ref().and_then(|i| i.numa_node).map(numa_cpus).unwrap_or_default();
+            rail.cpus = (info.as_ref().and_then(|i| i.numa_node))
+                .map(crate::engine::affinity::numa_node_cpus)
+                .unwrap_or_default();
         }
     }
     let _ = writeln!(out, " Multi-rail {} over {} rails:", t.spec.id(), rails.len());
@@ -289,14 +290,6 @@ pub fn homogeneity(rails: &[Rail], infos: &[Option<DeviceInfo>], port: u8) -> Ve
         }
     }
     warnings
-}
-
-/// The CPUs of NUMA node `node` (sysfs), empty if unknown.
-fn numa_cpus(node: u32) -> Vec<usize> {
-    std::fs::read_to_string(format!("/sys/devices/system/node/node{node}/cpulist"))
-        .ok()
-        .and_then(|t| parse_cpu_list(t.trim()).ok())
-        .unwrap_or_default()
 }
 
 /// The per-rail and aggregate table.

@@ -249,6 +249,7 @@ fn rdma_request(rng: &mut Rng) -> RdmaRequest {
         warm_up: rng.chance(10),
         odp: rng.chance(5),
         hugepages: rng.chance(5),
+        run_infinitely: rng.chance(5),
     }
 }
 
@@ -419,6 +420,7 @@ fn size_result(rng: &mut Rng) -> SizeResult {
             port: "rxe0/1".into(),
             changes: [("hw_counters/sent_pkts".to_string(), r.next())].into(),
         }),
+        intervals: maybe(rng, 5, Rng::next),
         samples_ns: None,
     }
 }

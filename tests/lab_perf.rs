@@ -562,6 +562,109 @@ fn lab_every_latency_sample_is_listed_with_h_and_u() {
     assert!(err(&r.client).contains("-H/-U: only latency tests"), "{}", err(&r.client));
 }
 
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_run_infinitely_prints_each_interval_until_sigint_then_the_sum() {
+    use std::io::BufRead;
+    // The rows of `text` that start with the size: the intervals, then the summary.
+    let rows = |text: &str| -> Vec<u64> {
+        text.lines()
+            .filter(|l| l.starts_with(" 65536 "))
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+            .collect()
+    };
+    for stopped in ["client", "server"] {
+        let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
+        let args = |json: &str| -> Vec<String> {
+            ["write-bw", "-p", &port, "-D", "1", "--run_infinitely", "--json", json]
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        };
+        let (cjson, sjson) =
+            (scratch(&format!("inf-c-{port}.json")), scratch(&format!("inf-s-{port}.json")));
+        let server = spawn(&args(sjson.to_str().unwrap()));
+        let mut cargs = args(cjson.to_str().unwrap());
+        cargs.push("127.0.0.1".into());
+        let mut client = spawn(&cargs);
+        // Follow the client's table until three intervals are printed.
+        let stdout = client.stdout.take().unwrap();
+        let (seen, three) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            let mut n = 0;
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.starts_with(" 65536 ") {
+                    n += 1;
+                    if n == 3 {
+                        let _ = seen.send(());
+                    }
+                }
+                text.push_str(&line);
+                text.push('\n');
+            }
+            text
+        });
+        three.recv_timeout(Duration::from_secs(120)).expect("three intervals printed");
+        let pid = if stopped == "client" { client.id() } else { server.id() };
+        let kill = std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status();
+        assert!(kill.unwrap().success());
+        let client = finish(client, Duration::from_secs(60));
+        let server = finish(server, Duration::from_secs(60));
+        let table = reader.join().unwrap();
+        assert_eq!(client.status.code(), Some(0), "SIGINT to the {stopped}: {}", err(&client));
+        assert_eq!(server.status.code(), Some(0), "SIGINT to the {stopped}: {}", err(&server));
+        // Every interval's row, then the summary's: its iterations are theirs added.
+        let iters = rows(&table);
+        let (summary, intervals) = iters.split_last().unwrap();
+        assert!(intervals.len() >= 3, "{table}");
+        assert_eq!(*summary, intervals.iter().sum::<u64>(), "{table}");
+        assert!(table.contains(&format!("summary of {} intervals", intervals.len())), "{table}");
+        for path in [&cjson, &sjson] {
+            let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+            let r = &doc["results"][0];
+            assert_eq!(r["intervals"].as_u64(), Some(intervals.len() as u64), "{r}");
+            assert_eq!(r["iterations"].as_u64(), Some(*summary), "{r}");
+            assert!(doc["error"].is_null(), "{}", doc["error"]);
+        }
+    }
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_the_measuring_thread_runs_where_asked_or_near_the_device() {
+    // Soft-RoCE is no PCI function and has no NUMA node: not pinned, and said so.
+    let r = ok("write-bw", &["-n", "100"]);
+    let why = "not pinned: rxe0 reports no NUMA node";
+    assert_eq!(r.json["params"]["cpu_affinity"], serde_json::json!({"cpus": [], "source": why}));
+    assert!(text(&r.client).contains(&format!(" CPU affinity    : {why}")), "{}", text(&r.client));
+    // --pin_cores: what the kernel then allows, read back.
+    let r = ok("read-lat", &["-n", "100", "--pin_cores", "1"]);
+    let affinity = &r.json["params"]["cpu_affinity"];
+    assert_eq!(*affinity, serde_json::json!({"cpus": [1], "source": "--pin_cores"}));
+    assert!(
+        text(&r.client).contains(" CPU affinity    : CPUs 1 (--pin_cores)"),
+        "{}",
+        text(&r.client)
+    );
+    // --numa_node 0: every CPU of node 0 (the guest's only node).
+    let node0 = std::fs::read_to_string("/sys/devices/system/node/node0/cpulist").unwrap();
+    let r = ok("send-bw", &["-n", "100", "--numa_node", "0"]);
+    let cpus: Vec<String> = r.json["params"]["cpu_affinity"]["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    assert!(!cpus.is_empty(), "{}", r.json["params"]);
+    assert!(text(&r.client).contains("(--numa_node 0)"), "{}", text(&r.client));
+    assert!(text(&r.client).contains(node0.trim()), "node 0 is {node0}: {}", text(&r.client));
+    // A node the machine does not have: one line, before anything runs.
+    let r = pair("write-bw", &["-n", "10", "--numa_node", "9"], "127.0.0.1");
+    assert_eq!(r.client.status.code(), Some(2), "{}", err(&r.client));
+    assert!(err(&r.client).contains("--numa_node 9: no such NUMA node"), "{}", err(&r.client));
+}
+
 /// A number from the lab's /proc/meminfo.
 fn meminfo(key: &str) -> u64 {
     let text = std::fs::read_to_string("/proc/meminfo").unwrap();
@@ -577,7 +680,7 @@ fn lab_use_hugepages_puts_the_buffers_in_huge_pages() {
     let reserved = meminfo("HugePages_Total");
     assert!(reserved >= 8, "ci/lab-vm reserves huge pages: {reserved}");
     let before = meminfo("HugePages_Free");
-    // Watch the free count while a 3 s run holds its buffers.
+    // Watch the free count while a 2 s run holds its buffers.
     let stop = Arc::new(AtomicBool::new(false));
     let watch = {
         let stop = stop.clone();
@@ -590,7 +693,7 @@ fn lab_use_hugepages_puts_the_buffers_in_huge_pages() {
             least
         })
     };
-    let r = ok("write-bw", &["-D", "3", "--use_hugepages"]);
+    let r = ok("write-bw", &["-D", "2", "--use_hugepages"]);
     stop.store(true, Ordering::Relaxed);
     let least = watch.join().unwrap();
     // Client and server: a huge page at least for each one's buffer.

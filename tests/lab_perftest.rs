@@ -213,6 +213,41 @@ fn lab_perftests_clients_run_against_rdmabench_servers() {
 
 #[test]
 #[ignore = "lab: needs an RDMA device and perftest (ci/lab-vm)"]
+fn lab_bidirectional_runs_with_perftest_on_either_side() {
+    // -b: both sides run, swap reports and print the sum; perftest's row is the two
+    // directions rdmabench shows, added.
+    let n = N.to_string();
+    let cases = [
+        ("write_bw -b, rdmabench's client", against_perftest_server("write_bw", &["-b", "-n", &n])),
+        ("read_bw -b, rdmabench's server", against_perftest_client("read_bw", &["-b", "-n", &n])),
+    ];
+    for (what, p) in cases {
+        both_ok(&p, what);
+        let r = &p.json["results"][0];
+        let dirs = r["directions"].as_array().unwrap_or_else(|| panic!("{what}: {r}"));
+        for d in dirs {
+            assert_eq!(d["messages"].as_u64(), Some(N), "{what}: each direction ran -n: {r}");
+        }
+        let sum: f64 = dirs.iter().map(|d| d["avg_bytes_per_sec"].as_f64().unwrap()).sum();
+        assert_eq!(mb(&r["bw"]["avg_bytes_per_sec"]), format!("{:.2}", sum / 1_048_576.0));
+        let row = &perftest_rows(&p.theirs)[0];
+        assert!(
+            (row[3] - sum / 1_048_576.0).abs() < 0.011,
+            "{what}: perftest's sum {} against rdmabench's {:.3}: {}",
+            row[3],
+            sum / 1_048_576.0,
+            text(&p.theirs)
+        );
+    }
+    // A sweep: perftest (4.6 and later) ends each size with a barrier too.
+    let p = against_perftest_server("write_bw", &["-b", "-a", "-n", "5"]);
+    both_ok(&p, "write_bw -b -a");
+    assert_eq!(p.json["results"].as_array().unwrap().len(), 23);
+    assert_eq!(perftest_rows(&p.theirs).len(), 23, "{}", text(&p.theirs));
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device and perftest (ci/lab-vm)"]
 fn lab_sweeps_and_queue_pairs_keep_perftests_order() {
     // -a: send_bw has two barriers per size, write_lat none (its counters and poll bytes
     // carry over from size to size); 23 sizes each.

@@ -162,14 +162,14 @@ fn rdmabenchs_own_client_at_a_perftest_port_is_told_about_perftest() {
 
 #[test]
 fn what_perftest_cannot_carry_is_refused_by_flag() {
-    for (flags, says) in [
-        (&["-b"][..], "-b is not run against perftest yet"),
-        (&["--validate"][..], "--validate: perftest neither lays nor checks"),
-        (&["-D", "4"][..], "-D is not run against perftest yet"),
-        (&["--auth-key", "Cargo.toml"][..], "perftest has no --auth-key"),
-        (&["--backend", "nd"][..], "perftest runs over verbs"),
+    for (test, flags, says) in [
+        ("send-bw", &["-b"][..], "-b with send_bw is not run against perftest yet"),
+        ("write-bw", &["--validate"][..], "--validate: perftest neither lays nor checks"),
+        ("write-bw", &["-D", "4"][..], "-D is not run against perftest yet"),
+        ("write-bw", &["--auth-key", "Cargo.toml"][..], "perftest has no --auth-key"),
+        ("write-bw", &["--backend", "nd"][..], "perftest runs over verbs"),
     ] {
-        let mut args = vec!["write-bw", "--perftest"];
+        let mut args = vec![test, "--perftest"];
         if !flags.contains(&"--backend") {
             args.extend(["--backend", "verbs"]);
         }

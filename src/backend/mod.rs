@@ -232,6 +232,7 @@ pub fn params(ctx: &SetupContext<'_>, found: Found) -> EffectiveParams {
         retry_count: found.retries.map(|(_, count)| count),
         path: found.path,
         rate_limit: rdma.and_then(|r| r.rate_limit),
+        cpu_affinity: None,
         warm_up: rdma.is_some_and(|r| r.warm_up),
         odp: rdma.is_some_and(|r| r.odp),
         hugepages: rdma.is_some_and(|r| r.hugepages),

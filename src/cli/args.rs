@@ -188,6 +188,15 @@ pub struct PerfArgs {
     /// Messages per burst under --rate_limit (default: the send queue depth, -t).
     #[arg(long = "burst_size", alias = "burst-size", value_name = "N")]
     pub burst_size: Option<u32>,
+    /// Run the measuring thread on these CPUs, e.g. 0,2-3 (default: the device's NUMA node).
+    #[arg(long = "pin_cores", alias = "pin-cores", value_name = "LIST")]
+    pub pin_cores: Option<String>,
+    /// Run the measuring thread on this NUMA node's CPUs (default: the device's node).
+    #[arg(long = "numa_node", alias = "numa-node", value_name = "N")]
+    pub numa_node: Option<u32>,
+    /// Run until SIGINT, printing the bandwidth of every -D seconds; then their summary.
+    #[arg(long = "run_infinitely", alias = "run-infinitely")]
+    pub run_infinitely: bool,
     /// Print every latency sample, sorted, before the table (latency tests, -n runs).
     #[arg(short = 'H', long = "report-histogram", alias = "report-histogrm")]
     pub histogram: bool,
@@ -460,6 +469,7 @@ impl PerfArgs {
             warm_up: self.warm_up,
             odp: self.odp,
             hugepages: self.hugepages,
+            run_infinitely: self.run_infinitely,
             atomic_type: self.atomic_type.map(|a| match a {
                 AtomicArg::FetchAndAdd => AtomicType::FetchAndAdd,
                 AtomicArg::CmpAndSwap => AtomicType::CmpAndSwap,
@@ -483,6 +493,11 @@ impl PerfArgs {
             if self.rails() {
                 return Err(Error::usage("--perftest: one device (perftest runs one rail)"));
             }
+        }
+        if self.run_infinitely && (self.output.is_some() || self.rails()) {
+            return Err(Error::usage(
+                "--run_infinitely: prints its table as it goes (not with --output or several devices)",
+            ));
         }
         if self.report_both && !self.bidirectional {
             return Err(Error::usage("--report-both: reports the two directions of a -b run"));
@@ -510,6 +525,7 @@ impl PerfArgs {
             ..Local::default()
         };
         self.access.apply(self.host.is_some(), &mut local)?;
+        (local.pin, local.numa_node) = self.affinity()?;
         if spec.rdma().is_some_and(|r| r.backend == Backend::Nd) {
             rules::nd_local_rules(&local)?;
         }
@@ -537,6 +553,19 @@ impl PerfArgs {
                 "-H/-U: at most {MAX_LISTED_SAMPLES} iterations (every sample is kept)"
             ))),
             RunLength::Iterations(_) => Ok(Some(order)),
+        }
+    }
+
+    /// `--pin_cores` or `--numa_node` (one of them).
+    fn affinity(&self) -> Result<(Vec<usize>, Option<u32>), Error> {
+        match (&self.pin_cores, self.numa_node) {
+            (Some(_), Some(_)) => {
+                Err(Error::usage("--pin_cores and --numa_node: one of them says where to run"))
+            }
+            (Some(list), None) => parse_cpu_list(list)
+                .map(|cpus| (cpus, None))
+                .map_err(|_| Error::usage(format!("--pin_cores '{list}': a CPU list like 0,2-3"))),
+            (None, node) => Ok((Vec::new(), node)),
         }
     }
 

@@ -517,6 +517,30 @@ mod tests {
     }
 
     #[test]
+    fn the_measuring_thread_goes_where_one_flag_says() {
+        let at = |args: &[&str]| test(args).map(|t| (t.local.pin, t.local.numa_node));
+        assert_eq!(at(&["write-bw", "--backend", "verbs"]).unwrap(), (vec![], None));
+        let cores = at(&["write-bw", "--pin_cores", "0,2-3", "--backend", "verbs"]).unwrap();
+        assert_eq!(cores, (vec![0, 2, 3], None));
+        assert_eq!(
+            at(&["read-lat", "--numa_node", "1", "--backend", "verbs"]).unwrap(),
+            (vec![], Some(1))
+        );
+        let e = test(&["write-bw", "--pin_cores", "1", "--numa_node", "0", "--backend", "verbs"]);
+        assert!(e.unwrap_err().message.contains("one of them"));
+        let e = test(&["write-bw", "--pin_cores", "x", "--backend", "verbs"]).unwrap_err();
+        assert_eq!(e.message, "--pin_cores 'x': a CPU list like 0,2-3");
+        let e = test(&["write-bw", "-D", "2", "--run_infinitely", "--output", "bandwidth"]);
+        assert!(e.unwrap_err().message.contains("--run_infinitely: prints its table as it goes"));
+        let e = test(&["write-bw", "--run_infinitely", "--backend", "verbs"]).unwrap_err();
+        assert!(e.message.contains("give -D SECS"), "{e}");
+        let e = test(&["write-bw", "-D", "4", "-f", "1", "--run_infinitely", "--backend", "verbs"]);
+        assert!(e.unwrap_err().message.contains("-f: --run_infinitely measures"));
+        let t = test(&["write-bw", "-D", "4", "--run_infinitely", "--backend", "verbs"]).unwrap();
+        assert_eq!(t.spec.run, crate::spec::RunLength::Duration { secs: 4, margin: 0 });
+    }
+
+    #[test]
     fn usage_errors_are_one_line_naming_the_problem() {
         let err = parse(["rdmabench", "devices", "--bogus"]).unwrap_err().message;
         assert!(!err.contains('\n'), "{err}");

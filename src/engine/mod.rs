@@ -9,7 +9,9 @@
 //! side describes itself; then [`session`] runs each size through [`step`] (this
 //! side's [`role`], worked out once) and [`results`].
 
+pub(crate) mod affinity;
 pub mod describe;
+mod infinite;
 pub mod link;
 pub mod pattern;
 pub mod results;

@@ -34,6 +34,9 @@ pub fn run<B: Backend>(
     }
     let mut setup = backend.establish(ctx, ch)?;
     let counters = port_counters(ctx, &setup.attachment)?;
+    if ctx.spec.rdma().is_some() {
+        setup.params.cpu_affinity = Some(super::affinity::apply(ctx.local, &setup.attachment)?);
+    }
     describe::exchange(ctx, ch, &setup, report)?;
     report.params = Some(setup.params.clone());
     report.local = setup.local.clone();
@@ -44,7 +47,31 @@ pub fn run<B: Backend>(
     for c in &setup.conns {
         step.check(c.capabilities())?;
     }
-    pin_measuring_thread::<B::Conn>(ctx, setup.conns.len())?;
+    if ctx.spec.rdma().is_none() {
+        pin_measuring_thread::<B::Conn>(ctx, setup.conns.len())?;
+    }
+    if ctx.spec.rdma().is_some_and(|r| r.run_infinitely) {
+        super::infinite::run(&step, ch, &mut setup.conns, ctx.gbits, report, out)?;
+    } else {
+        sweep(ctx, ch, &step, &mut setup.conns, report)?;
+    }
+    ch.send(&Message::Done)?;
+    match ch.recv("done")? {
+        Message::Done => Ok(()),
+        other => {
+            Err(Error::refused(format!("control channel: expected done, got {}", other.name())))
+        }
+    }
+}
+
+/// Every size in turn: a barrier, the step, its result into `report`.
+fn sweep<C: Connection + Send>(
+    ctx: &SetupContext<'_>,
+    ch: &mut Channel,
+    step: &Step<'_>,
+    conns: &mut [C],
+    report: &mut RunReport,
+) -> Result<(), Error> {
     let progress = sweep_progress(ctx);
     for &size in &ctx.spec.sizes {
         progress.running(&size_message(size, &ctx.spec.run));
@@ -59,18 +86,11 @@ pub fn run<B: Backend>(
                 )))
             }
         }
-        let result = step.run(ch, &mut setup.conns, size)?;
+        let result = step.run(ch, conns, size)?;
         report.results.push(result);
         progress.done_one();
     }
-    drop(progress);
-    ch.send(&Message::Done)?;
-    match ch.recv("done")? {
-        Message::Done => Ok(()),
-        other => {
-            Err(Error::refused(format!("control channel: expected done, got {}", other.name())))
-        }
-    }
+    Ok(())
 }
 
 pub(crate) fn print_header<C>(

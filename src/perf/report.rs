@@ -42,6 +42,9 @@ pub struct SizeResult {
     /// This side's port counters over the size (`-W`); never the peer's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<super::counters::CounterChanges>,
+    /// `--run_infinitely`: the intervals this summary adds up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<u64>,
     /// Every latency sample in run order, ns (`-H`, `-U`, on the measuring side): printed,
     /// never sent or written (JSON keeps the histogram).
     #[serde(skip)]
@@ -166,6 +169,9 @@ pub struct EffectiveParams {
     /// The sender's software pacing (`--rate_limit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<crate::spec::RateLimit>,
+    /// Where the measuring thread runs (RDMA tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_affinity: Option<CpuAffinity>,
     /// A full send queue, unmeasured, before each size (`--perform_warm_up`).
     #[serde(default)]
     pub warm_up: bool,
@@ -192,6 +198,16 @@ pub struct EffectiveParams {
     /// TCP tests: streams, the socket buffer granted (null: autotuning), TCP_NODELAY.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpEffective>,
+}
+
+/// Where the measuring thread may run (RDMA tests): the CPUs the kernel allows it after
+/// pinning, and why those.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuAffinity {
+    /// The CPUs, as `sched_getaffinity` reads them (empty: not pinned).
+    pub cpus: Vec<usize>,
+    /// `--numa_node 0`, `mlx4_0's NUMA node 1`, `not pinned: rxe0 reports no NUMA node`.
+    pub source: String,
 }
 
 /// The class of a verbs path as the queue pair holds it after connecting (read back
@@ -365,6 +381,17 @@ fn rdma_header(spec: &TestSpec, p: &EffectiveParams, role: &str) -> String {
             l.burst
         );
     }
+    if let Some(a) = &p.cpu_affinity {
+        let _ = match a.cpus.as_slice() {
+            [] => writeln!(o, " CPU affinity    : {}", a.source),
+            cpus => writeln!(
+                o,
+                " CPU affinity    : CPUs {} ({})",
+                crate::engine::affinity::ranges(cpus),
+                a.source
+            ),
+        };
+    }
     if p.hugepages {
         let _ = writeln!(o, " Huge pages      : ON (buffers in MAP_HUGETLB pages)");
     }
@@ -519,6 +546,10 @@ pub fn details(r: &SizeResult, gbits: bool) -> String {
     }
     if let Some(b) = r.received_bytes {
         let _ = writeln!(o, "   received: {b} bytes");
+    }
+    if let Some(n) = r.intervals {
+        let secs = r.bw.as_ref().map_or(0.0, |b| b.window_ns as f64 / 1e9);
+        let _ = writeln!(o, "   summary of {n} intervals, {secs:.3} s measured (--run_infinitely)");
     }
     for (side, c) in [("client", &r.cpu.client), ("server", &r.cpu.server)] {
         if let Some(c) = c {

@@ -99,8 +99,8 @@ pub fn conveyable(spec: &TestSpec) -> Result<(), Error> {
     if r.service != Service::Rc {
         return no("only RC (-c RC) is run against perftest yet");
     }
-    if spec.bidirectional() {
-        return no("-b is not run against perftest yet");
+    if spec.bidirectional() && spec.kind.verb == Verb::Send {
+        return no("-b with send_bw is not run against perftest yet (write_bw and read_bw are)");
     }
     if spec.run.duration().is_some() {
         return no("-D is not run against perftest yet (give -n)");

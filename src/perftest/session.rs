@@ -64,6 +64,7 @@ pub(super) fn run(
     let mut setup = backend::verbs::finish(ctx, &t, conns, &mine_eps, &peer_eps, mtu.bytes());
     let mut conns = std::mem::take(&mut setup.conns);
     let counters = crate::engine::session::port_counters(ctx, &setup.attachment)?;
+    setup.params.cpu_affinity = Some(crate::engine::affinity::apply(ctx.local, &setup.attachment)?);
     setup.remote.push(format!(
         " remote: perftest {} (its exchange; -p {})",
         agreed.version, ctx.local.port
@@ -82,6 +83,7 @@ pub(super) fn run(
     }
     let test = Test { ctx, step, layout, wire, mine, conns, t: &t, report, out };
     match (spec.kind.verb, spec.kind.measure) {
+        (Verb::Write | Verb::Read, Measure::Bw) if spec.bidirectional() => test.duplex_bw(),
         (Verb::Write | Verb::Read, Measure::Bw) => test.one_sided_bw(),
         (Verb::Send, Measure::Bw) => test.send_bw(),
         (Verb::Write, Measure::Lat) => test.write_lat(),
@@ -299,6 +301,52 @@ impl Test<'_, '_> {
         // The server's report is not its own measurement (perftest sends whatever its
         // buffer held): read, not used.
         self.wire.reports(&last)?;
+        self.close()
+    }
+
+    /// write_bw and read_bw with `-b`: per size both sides meet at a barrier, both run
+    /// (in a sweep, another barrier ends the size), and they swap reports; each side
+    /// prints both directions and their sum, perftest's one full row.
+    fn duplex_bw(mut self) -> Result<(), Error> {
+        let spec = self.ctx.spec;
+        let client = self.ctx.client();
+        for &size in &spec.sizes {
+            let (size32, slots) = (Self::size32(size)?, self.layout.slots(size));
+            if spec.rdma().is_some_and(|r| r.warm_up) {
+                self.step.warm_up(&mut self.conns, size32, slots)?;
+            }
+            self.barrier("the start barrier")?;
+            let before = self.window();
+            let plan = self.step.bw_plan(size32, slots, false);
+            let outcome = loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv)?;
+            let (mine, per_qp, iterations) = bw_result(size, &outcome, &spec.run);
+            if spec.sizes.len() > 1 {
+                self.barrier("the end-of-size barrier")?;
+            }
+            let fields = self.wire.reports(&report_of(size, &mine, self.ctx.gbits))?;
+            let theirs = result_of(&BwReport::from_fields(&fields, size)?, spec, self.ctx.gbits);
+            let theirs = theirs.bw.unwrap_or_default();
+            let mut r = SizeResult { size, iterations, ..Default::default() };
+            // perftest's sum: the two averages added (each over its own window).
+            r.bw = Some(BwStats {
+                avg_bytes_per_sec: mine.avg_bytes_per_sec + theirs.avg_bytes_per_sec,
+                msg_rate: mine.msg_rate + theirs.msg_rate,
+                peak_bytes_per_sec: None,
+                ..crate::measure::aggregate(&[(mine, 0), (theirs, 0)])
+            });
+            // Client to server first, as rdmabench's own -b shows them.
+            r.directions = Some(if client { [mine, theirs] } else { [theirs, mine] });
+            if per_qp.len() > 1 {
+                r.per_qp = per_qp;
+            }
+            let cost = Some(cpu_cost(&before.cpu, &r, self.step.mhz));
+            if client {
+                r.cpu.client = cost;
+            } else {
+                r.cpu.server = cost;
+            }
+            self.push(r, &before);
+        }
         self.close()
     }
 

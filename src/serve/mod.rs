@@ -153,6 +153,7 @@ fn config(args: &ServeArgs) -> Result<Config, Error> {
         quiet: true,
         counters: None,
         keep_samples: false,
+        numa_node: None,
     };
     Ok(Config { local, max_memory, max_time })
 }

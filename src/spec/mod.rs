@@ -230,6 +230,10 @@ pub struct RdmaSpec {
     /// Buffers in huge pages (`--use_hugepages`).
     #[serde(default)]
     pub hugepages: bool,
+    /// One size in `-D`-second intervals, each printed, until a signal
+    /// (`--run_infinitely`).
+    #[serde(default)]
+    pub run_infinitely: bool,
 }
 
 /// perftest's software rate limiter (`--rate_limit`, `--rate_units`, `--burst_size`):
@@ -442,6 +446,7 @@ impl TestSpec {
                 put("bidirectional", r.bidirectional.into());
                 put("rdma_cm", r.rdma_cm.into());
                 put("atomic_type", serde_json::to_value(r.atomic_type).unwrap_or_default());
+                put("run_infinitely", r.run_infinitely.into());
             }
             Link::Tcp(t) => {
                 put("streams", t.streams.into());
@@ -482,6 +487,8 @@ pub struct Local {
     pub counters: Option<crate::perf::counters::CounterSelection>,
     /// Keep every latency sample, in order, for `-H`/`-U` to print.
     pub keep_samples: bool,
+    /// RDMA tests: run the measuring thread on this NUMA node's CPUs (`--numa_node`).
+    pub numa_node: Option<u32>,
 }
 
 impl Default for Local {
@@ -499,6 +506,7 @@ impl Default for Local {
             quiet: false,
             counters: None,
             keep_samples: false,
+            numa_node: None,
         }
     }
 }

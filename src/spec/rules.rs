@@ -69,6 +69,8 @@ pub struct RdmaRequest {
     pub odp: bool,
     /// `--use_hugepages`.
     pub hugepages: bool,
+    /// `--run_infinitely`.
+    pub run_infinitely: bool,
     /// `-I`.
     pub inline_size: Option<u32>,
     /// `-Q`.
@@ -232,6 +234,7 @@ pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
     };
     let write_bw = kind == TestKind { verb: Verb::Write, measure: Measure::Bw };
     let run = run_length(r.duration, r.margin, r.iters, r.all, if write_bw { 5000 } else { 1000 })?;
+    let run = if r.run_infinitely { endless(run, r.margin.is_some(), bw)? } else { run };
     let iters = run.iterations();
     let at_most_iters = |v: u32| u32::try_from(u64::from(v).min(iters)).unwrap_or(v);
     let tx_depth = at_most_iters(r.tx_depth.unwrap_or(if bw { 128 } else { 1 }));
@@ -274,10 +277,27 @@ pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
             warm_up: r.warm_up,
             odp: r.odp,
             hugepages: r.hugepages,
+            run_infinitely: r.run_infinitely,
         }),
     };
     spec.validate()?;
     Ok(spec)
+}
+
+/// `--run_infinitely`: `-D` is the interval, each measured whole (no margin).
+fn endless(run: RunLength, margin_given: bool, bw: bool) -> Result<RunLength, Error> {
+    if !bw {
+        return Err(Error::usage("--run_infinitely: bandwidth tests print a figure per interval"));
+    }
+    match run {
+        RunLength::Duration { .. } if margin_given => {
+            Err(Error::usage("-f: --run_infinitely measures each -D interval whole"))
+        }
+        RunLength::Duration { secs, .. } => Ok(RunLength::Duration { secs, margin: 0 }),
+        RunLength::Iterations(_) => {
+            Err(Error::usage("--run_infinitely: give -D SECS, the interval between figures"))
+        }
+    }
 }
 
 /// `--rate_limit` with its units and burst (perftest's defaults: Gb/s, a burst of the

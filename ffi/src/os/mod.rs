@@ -190,6 +190,72 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Lets the calling thread run on the CPUs in `cpus` only.
+///
+/// # Errors
+/// A CPU past `CPU_SETSIZE`, none of them allowed (`EINVAL`), or an empty list.
+#[cfg(target_os = "linux")]
+pub fn set_current_thread_cpus(cpus: &[usize]) -> io::Result<()> {
+    if cpus.is_empty() || cpus.iter().any(|&c| c >= libc::CPU_SETSIZE as usize) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no CPU, or one out of range"));
+    }
+    // SAFETY: cpu_set_t is plain bits; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        // SAFETY: `cpu` is below CPU_SETSIZE (checked above), so CPU_SET stays inside `set`.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The CPUs the calling thread may run on, as the kernel keeps them.
+///
+/// # Errors
+/// `sched_getaffinity` failing.
+#[cfg(target_os = "linux")]
+pub fn current_thread_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain bits; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is the calling thread; `set` is writable and of the size passed.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: every index is below CPU_SETSIZE, inside `set`.
+    Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect())
+}
+
+/// Lets the calling thread run on the CPUs in `cpus` only: here one CPU (a set needs
+/// group-aware masks not written yet).
+///
+/// # Errors
+/// Several CPUs, or as [`pin_current_thread`].
+#[cfg(not(target_os = "linux"))]
+pub fn set_current_thread_cpus(cpus: &[usize]) -> io::Result<()> {
+    match cpus {
+        [cpu] => pin_current_thread(*cpu),
+        _ => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "a set of CPUs on this platform (one CPU can be given)",
+        )),
+    }
+}
+
+/// Not known on this platform.
+///
+/// # Errors
+/// Always.
+#[cfg(not(target_os = "linux"))]
+pub fn current_thread_cpus() -> io::Result<Vec<usize>> {
+    Err(io::Error::new(io::ErrorKind::Unsupported, "no affinity query on this platform"))
+}
+
 /// Pins the calling thread to CPU `cpu` (numbered across processor groups, group 0's
 /// first: `SetThreadAffinityMask` on one group, `SetThreadGroupAffinity` on several).
 ///

@@ -85,6 +85,20 @@ impl QpCore {
         Ok(())
     }
 
+    /// `ibv_query_qp` for the attributes named in `bits`.
+    pub(crate) fn query(&self, bits: u32) -> Result<sys::ibv_qp_attr, Error> {
+        let mut attr = zeroed_attr(0);
+        // SAFETY: ibv_qp_init_attr is plain data; all-zero is valid.
+        let mut init: sys::ibv_qp_init_attr = unsafe { MaybeUninit::zeroed().assume_init() };
+        let bits = i32::try_from(bits).unwrap_or(i32::MAX);
+        // SAFETY: live QP; both out-structs are valid.
+        let rc = unsafe { sys::ibv_query_qp(self.raw.as_ptr(), &mut attr, bits, &mut init) };
+        if rc != 0 {
+            return Err(Error::from_errno("ibv_query_qp", rc).on(format!("QP {}", self.qp_num())));
+        }
+        Ok(attr)
+    }
+
     /// `SGE {i} is in … another protection domain` unless `slice` is in this QP's PD.
     pub(super) fn check_pd(&self, i: usize, slice: &LocalSlice<'_>) -> Result<(), String> {
         if ptr::eq(slice.region().pd().as_ptr(), self.pd.as_ptr()) {
@@ -243,17 +257,7 @@ pub trait QueuePair: Send + Sync {
     /// # Errors
     /// `ibv_query_qp` with its errno.
     fn state(&self) -> Result<QpState, Error> {
-        let mut attr = zeroed_attr(0);
-        // SAFETY: ibv_qp_init_attr is plain data; all-zero is valid.
-        let mut init: sys::ibv_qp_init_attr = unsafe { MaybeUninit::zeroed().assume_init() };
-        // SAFETY: live QP; both out-structs are valid.
-        let rc = unsafe {
-            sys::ibv_query_qp(self.as_raw(), &mut attr, mask::IBV_QP_STATE.0 as i32, &mut init)
-        };
-        if rc != 0 {
-            return Err(Error::from_errno("ibv_query_qp", rc).on(format!("QP {}", self.qp_num())));
-        }
-        Ok(QpState::from_raw(attr.qp_state))
+        Ok(QpState::from_raw(self.core().query(mask::IBV_QP_STATE.0)?.qp_state))
     }
 
     /// The class of the path the QP sends on (`ibv_query_qp(3)`'s address vector), as
@@ -262,17 +266,7 @@ pub trait QueuePair: Send + Sync {
     /// # Errors
     /// `ibv_query_qp` with its errno.
     fn path_class(&self) -> Result<super::PathClass, Error> {
-        let mut attr = zeroed_attr(0);
-        // SAFETY: ibv_qp_init_attr is plain data; all-zero is valid.
-        let mut init: sys::ibv_qp_init_attr = unsafe { MaybeUninit::zeroed().assume_init() };
-        // SAFETY: live QP; both out-structs are valid.
-        let rc = unsafe {
-            sys::ibv_query_qp(self.as_raw(), &mut attr, mask::IBV_QP_AV.0 as i32, &mut init)
-        };
-        if rc != 0 {
-            return Err(Error::from_errno("ibv_query_qp", rc).on(format!("QP {}", self.qp_num())));
-        }
-        let ah = attr.ah_attr;
+        let ah = self.core().query(mask::IBV_QP_AV.0)?.ah_attr;
         let global = ah.is_global != 0;
         Ok(super::PathClass {
             sl: ah.sl,
