@@ -25,6 +25,14 @@ use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(300);
 
+/// One mpirun job at a time on the host: three or four ranks each, several jobs at once
+/// on two cores starved a pair test's TCP set-up (seen in CI: "the client stopped
+/// before its TCP data streams connected").
+fn one_job_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static JOBS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    JOBS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn scratch() -> PathBuf {
     common::scratch("rdmabench-mesh")
 }
@@ -98,6 +106,7 @@ fn tcp_mesh(np: usize, name: &str, args: &[&str]) -> (Output, Value) {
 
 #[test]
 fn mesh_of_four_ranks_over_tcp_measures_twelve_links() {
+    let _one = one_job_at_a_time();
     let csv = scratch().join("four.csv");
     let (out, doc) =
         tcp_mesh(4, "four", &["-n", "200", "--outlier", "99", "--csv", csv.to_str().unwrap()]);
@@ -117,6 +126,7 @@ fn mesh_of_four_ranks_over_tcp_measures_twelve_links() {
 
 #[test]
 fn mesh_ring_of_three_meets_three_pairs() {
+    let _one = one_job_at_a_time();
     let (out, doc) = tcp_mesh(3, "ring", &["-n", "50", "--pairs", "ring", "--outlier", "1000"]);
     assert_status_matches(&doc, &out);
     assert_eq!(doc["rounds"], 3, "an odd ring: three rounds");
@@ -176,6 +186,7 @@ fn assert_no_rank_left(marker: &str) {
 
 #[test]
 fn mesh_a_rank_killed_mid_round_ends_the_job_with_an_error_on_rank_0() {
+    let _one = one_job_at_a_time();
     let json = scratch().join("killed.json");
     let marker = json.to_str().unwrap();
     // Each test runs 1 s: a round lasts 4 s or more, time to kill a rank in round 2.
@@ -229,6 +240,7 @@ fn mesh_a_rank_killed_mid_round_ends_the_job_with_an_error_on_rank_0() {
 
 #[test]
 fn mesh_a_rank_stopped_mid_round_is_named_when_the_round_times_out() {
+    let _one = one_job_at_a_time();
     let json = scratch().join("stopped.json");
     let marker = json.to_str().unwrap();
     let mut child = common::mpirun(
