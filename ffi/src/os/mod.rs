@@ -172,22 +172,7 @@ pub fn process_usage() -> io::Result<ProcessUsage> {
 /// The CPU does not exist or is not allowed (`EINVAL`), or no such call here.
 #[cfg(target_os = "linux")]
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("CPU {cpu} is out of range"),
-        ));
-    }
-    // SAFETY: cpu_set_t is plain bits; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` is below CPU_SETSIZE (checked above), so CPU_SET stays inside `set`.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the size passed.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    set_current_thread_cpus(&[cpu])
 }
 
 /// Lets the calling thread run on the CPUs in `cpus` only.
