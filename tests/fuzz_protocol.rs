@@ -249,6 +249,9 @@ fn rdma_request(rng: &mut Rng) -> RdmaRequest {
         warm_up: rng.chance(10),
         odp: rng.chance(5),
         hugepages: rng.chance(5),
+        shared_receives: rng.chance(5),
+        write_with_imm: rng.chance(5),
+        send_with_imm: rng.chance(5),
         run_infinitely: rng.chance(5),
     }
 }

@@ -714,6 +714,113 @@ fn lab_use_hugepages_puts_the_buffers_in_huge_pages() {
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_immediate_data_makes_the_receiver_count_every_message() {
+    // A plain write leaves the server nothing to count; a write with immediate data
+    // consumes one of its receives, so it counts each message of each QP.
+    let plain = ok("write-bw", &["-n", "300", "-s", "4096", "-q", "2"]);
+    assert!(plain.json["results"][0]["received_bytes"].is_null(), "{}", plain.json);
+    let r = ok("write-bw", &["-n", "300", "-s", "4096", "-q", "2", "--write_with_imm"]);
+    assert!(text(&r.client).contains("RDMA_Write_imm BW Test"), "{}", text(&r.client));
+    assert_eq!(r.json["params"]["immediate"], true);
+    let res = &r.json["results"][0];
+    assert_eq!(res["received_bytes"], 2 * 300 * 4096, "{res}");
+    assert_eq!(res["bw"]["messages"], 600);
+    // The written bytes land where the writes put them (the pattern, checked).
+    let r = ok("write-bw", &["-n", "200", "-s", "4096", "--write_with_imm", "--validate"]);
+    assert_eq!(r.json["results"][0]["received_bytes"], 200 * 4096);
+    // Both directions count.
+    let r = ok("write-bw", &["-b", "-n", "200", "-s", "4096", "--write_with_imm"]);
+    let dirs = r.json["results"][0]["directions"].as_array().expect("both directions").clone();
+    assert!(dirs.iter().all(|d| d["bytes"] == 200 * 4096), "{dirs:?}");
+    // write_lat: a ping-pong of completions, so -e can sleep on them.
+    let r = ok("write-lat", &["-n", "200", "--write_with_imm", "-e"]);
+    assert!(text(&r.client).contains("RDMA_Write_imm Latency Test"));
+    assert_eq!(r.json["results"][0]["iterations"], 200);
+    assert_eq!(r.json["results"][0]["lat"]["samples"], 200, "{}", r.json["results"][0]);
+    // Sends with immediate data.
+    let r = ok("send-bw", &["-n", "300", "-s", "4096", "--send_with_imm"]);
+    assert!(text(&r.client).contains("Send_imm BW Test"));
+    assert_eq!(r.json["results"][0]["received_bytes"], 300 * 4096);
+    let r = ok("send-lat", &["-n", "100", "--send_with_imm"]);
+    assert_eq!(r.json["results"][0]["lat"]["samples"], 100, "{}", r.json["results"][0]);
+}
+
+/// The queue pairs of each shared receive queue the kernel holds now (`rdma resource
+/// show srq`: its `lqpn` ranges, "17-20" for four), by SRQ number.
+fn kernel_srqs() -> Vec<(u64, Vec<u64>)> {
+    let out = std::process::Command::new("rdma").args(["-j", "resource", "show", "srq"]).output();
+    let out = out.expect("iproute2's rdma tool");
+    assert!(out.status.success(), "rdma resource show srq: {}", err(&out));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let qpns = |ranges: &Value| -> Vec<u64> {
+        let ranges = ranges.as_array().map(Vec::as_slice).unwrap_or_default();
+        let mut qpns = Vec::new();
+        for r in ranges.iter().filter_map(Value::as_str).flat_map(|r| r.split(',')) {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            qpns.extend(a.parse::<u64>().unwrap()..=b.parse::<u64>().unwrap());
+        }
+        qpns
+    };
+    let srqs = list.as_array().map(Vec::as_slice).unwrap_or_default();
+    srqs.iter().map(|s| (s["srqn"].as_u64().unwrap(), qpns(&s["lqpn"]))).collect()
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_use_srq_feeds_four_qps_from_one_receive_queue() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    assert_eq!(kernel_srqs(), [], "no SRQ before the run");
+    // Watch the kernel's SRQs while the run holds them.
+    let stop = Arc::new(AtomicBool::new(false));
+    let watch = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // Each SRQ with the most QPs seen on it (it is made before them).
+            let mut seen: Vec<(u64, Vec<u64>)> = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                for (srqn, qps) in kernel_srqs() {
+                    match seen.iter_mut().find(|(n, _)| *n == srqn) {
+                        Some((_, most)) if most.len() < qps.len() => *most = qps,
+                        Some(_) => {}
+                        None => seen.push((srqn, qps)),
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            seen
+        })
+    };
+    let r = ok("send-bw", &["-q", "4", "-n", "2000", "-s", "4096", "-r", "64", "--use-srq"]);
+    stop.store(true, Ordering::Relaxed);
+    let seen = watch.join().unwrap();
+    // The receiver's one SRQ, under its four QPs; the sender receives nothing, so it
+    // has none.
+    assert_eq!(seen.len(), 1, "one SRQ: {seen:?}");
+    assert_eq!(seen[0].1.len(), 4, "four QPs on it: {seen:?}");
+    assert_eq!(kernel_srqs(), [], "the SRQ is destroyed with its QPs");
+    let head = text(&r.client);
+    assert!(head.contains("Using SRQ      : ON"), "{head}");
+    assert_eq!(r.json["params"]["shared_receives"], true);
+    assert_eq!(r.json["params"]["rx_depth"], 64);
+    // Every message of every QP arrived, through 64 receives shared by the four.
+    let res = &r.json["results"][0];
+    let per = res["per_qp"].as_array().unwrap();
+    assert_eq!(per.len(), 4);
+    assert!(per.iter().all(|q| q["messages"] == 2000 && q["bytes"] == 2000 * 4096), "{per:?}");
+    assert_eq!(res["bw"]["messages"], 8000);
+    // Both directions (-b): each side's QPs share its own SRQ.
+    let r = ok("send-bw", &["-b", "-q", "2", "-n", "300", "-s", "4096", "-r", "32", "--use-srq"]);
+    let dirs = r.json["results"][0]["directions"].as_array().expect("both directions").clone();
+    assert!(dirs.iter().all(|d| d["bytes"] == 2 * 300 * 4096), "{dirs:?}");
+    // Without it, no SRQ and the header says so.
+    let r = ok("send-bw", &["-q", "2", "-n", "100"]);
+    assert!(text(&r.client).contains("Using SRQ      : OFF"));
+    assert_eq!(r.json["params"]["shared_receives"], false);
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_path_class_reaches_the_queue_pair() {
     // (Soft-RoCE on one host loops packets back inside the driver, never through
     // `lo`: tests/lab_hosts.rs checks the traffic class on the wire between two.)

@@ -155,6 +155,70 @@ fn lab_rc_send_recv_and_immediates() {
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_shared_receive_queue_feeds_two_qps_and_refuses_their_own_receives() {
+    let mut lb = rc(8192);
+    let srq = lb.pd.create_srq(8, 1).unwrap();
+    assert!(srq.max_wr() >= 8, "SRQ of {} receives", srq.max_wr());
+    let (port, gid) = (1, lb.a.endpoint.gid);
+    let send_cq = lb.context.create_cq(16, None).unwrap();
+    let recv_cq = lb.context.create_cq(16, None).unwrap();
+    // Two senders, each connected to a receiver of its own; both receivers take their
+    // receives from the one SRQ.
+    let mut pairs = Vec::new();
+    for k in 0..2u32 {
+        let tx = lb.pd.create_qp(QpType::Rc, &send_cq, &send_cq).build().unwrap();
+        let rx = lb.pd.create_qp(QpType::Rc, &recv_cq, &recv_cq).srq(&srq).build().unwrap();
+        let ends = [(&tx, 0x100 + k), (&rx, 0x200 + k)].map(|(qp, psn)| {
+            qp.to_init(&rdmabench_ffi::verbs::InitAttr::new(port)).unwrap();
+            qp.endpoint(lb.a.endpoint.lid, gid, psn)
+        });
+        for (qp, me, peer) in [(&tx, &ends[0], &ends[1]), (&rx, &ends[1], &ends[0])] {
+            let av = rdmabench_ffi::verbs::AddressVector::to_peer(peer, port, lb.gid_index);
+            qp.to_rtr(Some(&rdmabench_ffi::verbs::RtrAttr::new(peer, av, lb.mtu))).unwrap();
+            qp.to_rts(&RtsAttr { sq_psn: me.psn, ..RtsAttr::new(0) }).unwrap();
+        }
+        pairs.push((tx, rx));
+    }
+    // A QP over an SRQ has no receive queue of its own.
+    let e = pairs[0].1.post_recv(9, &[lb.b.mr.slice(0, 64).unwrap()]).unwrap_err();
+    assert!(e.to_string().contains("takes its receives from a shared receive queue"), "{e}");
+    // Four receives in the pool, 64 bytes apart; each sender sends twice.
+    for k in 0..4u64 {
+        srq.post_recv(10 + k, &[lb.b.mr.slice(64 * k as usize, 64).unwrap()]).unwrap();
+    }
+    for k in 0..4usize {
+        lb.a.mr.as_mut_slice()[16 * k..16 * k + 16].copy_from_slice(&pattern(16, k as u8));
+        let src = [lb.a.mr.slice(16 * k, 16).unwrap()];
+        let (tx, _) = &pairs[k % 2];
+        tx.post_send(&SendRequest::new(k as u64, SendOp::Send, &src).signaled()).unwrap();
+        ok(&send_cq, k as u64, WcOpcode::Send);
+    }
+    let mut per_qp = [0; 2];
+    let mut wr_ids = Vec::new();
+    for _ in 0..4 {
+        let r = next(&recv_cq);
+        assert!(r.is_success(), "{r:?}: {}", r.status());
+        assert_eq!(r.opcode(), WcOpcode::Recv);
+        assert_eq!(r.byte_len(), 16);
+        wr_ids.push(r.wr_id());
+        let q =
+            pairs.iter().position(|(_, rx)| rx.qp_num() == r.qp_num()).expect("a receiver's QPN");
+        per_qp[q] += 1;
+    }
+    assert_eq!(per_qp, [2, 2], "each receiver took two of the pool's receives");
+    wr_ids.sort_unstable();
+    assert_eq!(wr_ids, [10, 11, 12, 13], "the SRQ's receives are consumed in order");
+    // Every message landed whole in one of the pool's buffers.
+    let mut landed: Vec<Vec<u8>> =
+        (0..4).map(|k| lb.b.mr.as_slice()[64 * k..64 * k + 16].to_vec()).collect();
+    landed.sort();
+    let mut sent: Vec<Vec<u8>> = (0..4).map(|k| pattern(16, k as u8)).collect();
+    sent.sort();
+    assert_eq!(landed, sent);
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_rc_inline_sends() {
     let mut lb = lab(LoopbackConfig {
         caps: QpCaps { max_inline_data: 64, ..QpCaps::default() },

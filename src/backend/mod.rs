@@ -236,6 +236,8 @@ pub fn params(ctx: &SetupContext<'_>, found: Found) -> EffectiveParams {
         warm_up: rdma.is_some_and(|r| r.warm_up),
         odp: rdma.is_some_and(|r| r.odp),
         hugepages: rdma.is_some_and(|r| r.hugepages),
+        shared_receives: q.shared_receives,
+        immediate: rdma.is_some_and(|r| r.immediate),
         events: q.events,
         bidirectional: spec.bidirectional(),
         rdma_cm: rdma.is_some_and(|r| r.rdma_cm),

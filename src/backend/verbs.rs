@@ -12,6 +12,7 @@ use super::{
     address_lines, exchange_endpoints, params, prepare_all, rdma_connection, Attachment, Backend,
     Found, Setup, SetupContext,
 };
+use crate::engine::role::Role;
 use crate::error::{Error, ErrorKind};
 use crate::perf::report::PathParams;
 use crate::session::protocol::Channel;
@@ -121,6 +122,9 @@ pub(crate) fn open(
             flow_label: r.flow_label,
         }),
         hugepages: rdma.is_some_and(|r| r.hugepages),
+        shared_receives: rdma
+            .filter(|r| r.shared_receives && Role::new(ctx.spec, ctx.client()).posts_receives)
+            .map(|r| r.rx_depth),
         odp: rdma.filter(|r| r.odp).map(|r| OdpNeed {
             service: r.service,
             // IBV_ODP_SUPPORT_*: what this test's buffers serve.

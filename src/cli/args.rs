@@ -212,6 +212,17 @@ pub struct PerfArgs {
     /// Buffers in huge pages (reserved with sysctl vm.nr_hugepages).
     #[arg(long = "use_hugepages", alias = "use-hugepages")]
     pub hugepages: bool,
+    /// The receiver's QPs take receives from one shared receive queue of -r entries
+    /// (send tests).
+    #[arg(long = "use-srq", alias = "use_srq")]
+    pub shared_receives: bool,
+    /// RDMA writes with immediate data: each consumes a receive at the peer, which
+    /// counts them (write tests).
+    #[arg(long = "write_with_imm", alias = "write-with-imm")]
+    pub write_with_imm: bool,
+    /// Sends with immediate data (send tests).
+    #[arg(long = "send_with_imm", alias = "send-with-imm")]
+    pub send_with_imm: bool,
     /// Register the buffers for on-demand paging instead of pinning them (where the
     /// device offers it).
     #[arg(long = "odp")]
@@ -469,6 +480,9 @@ impl PerfArgs {
             warm_up: self.warm_up,
             odp: self.odp,
             hugepages: self.hugepages,
+            shared_receives: self.shared_receives,
+            write_with_imm: self.write_with_imm,
+            send_with_imm: self.send_with_imm,
             run_infinitely: self.run_infinitely,
             atomic_type: self.atomic_type.map(|a| match a {
                 AtomicArg::FetchAndAdd => AtomicType::FetchAndAdd,

@@ -17,6 +17,9 @@ pub struct Role {
     pub initiates: bool,
     /// Latency: answers the initiator's messages (write and send ping-pongs).
     pub responds: bool,
+    /// Posts receives at all: a send test's receiver, or either side of its ping-pong
+    /// (where `--use-srq` puts a shared receive queue).
+    pub posts_receives: bool,
     /// `--validate`: fills its buffer with the pattern before the size runs.
     pub pattern_source: bool,
     /// `--validate`: checks the pattern in its buffer after the size ran.
@@ -39,13 +42,14 @@ impl Role {
             Verb::Read => (!client || both, client || both),
             _ => (client || both, !client || both),
         };
-        let server_idles = if bw { !spec.kind.receives() && !both } else { one_sided };
+        let server_idles = if bw { !spec.receives() && !both } else { one_sided };
         Role {
             client,
             sends: bw && (client || both),
-            receives: bw && spec.kind.receives() && (!client || both),
+            receives: bw && spec.receives() && (!client || both),
             initiates: !bw && client,
             responds: !bw && !client && !one_sided,
+            posts_receives: spec.receives() && (!bw || !client || both),
             pattern_source: spec.validate && verb != Verb::Atomic && source,
             pattern_target: spec.validate && target,
             heartbeat: client && server_idles,
@@ -74,6 +78,10 @@ mod tests {
         assert!(!s.sends && !s.receives && !s.heartbeat);
         let s = role(Verb::Send, Measure::Bw, d(), false);
         assert!(s.receives && !s.sends);
+        assert!(s.posts_receives && !role(Verb::Send, Measure::Bw, d(), true).posts_receives);
+        assert!(role(Verb::Send, Measure::Lat, d(), true).posts_receives);
+        assert!(role(Verb::Send, Measure::Lat, d(), false).posts_receives);
+        assert!(!role(Verb::Write, Measure::Lat, d(), false).posts_receives);
         assert!(!role(Verb::Send, Measure::Bw, d(), true).heartbeat, "the receiver is busy too");
         let both = || RdmaRequest { bidirectional: true, ..d() };
         let s = role(Verb::Send, Measure::Bw, both(), false);

@@ -39,9 +39,12 @@ impl<'a> Step<'a> {
     /// For `spec` on the client (`client`) or the server.
     pub fn new(spec: &'a TestSpec, local: &'a Local, client: bool) -> Self {
         let atomic = spec.rdma().map(|r| r.atomic_type).unwrap_or_default();
+        let imm = spec.rdma().is_some_and(|r| r.immediate);
         let op = match spec.kind.verb {
+            Verb::Write if imm => Op::WriteImm(loops::DATA_IMM),
             Verb::Write => Op::Write,
             Verb::Read => Op::Read,
+            Verb::Send if imm => Op::SendImm(loops::DATA_IMM),
             Verb::Send => Op::Send,
             Verb::Atomic => match atomic {
                 AtomicType::FetchAndAdd => Op::FetchAdd(1),
@@ -135,8 +138,9 @@ impl<'a> Step<'a> {
         let size32 = size as u32;
         let iters = self.spec.run.iterations();
         let posted = if self.role.receives {
-            loops::post_receives(conns, size32, u64::from(self.queues.rx_depth).min(iters), slots)
-        } else if self.spec.kind.measure == Measure::Lat && self.spec.kind.receives() {
+            let each = self.queues.receives_per_connection(conns.len(), iters);
+            loops::post_receives(conns, size32, each, slots)
+        } else if self.spec.kind.measure == Measure::Lat && self.spec.receives() {
             loops::post_receives(&mut conns[..1], size32, u64::from(self.queues.rx_depth), 1)
         } else {
             Ok(())
@@ -232,7 +236,7 @@ impl<'a> Step<'a> {
         local: &mut SizeResult,
     ) -> Result<(), Error> {
         let plan = self.bw_plan(size, slots, C::BLOCKING_POLL);
-        let posted = u64::from(self.queues.rx_depth).min(plan.iters);
+        let posted = self.queues.receives_per_connection(conns.len(), plan.iters);
         if self.role.sends {
             let beat = if self.role.heartbeat { Some(Heartbeat::start(ch)?) } else { None };
             let outcome = if C::BLOCKING_POLL {
@@ -244,7 +248,7 @@ impl<'a> Step<'a> {
             } else {
                 loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv)
             }?;
-            if self.spec.kind.receives() && plan.duration.is_some() {
+            if self.spec.receives() && plan.duration.is_some() {
                 loops::send_end_markers(conns, self.local.timeout)?;
             }
             drop(beat);
@@ -316,7 +320,7 @@ impl<'a> Step<'a> {
                 let _beat = if self.role.heartbeat { Some(Heartbeat::start(ch)?) } else { None };
                 loops::lat_round_trip(conn, self.op, plan, samples)
             }
-            Verb::Write => {
+            Verb::Write if !self.spec.receives() => {
                 let part = loops::PingPong {
                     writes_first: initiates,
                     measures: initiates,
@@ -324,8 +328,11 @@ impl<'a> Step<'a> {
                 };
                 loops::lat_write_pingpong(conn, part, plan, samples, || ch.has_pending())
             }
-            Verb::Send => {
-                loops::lat_send_pingpong(conn, initiates, plan, samples, || ch.has_pending())
+            // Messages that consume a receive: sends, and writes with immediate data.
+            Verb::Write | Verb::Send => {
+                loops::lat_send_pingpong(conn, initiates, self.op, plan, samples, || {
+                    ch.has_pending()
+                })
             }
         };
         Ok(Some(rec?))

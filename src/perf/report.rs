@@ -33,7 +33,8 @@ pub struct SizeResult {
     pub lat: Option<LatStats>,
     /// Pattern check (`--validate`).
     pub validation: Option<Validation>,
-    /// Bytes the receiving side counted (send and TCP tests): what really arrived.
+    /// Bytes the receiving side counted (send and TCP tests, writes with immediate
+    /// data): what really arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub received_bytes: Option<u64>,
     /// CPU cost of the measured window on each side.
@@ -181,6 +182,12 @@ pub struct EffectiveParams {
     /// Buffers in huge pages (`--use_hugepages`).
     #[serde(default)]
     pub hugepages: bool,
+    /// One shared receive queue per side (`--use-srq`).
+    #[serde(default)]
+    pub shared_receives: bool,
+    /// Writes or sends with immediate data (`--write_with_imm`, `--send_with_imm`).
+    #[serde(default)]
+    pub immediate: bool,
     /// Event mode.
     pub events: bool,
     /// Both directions.
@@ -330,7 +337,8 @@ fn rdma_header(spec: &TestSpec, p: &EffectiveParams, role: &str) -> String {
     let nd = p.link_layer == "NetworkDirect";
     let transport = if nd { "NetworkDirect" } else { "IB" };
     let _ = writeln!(o, " Number of qps   : {}\t\tTransport type : {transport}", p.qps);
-    let _ = writeln!(o, " Connection type : {}\t\tUsing SRQ      : OFF", p.connection);
+    let srq = if p.shared_receives { "ON" } else { "OFF" };
+    let _ = writeln!(o, " Connection type : {}\t\tUsing SRQ      : {srq}", p.connection);
     if test.measure == Measure::Lat || role == "client" || p.bidirectional {
         let _ = writeln!(o, " TX depth        : {}", p.tx_depth);
     }

@@ -359,7 +359,7 @@ impl Test<'_, '_> {
             let size32 = Self::size32(size)?;
             let slots = self.layout.slots(size);
             let plan = self.step.bw_plan(size32, slots, false);
-            let posted = u64::from(self.step.queues.rx_depth).min(plan.iters);
+            let posted = self.step.queues.receives_per_connection(self.conns.len(), plan.iters);
             if !self.ctx.client() {
                 loops::post_receives(&mut self.conns, size32, posted, slots)?;
             }
@@ -462,6 +462,7 @@ impl Test<'_, '_> {
             let rec = loops::lat_send_pingpong(
                 &mut self.conns[0],
                 client,
+                self.step.op,
                 &plan,
                 CountedSampler::new(&plan),
                 || false,

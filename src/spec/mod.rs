@@ -230,6 +230,14 @@ pub struct RdmaSpec {
     /// Buffers in huge pages (`--use_hugepages`).
     #[serde(default)]
     pub hugepages: bool,
+    /// Each side's queue pairs take receives from one shared receive queue of
+    /// `rx_depth` entries (`--use-srq`).
+    #[serde(default)]
+    pub shared_receives: bool,
+    /// Writes or sends carry immediate data (`--write_with_imm`, `--send_with_imm`): a
+    /// write then consumes a receive at the peer, as a send does.
+    #[serde(default)]
+    pub immediate: bool,
     /// One size in `-D`-second intervals, each printed, until a signal
     /// (`--run_infinitely`).
     #[serde(default)]
@@ -328,6 +336,19 @@ pub struct Queues {
     pub inline_size: u32,
     /// Completion events instead of polling.
     pub events: bool,
+    /// The receives are one pool of `rx_depth` shared by every queue pair (`--use-srq`).
+    pub shared_receives: bool,
+}
+
+impl Queues {
+    /// Receives to put up on each of `connections` before a size of `iters` messages
+    /// per connection: `rx_depth` each, or with a shared receive queue an equal part of
+    /// its `rx_depth` (perftest's split; the rules keep `-r` at least `-q`).
+    pub fn receives_per_connection(&self, connections: usize, iters: u64) -> u64 {
+        let depth = u64::from(self.rx_depth);
+        let each = if self.shared_receives { depth / (connections.max(1) as u64) } else { depth };
+        each.max(1).min(iters)
+    }
 }
 
 impl TestSpec {
@@ -342,10 +363,13 @@ impl TestSpec {
 
     /// perftest's title line: `RDMA_Write BW Test`, `TCP Latency Test`.
     pub fn title(&self) -> String {
+        let imm = self.rdma().is_some_and(|r| r.immediate);
         let verb = match (&self.link, self.kind.verb) {
             (Link::Tcp(_), _) => "TCP",
+            (_, Verb::Write) if imm => "RDMA_Write_imm",
             (_, Verb::Write) => "RDMA_Write",
             (_, Verb::Read) => "RDMA_Read",
+            (_, Verb::Send) if imm => "Send_imm",
             (_, Verb::Send) => "Send",
             (_, Verb::Atomic) => "Atomic",
         };
@@ -354,6 +378,12 @@ impl TestSpec {
             Measure::Lat => "Latency",
         };
         format!("{verb} {measure} Test")
+    }
+
+    /// Whether the receiving side posts receives: send tests (and TCP's streams), and
+    /// writes with immediate data, each of which consumes one.
+    pub fn receives(&self) -> bool {
+        self.kind.receives() || self.rdma().is_some_and(|r| r.immediate)
     }
 
     /// The RDMA part, if this is an RDMA test.
@@ -406,6 +436,7 @@ impl TestSpec {
                 post_list: r.post_list,
                 inline_size: r.inline_size,
                 events: r.events,
+                shared_receives: r.shared_receives,
             },
             Link::Tcp(_) => {
                 let iters = self.run.iterations();
@@ -421,6 +452,7 @@ impl TestSpec {
                     post_list: 1,
                     inline_size: 0,
                     events: false,
+                    shared_receives: false,
                 }
             }
         }

@@ -69,6 +69,12 @@ pub struct RdmaRequest {
     pub odp: bool,
     /// `--use_hugepages`.
     pub hugepages: bool,
+    /// `--use-srq`.
+    pub shared_receives: bool,
+    /// `--write_with_imm`.
+    pub write_with_imm: bool,
+    /// `--send_with_imm`.
+    pub send_with_imm: bool,
     /// `--run_infinitely`.
     pub run_infinitely: bool,
     /// `-I`.
@@ -238,7 +244,9 @@ pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
     let iters = run.iterations();
     let at_most_iters = |v: u32| u32::try_from(u64::from(v).min(iters)).unwrap_or(v);
     let tx_depth = at_most_iters(r.tx_depth.unwrap_or(if bw { 128 } else { 1 }));
-    let rx_depth = match (r.rx_depth, kind.receives()) {
+    let immediate = immediate(kind, r)?;
+    // A write with immediate data consumes a receive, as a send does.
+    let rx_depth = match (r.rx_depth, kind.receives() || immediate) {
         (Some(d), true) => at_most_iters(d),
         (Some(d), false) => d,
         (None, true) => at_most_iters(if bw { 512 } else { 16 }),
@@ -277,11 +285,30 @@ pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
             warm_up: r.warm_up,
             odp: r.odp,
             hugepages: r.hugepages,
+            shared_receives: r.shared_receives,
+            immediate,
             run_infinitely: r.run_infinitely,
         }),
     };
     spec.validate()?;
     Ok(spec)
+}
+
+/// `--write_with_imm` (write tests) or `--send_with_imm` (send tests), as perftest.
+fn immediate(kind: TestKind, r: &RdmaRequest) -> Result<bool, Error> {
+    if r.write_with_imm && kind.verb != Verb::Write {
+        return Err(Error::usage(format!(
+            "--write_with_imm: write_bw and write_lat write with immediate data, not {}",
+            kind.id()
+        )));
+    }
+    if r.send_with_imm && kind.verb != Verb::Send {
+        return Err(Error::usage(format!(
+            "--send_with_imm: send_bw and send_lat send with immediate data, not {}",
+            kind.id()
+        )));
+    }
+    Ok(r.write_with_imm || r.send_with_imm)
 }
 
 /// `--run_infinitely`: `-D` is the interval, each measured whole (no margin).
@@ -478,8 +505,14 @@ impl TestSpec {
         check(bw || r.qps == 1, || "-q: latency tests use one QP".into())?;
         check(bw || !r.bidirectional, || "-b: only bandwidth tests are bidirectional".into())?;
         check(
-            self.kind != (TestKind { verb: Verb::Write, measure: Measure::Lat }) || !r.events,
-            || "-e: write_lat polls memory, it has no completions to wait for".into(),
+            self.kind != (TestKind { verb: Verb::Write, measure: Measure::Lat })
+                || !r.events
+                || r.immediate,
+            || {
+                "-e: write_lat polls memory, it has no completions to wait for \
+                 (--write_with_imm has)"
+                    .into()
+            },
         )?;
         if let Some(m) = r.mtu {
             check(matches!(m, 256 | 512 | 1024 | 2048 | 4096), || {
@@ -503,7 +536,7 @@ impl TestSpec {
         check(t <= 15000, || format!("-t {t}: at most 15000"))?;
         check(r.rx_depth > 0, || "-r 0: the receive queue needs at least one entry".into())?;
         check(r.rx_depth <= 16384, || format!("-r {}: at most 16384", r.rx_depth))?;
-        check(self.kind.receives() || r.rx_depth == 1, || {
+        check(self.receives() || r.rx_depth == 1, || {
             format!("-r {}: {id} posts no receives", r.rx_depth)
         })?;
         check(r.inline_size <= 1024, || format!("-I {}: at most 1024 bytes", r.inline_size))?;
@@ -537,8 +570,12 @@ impl TestSpec {
 
     fn validate_modes(&self, r: &RdmaSpec) -> Result<(), Error> {
         let duration = matches!(self.run, RunLength::Duration { .. });
-        check(!(duration && r.bidirectional && self.kind.verb == Verb::Send), || {
-            "-b with send_bw needs -n: each side must know how many messages to expect".into()
+        check(!(duration && r.bidirectional && self.receives()), || {
+            format!(
+                "-b with {}{} needs -n: each side must know how many messages to expect",
+                self.kind.id(),
+                if r.immediate && self.kind.verb == Verb::Write { " --write_with_imm" } else { "" }
+            )
         })?;
         check(!(duration && r.events), || "-D cannot be combined with -e".into())?;
         check(self.kind.verb == Verb::Atomic || r.atomic_type == AtomicType::FetchAndAdd, || {
@@ -557,6 +594,23 @@ impl TestSpec {
         check(!(r.rdma_cm && r.service == Service::Ud), || {
             "-R: rdma_cm connects RC or UC queue pairs".into()
         })?;
+        if r.shared_receives {
+            check(self.kind.verb == Verb::Send, || {
+                format!("--use-srq: {} posts no receives; the send tests do", self.kind.id())
+            })?;
+            check(r.rx_depth >= r.qps, || {
+                format!(
+                    "--use-srq: -r {} is less than -q {}: each QP starts with an equal part of \
+                     the shared receive queue",
+                    r.rx_depth, r.qps
+                )
+            })?;
+            check(!self.validate, || {
+                "--validate: with --use-srq a message lands in whichever QP's receive came \
+                 first, not in its own QP's buffer"
+                    .into()
+            })?;
+        }
         if let Some(l) = r.rate_limit {
             check(l.rate.is_finite() && l.rate > 0.0, || {
                 format!("--rate_limit {}: a rate above 0", l.rate)
@@ -569,8 +623,9 @@ impl TestSpec {
             })?;
         }
         if r.warm_up {
-            check(self.kind.measure == Measure::Bw && self.kind.verb != Verb::Send, || {
-                "--perform_warm_up: write, read and atomic bandwidth tests warm up (as perftest)"
+            check(self.kind.measure == Measure::Bw && !self.receives(), || {
+                "--perform_warm_up: write, read and atomic bandwidth tests warm up (as perftest), \
+                 without immediate data (its messages would take the measured run's receives)"
                     .into()
             })?;
             check(!(self.validate && self.kind.verb == Verb::Atomic), || {
@@ -602,7 +657,11 @@ fn nd_rules(kind: TestKind, r: &RdmaSpec) -> Result<(), Error> {
         "-S, --tclass, --flow_label: NetworkDirect does not set a path's class".into()
     })?;
     check(!r.odp, || "--odp: NetworkDirect registers memory its own way (pinned)".into())?;
-    check(!r.hugepages, || "--use_hugepages: not with NetworkDirect (Linux's MAP_HUGETLB)".into())
+    check(!r.hugepages, || "--use_hugepages: not with NetworkDirect (Linux's MAP_HUGETLB)".into())?;
+    check(!r.shared_receives, || "--use-srq: not implemented for NetworkDirect".into())?;
+    check(!r.immediate, || {
+        "--write_with_imm, --send_with_imm: immediate data is not supported by NetworkDirect".into()
+    })
 }
 
 /// What NetworkDirect cannot take from this side's own flags.

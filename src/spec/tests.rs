@@ -225,6 +225,39 @@ fn invalid_combinations_are_one_clear_line() {
             RdmaRequest { traffic_class: Some(8), backend: Some(Backend::Nd), ..d() },
             "NetworkDirect does not set a path's class",
         ),
+        (WRITE_BW, RdmaRequest { shared_receives: true, ..d() }, "write_bw posts no receives"),
+        (
+            SEND_BW,
+            RdmaRequest { shared_receives: true, qps: Some(8), rx_depth: Some(4), ..d() },
+            "-r 4 is less than -q 8",
+        ),
+        (
+            SEND_BW,
+            RdmaRequest { shared_receives: true, validate: true, ..d() },
+            "whichever QP's receive came first",
+        ),
+        (
+            SEND_BW,
+            RdmaRequest { shared_receives: true, backend: Some(Backend::Nd), ..d() },
+            "--use-srq: not implemented for NetworkDirect",
+        ),
+        (READ_LAT, RdmaRequest { write_with_imm: true, ..d() }, "not read_lat"),
+        (WRITE_BW, RdmaRequest { send_with_imm: true, ..d() }, "send_bw and send_lat send"),
+        (
+            WRITE_BW,
+            RdmaRequest { write_with_imm: true, bidirectional: true, duration: Some(4), ..d() },
+            "-b with write_bw --write_with_imm needs -n",
+        ),
+        (
+            WRITE_BW,
+            RdmaRequest { write_with_imm: true, warm_up: true, ..d() },
+            "without immediate data",
+        ),
+        (
+            WRITE_BW,
+            RdmaRequest { write_with_imm: true, backend: Some(Backend::Nd), ..d() },
+            "immediate data is not supported by NetworkDirect",
+        ),
         (WRITE_BW, RdmaRequest { rate_limit: Some(0.0), ..d() }, "--rate_limit 0: a rate above 0"),
         (WRITE_BW, RdmaRequest { rate_limit: Some(f64::NAN), ..d() }, "a rate above 0"),
         (WRITE_LAT, RdmaRequest { rate_limit: Some(1.0), ..d() }, "paces a bandwidth test"),
@@ -269,4 +302,41 @@ fn invalid_combinations_are_one_clear_line() {
             kind.id()
         );
     }
+}
+
+#[test]
+fn a_shared_receive_queue_splits_its_depth_among_the_qps() {
+    let r = RdmaRequest {
+        shared_receives: true,
+        qps: Some(4),
+        iters: Some(1000),
+        ..RdmaRequest::default()
+    };
+    let q = spec(SEND_BW, r).queues();
+    assert!(q.shared_receives);
+    assert_eq!(q.rx_depth, 512);
+    assert_eq!(q.receives_per_connection(4, 1000), 128, "512 shared by 4 QPs");
+    assert_eq!(q.receives_per_connection(4, 100), 100, "never more than a size's messages");
+    let own = spec(SEND_BW, RdmaRequest { qps: Some(4), ..RdmaRequest::default() }).queues();
+    assert!(!own.shared_receives);
+    assert_eq!(own.receives_per_connection(4, 1000), 512, "a receive queue each");
+    let lat = spec(SEND_LAT, RdmaRequest { shared_receives: true, ..RdmaRequest::default() });
+    assert_eq!(lat.queues().receives_per_connection(1, 1000), 16);
+}
+
+#[test]
+fn writes_with_immediate_data_receive_as_sends_do() {
+    let d = RdmaRequest::default;
+    let w = spec(WRITE_BW, RdmaRequest { write_with_imm: true, ..d() });
+    assert!(w.receives() && rdma(&w).immediate);
+    assert_eq!(w.title(), "RDMA_Write_imm BW Test");
+    assert_eq!(rdma(&w).rx_depth, 512, "a receive queue as send_bw's");
+    let plain = spec(WRITE_BW, d());
+    assert!(!plain.receives());
+    assert_eq!((plain.title().as_str(), rdma(&plain).rx_depth), ("RDMA_Write BW Test", 1));
+    let s = spec(SEND_LAT, RdmaRequest { send_with_imm: true, ..d() });
+    assert_eq!(s.title(), "Send_imm Latency Test");
+    // write_lat with immediates completes at the receiver, so -e has something to wait on.
+    let e = spec(WRITE_LAT, RdmaRequest { write_with_imm: true, events: true, ..d() });
+    assert!(e.receives() && rdma(&e).events);
 }

@@ -163,6 +163,14 @@ pub enum CompletionKind {
     Other,
 }
 
+impl CompletionKind {
+    /// A receive consumed by a send or by a write with immediate data.
+    #[inline]
+    pub fn is_receive(self) -> bool {
+        matches!(self, CompletionKind::Recv | CompletionKind::RecvWriteImm)
+    }
+}
+
 /// How work ended.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Status {

@@ -8,8 +8,8 @@ use ffi::verbs::{
     Access, AddressHandle, AddressVector, CmConnection, CompletionQueue, ConnectRequest, Context,
     DeviceList, Error as VerbsError, GenericQueuePair, InitAttr, LocalSlice, MemoryRegion, Mtu,
     PathClass, PreparedSend, ProtectionDomain, QpCaps, QpEndpoint, QpState, QpType, QueuePair,
-    RemoteBuffer, ResolvedRoute, RtrAttr, RtsAttr, SendOp, SendRequest, UdDest, WcOpcode, WcStatus,
-    DEFAULT_QKEY, GRH_LEN, MAX_POST_LIST,
+    RemoteBuffer, ResolvedRoute, RtrAttr, RtsAttr, SendOp, SendRequest, SharedReceiveQueue, UdDest,
+    WcOpcode, WcStatus, DEFAULT_QKEY, GRH_LEN, MAX_POST_LIST,
 };
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +50,9 @@ pub struct VerbsOptions {
     pub odp: Option<OdpNeed>,
     /// Buffers in huge pages (`--use_hugepages`).
     pub hugepages: bool,
+    /// Every connection takes receives from one shared receive queue of this many
+    /// entries (`--use-srq`).
+    pub shared_receives: Option<u32>,
 }
 
 /// What `--odp` needs of the device: on-demand paging for `service`'s queue pairs,
@@ -115,6 +118,8 @@ pub struct VerbsTransport {
     access: Access,
     /// Buffers in huge pages of this size (`--use_hugepages`).
     huge_page: Option<usize>,
+    /// The one receive queue of every connection (`--use-srq`).
+    srq: Option<SharedReceiveQueue>,
     mtu: Mtu,
     /// Why `mtu` is not the port's active MTU, when a device erratum lowered it.
     mtu_erratum: Option<&'static str>,
@@ -152,6 +157,7 @@ pub struct VerbsEndpoint {
 pub struct VerbsPrepared {
     cq: CompletionQueue,
     qp: GenericQueuePair,
+    srq: Option<SharedReceiveQueue>,
     mr: MemoryRegion,
     local: VerbsEndpoint,
     events: bool,
@@ -206,6 +212,11 @@ impl VerbsTransport {
             events: true,
         };
         let pd = context.alloc_pd()?;
+        let srq = opts
+            .shared_receives
+            .map(|depth| pd.create_srq(depth, 1))
+            .transpose()
+            .map_err(|e| TransportError::Unsupported(format!("--use-srq: {e}")))?;
         Ok(VerbsTransport {
             local: QpEndpoint { lid: port_attr.lid, gid, qpn: 0, psn: 0 },
             context,
@@ -215,6 +226,7 @@ impl VerbsTransport {
             class: opts.class,
             access: if opts.odp.is_some() { Access::ALL | Access::ON_DEMAND } else { Access::ALL },
             huge_page: opts.hugepages.then(huge_page_size),
+            srq,
             port: opts.port,
             gid_index,
             mtu,
@@ -397,6 +409,7 @@ impl VerbsTransport {
             caps,
             cq: p.cq,
             qp: p.qp,
+            srq: p.srq,
             mr: p.mr,
             _cm: cm,
         }
@@ -443,11 +456,12 @@ impl Transport for VerbsTransport {
         };
         // The extended send API where the provider has it, as perftest: cheaper per post.
         // Chosen once here; each post matches the kind.
-        let qp = self
-            .pd
-            .create_qp(qp_type(cfg.service), &cq, &cq)
-            .caps(caps)
-            .build_extended_or_basic()?;
+        let builder = self.pd.create_qp(qp_type(cfg.service), &cq, &cq).caps(caps);
+        let qp = match &self.srq {
+            Some(srq) => builder.srq(srq),
+            None => builder,
+        }
+        .build_extended_or_basic()?;
         qp.to_init(&InitAttr::new(self.port))?;
         let extra = if cfg.service == Service::Ud { GRH_LEN } else { 0 };
         let len = cfg.buf_len + extra;
@@ -467,7 +481,8 @@ impl Transport for VerbsTransport {
             buffer: mr.remote(),
             service: cfg.service,
         };
-        Ok((VerbsPrepared { cq, qp, mr, local: local.clone(), events: cfg.events }, local))
+        let srq = self.srq.clone();
+        Ok((VerbsPrepared { cq, qp, srq, mr, local: local.clone(), events: cfg.events }, local))
     }
 
     fn connect(
@@ -483,6 +498,8 @@ impl Transport for VerbsTransport {
 pub struct VerbsConnection {
     // The QP must go before the CQ and buffer it uses; it holds clones of them anyway.
     qp: GenericQueuePair,
+    /// Where receives go instead of the QP's own queue (`--use-srq`).
+    srq: Option<SharedReceiveQueue>,
     ah: Option<AddressHandle>,
     cq: CompletionQueue,
     mr: MemoryRegion,
@@ -639,7 +656,10 @@ impl Connection for VerbsConnection {
         // On UD the GRH lands in the `recv_overhead` bytes in front of the payload.
         let overhead = self.caps.recv_overhead as usize;
         let slice = self.mr.slice(offset, overhead + len as usize)?;
-        self.qp.post_recv(wr_id, &[slice])?;
+        match &self.srq {
+            Some(srq) => srq.post_recv(wr_id, &[slice])?,
+            None => self.qp.post_recv(wr_id, &[slice])?,
+        }
         Ok(())
     }
 

@@ -16,6 +16,7 @@ pub mod loopback;
 mod mr;
 mod pd;
 mod qp;
+mod srq;
 pub mod sys;
 
 pub use ah::AddressHandle;
@@ -32,5 +33,6 @@ pub use qp::{
     QueuePairBuilder, RtrAttr, RtsAttr, SendBatch, SendFlags, SendOp, SendRequest, UdDest,
     DEFAULT_QKEY, GRH_LEN, MAX_POST_LIST, MAX_SGE,
 };
+pub use srq::SharedReceiveQueue;
 
 pub use crate::types::{Gid, Guid, QpEndpoint, RangeError, RemoteBuffer, RemoteSlice};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{check, poll_or_wait, Clock, LoopError, Stall, END_IMM, END_MARKER};
 use crate::measure::BwRecorder;
-use crate::transport::{Completion, CompletionKind, Connection, Op, WorkRequest};
+use crate::transport::{Completion, Connection, Op, WorkRequest};
 
 /// How a bandwidth sender runs one size.
 #[derive(Clone, Copy, Debug)]
@@ -205,7 +205,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                 let t = clock.ns();
                 for c in &wcs[..got] {
                     check(q, c)?;
-                    if matches!(c.kind, CompletionKind::Recv | CompletionKind::RecvWriteImm) {
+                    if c.kind.is_receive() {
                         recv.on_recv(q, conn, c)?;
                         continue;
                     }
@@ -441,7 +441,7 @@ pub fn bw_recv<C: Connection>(
             }
             for c in &wcs[..got] {
                 check(q, c)?;
-                if c.kind != CompletionKind::Recv {
+                if !c.kind.is_receive() {
                     continue;
                 }
                 if c.imm == Some(END_IMM) {

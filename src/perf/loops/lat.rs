@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::sampler::Sampler;
 use super::{check, poll_or_wait, LoopError, Stall, END_IMM, END_MARKER};
 use crate::measure::LatencyRecorder;
-use crate::transport::{Completion, CompletionKind, Connection, Op, WorkRequest};
+use crate::transport::{Completion, Connection, Op, WorkRequest};
 
 /// How a latency test runs one size.
 #[derive(Clone, Copy, Debug)]
@@ -193,12 +193,14 @@ pub fn lat_write_pingpong<C: Connection, S: Sampler>(
     }
 }
 
-/// send_lat: ping-pong of sends. The initiator sends and waits for the answer; the
-/// responder answers each message. Receives, put up by [`post_receives`] before the
-/// run, are reposted as they are used.
+/// send_lat: ping-pong of `op`, a message that consumes a receive (a send, or a write
+/// with immediate data). The initiator sends and waits for the answer; the responder
+/// answers each message. Receives, put up by [`post_receives`] before the run, are
+/// reposted as they are used.
 pub fn lat_send_pingpong<C: Connection, S: Sampler>(
     conn: &mut C,
     initiator: bool,
+    op: Op,
     plan: &LatPlan,
     mut samples: S,
     mut stop: impl FnMut() -> bool,
@@ -208,7 +210,7 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
     let send = |conn: &mut C, i: u64| {
         conn.post_repeat(&WorkRequest {
             wr_id: i,
-            op: Op::Send,
+            op,
             local_offset: 0,
             len: plan.size,
             remote_offset: 0,
@@ -239,7 +241,7 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
             let got = poll_or_wait(conn, &mut wcs, plan.events, &mut stall, "the peer's message")?;
             for c in &wcs[..got] {
                 check(0, c)?;
-                if c.kind == CompletionKind::Recv {
+                if c.kind.is_receive() {
                     if recv_posted < plan.iters {
                         conn.post_recv(c.wr_id, 0, plan.size)?;
                         recv_posted += 1;
@@ -265,7 +267,8 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
             let mut stall = Stall::new(plan.timeout);
             loop {
                 let got = conn.poll(&mut wcs)?;
-                if wcs[..got].iter().any(|c| c.kind == CompletionKind::Send) {
+                // (A send's, or a write's with immediate data: whatever is not a receive.)
+                if wcs[..got].iter().any(|c| !c.kind.is_receive()) {
                     break;
                 }
                 stall.idle("the last answer's completion")?;

@@ -25,6 +25,10 @@ use crate::transport::{Completion, Connection, Op, Status, TransportError, WorkR
 /// Immediate value that tells a receiver the sender is finished (duration runs).
 pub const END_IMM: u32 = 0xFFFF_FFFF;
 
+/// Immediate value of every measured message with `--write_with_imm` or
+/// `--send_with_imm` ("RDMB"): never [`END_IMM`].
+pub const DATA_IMM: u32 = 0x5244_4D42;
+
 /// The zero-byte send carrying [`END_IMM`].
 pub(crate) const END_MARKER: WorkRequest = WorkRequest {
     wr_id: u64::MAX,

@@ -5,7 +5,7 @@ use std::fmt;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
-use super::super::{sys, CompletionQueue, Error, ProtectionDomain};
+use super::super::{sys, CompletionQueue, Error, ProtectionDomain, SharedReceiveQueue};
 use super::common::QpCore;
 use super::{BasicQueuePair, ExtendedQueuePair, GenericQueuePair, QpCaps, QpType, MAX_SGE};
 
@@ -22,6 +22,7 @@ pub struct QueuePairBuilder<'a> {
     recv_cq: &'a CompletionQueue,
     caps: QpCaps,
     sq_sig_all: bool,
+    srq: Option<&'a SharedReceiveQueue>,
 }
 
 impl ProtectionDomain {
@@ -39,6 +40,7 @@ impl ProtectionDomain {
             recv_cq,
             caps: QpCaps::default(),
             sq_sig_all: false,
+            srq: None,
         }
     }
 }
@@ -102,10 +104,18 @@ impl From<ExtendedQpError> for Error {
     }
 }
 
-impl QueuePairBuilder<'_> {
+impl<'a> QueuePairBuilder<'a> {
     /// Queue sizes.
     pub fn caps(mut self, caps: QpCaps) -> Self {
         self.caps = caps;
+        self
+    }
+
+    /// Take receives from `srq` instead of a receive queue of its own (the receive
+    /// sizes in [`caps`](Self::caps) are then ignored). The queue pair keeps the SRQ
+    /// until it is destroyed.
+    pub fn srq(mut self, srq: &'a SharedReceiveQueue) -> Self {
+        self.srq = Some(srq);
         self
     }
 
@@ -123,7 +133,7 @@ impl QueuePairBuilder<'_> {
     /// ENOMEM when out of QPs).
     pub fn build(self) -> Result<BasicQueuePair, Error> {
         let mut init = self.init_attr();
-        // SAFETY: live PD and CQs (the QP keeps clones of them); `init` is valid.
+        // SAFETY: live PD, CQs and SRQ (the QP keeps clones of them); `init` is valid.
         let raw = unsafe { sys::ibv_create_qp(self.pd.as_ptr(), &mut init) };
         let raw = NonNull::new(raw).ok_or_else(|| {
             Error::last_os("ibv_create_qp").on(format!("{:?} {:?}", self.qp_type, self.caps))
@@ -172,11 +182,19 @@ impl QueuePairBuilder<'_> {
         init.recv_cq = self.recv_cq.as_ptr();
         init.qp_type = self.qp_type.raw();
         init.sq_sig_all = i32::from(self.sq_sig_all);
+        // With an SRQ the queue pair has no receive queue of its own.
+        let (max_recv_wr, max_recv_sge) = match self.srq {
+            Some(srq) => {
+                init.srq = srq.as_ptr();
+                (0, 0)
+            }
+            None => (self.caps.max_recv_wr, self.caps.max_recv_sge),
+        };
         init.cap = sys::ibv_qp_cap {
             max_send_wr: self.caps.max_send_wr,
-            max_recv_wr: self.caps.max_recv_wr,
+            max_recv_wr,
             max_send_sge: self.caps.max_send_sge,
-            max_recv_sge: self.caps.max_recv_sge,
+            max_recv_sge,
             max_inline_data: self.caps.max_inline_data,
         };
         init
@@ -192,7 +210,7 @@ impl QueuePairBuilder<'_> {
             max_recv_sge: cap.max_recv_sge.min(MAX_SGE as u32),
             max_inline_data: cap.max_inline_data,
         };
-        QpCore::new(raw, self.qp_type, caps, self.pd, self.send_cq, self.recv_cq)
+        QpCore::new(raw, self.qp_type, caps, self.pd, (self.send_cq, self.recv_cq), self.srq)
     }
 
     /// `ibv_create_qp_ex` with the send operations this QP type can do. `init` gets
@@ -217,6 +235,7 @@ impl QueuePairBuilder<'_> {
         let mut ex: sys::ibv_qp_init_attr_ex = unsafe { MaybeUninit::zeroed().assume_init() };
         ex.send_cq = init.send_cq;
         ex.recv_cq = init.recv_cq;
+        ex.srq = init.srq;
         ex.cap = init.cap;
         ex.qp_type = init.qp_type;
         ex.sq_sig_all = init.sq_sig_all;

@@ -7,6 +7,7 @@ use std::ptr::{self, NonNull};
 
 use super::super::{
     sys, Access, CompletionQueue, Error, LocalSlice, MemoryRegion, ProtectionDomain,
+    SharedReceiveQueue,
 };
 use super::{
     sys::ibv_qp_attr_mask as mask, InitAttr, PreparedSend, QpCaps, QpState, QpType, RtrAttr,
@@ -15,8 +16,8 @@ use super::{
 use crate::types::{Gid, QpEndpoint};
 
 /// The part every queue pair has: the C handle, its type and sizes, and the objects it
-/// keeps alive (its protection domain and both completion queues), so they are
-/// destroyed after it whatever the drop order.
+/// keeps alive (its protection domain, both completion queues and any shared receive
+/// queue), so they are destroyed after it whatever the drop order.
 ///
 /// Not nameable outside this crate: it is how the kinds share their verbs, not an API.
 pub struct QpCore {
@@ -26,6 +27,8 @@ pub struct QpCore {
     pub(super) pd: ProtectionDomain,
     _send_cq: CompletionQueue,
     _recv_cq: CompletionQueue,
+    /// The shared receive queue it takes receives from, if any.
+    pub(super) srq: Option<SharedReceiveQueue>,
 }
 
 // SAFETY: posting and modifying are thread-safe in libibverbs.
@@ -43,14 +46,15 @@ impl Drop for QpCore {
 }
 
 impl QpCore {
-    /// Takes ownership of a QP just created in `pd` over the two CQs.
+    /// Takes ownership of a QP just created in `pd` over the (send, receive) CQs and
+    /// `srq`.
     pub(super) fn new(
         raw: NonNull<sys::ibv_qp>,
         qp_type: QpType,
         caps: QpCaps,
         pd: &ProtectionDomain,
-        send_cq: &CompletionQueue,
-        recv_cq: &CompletionQueue,
+        (send_cq, recv_cq): (&CompletionQueue, &CompletionQueue),
+        srq: Option<&SharedReceiveQueue>,
     ) -> Self {
         QpCore {
             raw,
@@ -59,6 +63,7 @@ impl QpCore {
             pd: pd.clone(),
             _send_cq: send_cq.clone(),
             _recv_cq: recv_cq.clone(),
+            srq: srq.cloned(),
         }
     }
 
@@ -284,6 +289,12 @@ pub trait QueuePair: Send + Sync {
     #[inline]
     fn post_recv(&self, wr_id: u64, local: &[LocalSlice<'_>]) -> Result<(), Error> {
         let core = self.core();
+        if core.srq.is_some() {
+            return Err(Error::invalid(
+                "ibv_post_recv",
+                format!("QP {} takes its receives from a shared receive queue", self.qp_num()),
+            ));
+        }
         if local.len() > core.caps.max_recv_sge as usize {
             return Err(Error::invalid(
                 "ibv_post_recv",
