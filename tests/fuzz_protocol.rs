@@ -252,6 +252,7 @@ fn rdma_request(rng: &mut Rng) -> RdmaRequest {
         shared_receives: rng.chance(5),
         write_with_imm: rng.chance(5),
         send_with_imm: rng.chance(5),
+        reversed: rng.chance(5),
         run_infinitely: rng.chance(5),
     }
 }

@@ -848,6 +848,44 @@ fn lab_path_class_reaches_the_queue_pair() {
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_reversed_has_the_server_send_and_measure() {
+    // write_bw: the server writes into the client's buffer, where the pattern is checked.
+    let r = ok("write-bw", &["-n", "300", "-s", "4096", "--reversed", "--validate"]);
+    let res = &r.json["results"][0];
+    assert_eq!(res["bw"]["messages"], 300, "{res}");
+    assert_eq!(res["bw"]["bytes"], 300 * 4096);
+    let v = &res["validation"];
+    // (Checked on the client: the server's buffer, zeroed before the size, would fail.)
+    assert!(v["checked_bytes"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["corrupted_bytes"], 0, "{v}");
+    assert!(res["cpu"]["client"].is_object() && res["cpu"]["server"].is_object(), "{res}");
+    assert_eq!(r.json["params"]["reversed"], true);
+    // The sender's header shows its send queue; both say the test is turned around.
+    let (client, server) = (text(&r.client), text(&r.server));
+    assert!(server.contains(" TX depth") && !client.contains(" TX depth"), "{client}");
+    for head in [&client, &server] {
+        assert!(head.contains(" Reversed        : ON (the server sends and measures)"));
+    }
+    same_table(&r);
+    // send_bw: the client posts the receives and counts what arrived.
+    let r = ok("send-bw", &["-n", "300", "-s", "4096", "--reversed"]);
+    assert_eq!(r.json["results"][0]["received_bytes"], 300 * 4096, "{}", r.json["results"][0]);
+    // read_bw: the server reads the client's pattern.
+    let r = ok("read-bw", &["-n", "100", "-s", "4096", "--reversed", "--validate"]);
+    assert_eq!(r.json["results"][0]["validation"]["corrupted_bytes"], 0);
+    // As perftest's, both sides give it: a server started without it refuses by name.
+    let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
+    let server = spawn(&["write-bw".into(), "-p".into(), port.clone()]);
+    let args = ["write-bw", "-p", &port, "--reversed", "127.0.0.1"].map(String::from);
+    let client = finish(spawn(&args), Duration::from_secs(60));
+    let server = finish(server, Duration::from_secs(60));
+    assert_eq!((client.status.code(), server.status.code()), (Some(2), Some(2)));
+    let want = "parameter mismatch: reversed: client true, server false";
+    assert!(err(&client).contains(want), "{}", err(&client));
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_parameter_mismatch_is_refused_on_both_sides() {
     let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
     let server = spawn(&["write-bw".into(), "-p".into(), port.clone(), "-s".into(), "4096".into()]);

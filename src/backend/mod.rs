@@ -238,6 +238,7 @@ pub fn params(ctx: &SetupContext<'_>, found: Found) -> EffectiveParams {
         hugepages: rdma.is_some_and(|r| r.hugepages),
         shared_receives: q.shared_receives,
         immediate: rdma.is_some_and(|r| r.immediate),
+        reversed: rdma.is_some_and(|r| r.reversed),
         events: q.events,
         bidirectional: spec.bidirectional(),
         rdma_cm: rdma.is_some_and(|r| r.rdma_cm),

@@ -223,6 +223,10 @@ pub struct PerfArgs {
     /// Sends with immediate data (send tests).
     #[arg(long = "send_with_imm", alias = "send-with-imm")]
     pub send_with_imm: bool,
+    /// The server sends and measures, the client receives (bandwidth tests; both sides
+    /// give it, as perftest's).
+    #[arg(long = "reversed")]
+    pub reversed: bool,
     /// Register the buffers for on-demand paging instead of pinning them (where the
     /// device offers it).
     #[arg(long = "odp")]
@@ -483,6 +487,7 @@ impl PerfArgs {
             shared_receives: self.shared_receives,
             write_with_imm: self.write_with_imm,
             send_with_imm: self.send_with_imm,
+            reversed: self.reversed,
             run_infinitely: self.run_infinitely,
             atomic_type: self.atomic_type.map(|a| match a {
                 AtomicArg::FetchAndAdd => AtomicType::FetchAndAdd,

@@ -1,6 +1,7 @@
-//! After a size ran: each side's CPU window closes, the client's measurement goes to
-//! the server, the target checks the pattern, and both sides end with the same
-//! result to print (with `-b`, both directions and their sum).
+//! After a size ran: each side's CPU window closes, the leading side's measurement
+//! (the client's; the server's under `--reversed`) goes to the other, the target checks
+//! the pattern, and both sides end with the same result to print (with `-b`, both
+//! directions and their sum).
 
 use crate::error::Error;
 use crate::measure;
@@ -25,35 +26,36 @@ pub fn exchange<C: Connection>(
     cpu_before: &CpuSnapshot,
     slots: u32,
 ) -> Result<SizeResult, Error> {
-    // Each side's CPU window ends here: the client's with its loop, the server's when
-    // the client's result arrives.
-    let mut shown = if s.role.client {
-        local.cpu.client = Some(cpu_cost(cpu_before, &local, s.mhz));
+    // Each side's CPU window ends here: the leader's with its loop, the other's when
+    // the leader's result arrives. Each fills its own side's slot.
+    let peers = if s.role.client { "the server's result" } else { "the client's result" };
+    let mut shown = if s.role.leads {
+        *local.cpu.side_mut(s.role.client) = Some(cpu_cost(cpu_before, &local, s.mhz));
         ch.send(&Message::Result { result: local.clone() })?;
         local.clone()
     } else {
-        // The client may measure alone for a long run, beating every second.
-        let result = match ch.recv_while_peer_works("the client's result")? {
+        // The leader may measure alone for a long run, beating every second.
+        let result = match ch.recv_while_peer_works(peers)? {
             Message::Result { result } => result,
             other => return Err(unexpected(&other)),
         };
-        local.cpu.server = Some(cpu_cost(cpu_before, &result, s.mhz));
+        *local.cpu.side_mut(s.role.client) = Some(cpu_cost(cpu_before, &result, s.mhz));
         result
     };
     let validation =
         if s.role.pattern_target { validate(s, conns, local.size, slots) } else { None };
-    if s.role.client {
-        let server = recv_result(ch, "the server's result")?;
-        shown.validation = match server.validation {
+    if s.role.leads {
+        let other = recv_result(ch, peers)?;
+        shown.validation = match other.validation {
             Some(v) => merge(validation, v),
             None => validation,
         };
-        shown.cpu.server = server.cpu.server;
-        if server.received_bytes.is_some() {
-            shown.received_bytes = server.received_bytes;
+        *shown.cpu.side_mut(!s.role.client) = other.cpu.side(!s.role.client);
+        if other.received_bytes.is_some() {
+            shown.received_bytes = other.received_bytes;
         }
         if s.spec.bidirectional() {
-            if let (Some(mine), Some(theirs)) = (local.bw, server.bw) {
+            if let (Some(mine), Some(theirs)) = (local.bw, other.bw) {
                 shown.directions = Some([mine, theirs]);
                 shown.bw = Some(measure::aggregate(&[(mine, 0), (theirs, 0)]));
             }
@@ -63,7 +65,7 @@ pub fn exchange<C: Connection>(
     } else {
         local.validation = validation;
         ch.send(&Message::Result { result: local })?;
-        // The client's final view, so both sides print the same numbers.
+        // The leader's final view, so both sides print the same numbers.
         recv_result(ch, "the final result")
     }
 }

@@ -6,12 +6,15 @@ use crate::spec::{Measure, TestSpec, Verb};
 /// This side's part in every size of a test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Role {
-    /// The client (it connects, initiates latency loops, and sends its results first).
+    /// The client (it connects, and initiates latency loops).
     pub client: bool,
-    /// Bandwidth: posts the measured operation (the client; both sides with `-b`).
+    /// It measures, sends its result first and composes the one both print: the
+    /// client, or under `--reversed` the server.
+    pub leads: bool,
+    /// Bandwidth: posts the measured operation (the leading side; both with `-b`).
     pub sends: bool,
-    /// Bandwidth: posts receives and counts what arrives (send tests: the server;
-    /// both sides with `-b`).
+    /// Bandwidth: posts receives and counts what arrives (send tests and writes with
+    /// immediate data: the other side; both with `-b`).
     pub receives: bool,
     /// Latency: drives the ping-pong or the round trips and records the samples.
     pub initiates: bool,
@@ -24,8 +27,8 @@ pub struct Role {
     pub pattern_source: bool,
     /// `--validate`: checks the pattern in its buffer after the size ran.
     pub pattern_target: bool,
-    /// The server has nothing to do but wait on the control channel while the client
-    /// works alone (one-sided tests): the client tells it every second it is alive.
+    /// The other side has nothing to do but wait on the control channel while this one
+    /// works alone (one-sided tests): this one tells it every second it is alive.
     pub heartbeat: bool,
 }
 
@@ -36,23 +39,26 @@ impl Role {
         let verb = spec.kind.verb;
         let bw = spec.kind.measure == Measure::Bw;
         let one_sided = matches!(verb, Verb::Read | Verb::Atomic);
+        // --reversed turns a bandwidth test around: the server leads.
+        let leads = client != (bw && spec.rdma().is_some_and(|r| r.reversed));
         // Read moves data from the target's buffer to the initiator's: the pattern
-        // starts on the server and is checked on the client.
+        // starts on the side that does not lead and is checked on the one that does.
         let (source, target) = match verb {
-            Verb::Read => (!client || both, client || both),
-            _ => (client || both, !client || both),
+            Verb::Read => (!leads || both, leads || both),
+            _ => (leads || both, !leads || both),
         };
-        let server_idles = if bw { !spec.receives() && !both } else { one_sided };
+        let peer_idles = if bw { !spec.receives() && !both } else { one_sided };
         Role {
             client,
-            sends: bw && (client || both),
-            receives: bw && spec.receives() && (!client || both),
+            leads,
+            sends: bw && (leads || both),
+            receives: bw && spec.receives() && (!leads || both),
             initiates: !bw && client,
             responds: !bw && !client && !one_sided,
-            posts_receives: spec.receives() && (!bw || !client || both),
+            posts_receives: spec.receives() && (!bw || !leads || both),
             pattern_source: spec.validate && verb != Verb::Atomic && source,
             pattern_target: spec.validate && target,
-            heartbeat: client && server_idles,
+            heartbeat: leads && peer_idles,
         }
     }
 }
@@ -82,6 +88,18 @@ mod tests {
         assert!(role(Verb::Send, Measure::Lat, d(), true).posts_receives);
         assert!(role(Verb::Send, Measure::Lat, d(), false).posts_receives);
         assert!(!role(Verb::Write, Measure::Lat, d(), false).posts_receives);
+        // --reversed: the server sends, measures and leads; the client waits.
+        let rev = || RdmaRequest { reversed: true, ..d() };
+        let s = role(Verb::Write, Measure::Bw, rev(), false);
+        assert!(s.leads && s.sends && s.heartbeat && !s.client);
+        let c = role(Verb::Write, Measure::Bw, rev(), true);
+        assert!(!c.leads && !c.sends && !c.heartbeat);
+        let c = role(Verb::Send, Measure::Bw, rev(), true);
+        assert!(c.receives && c.posts_receives && !c.sends);
+        let v = RdmaRequest { reversed: true, validate: true, ..d() };
+        let c = role(Verb::Read, Measure::Bw, v.clone(), true);
+        assert!(c.pattern_source && !c.pattern_target, "the server reads the client's buffer");
+        assert!(role(Verb::Write, Measure::Bw, v, true).pattern_target);
         assert!(!role(Verb::Send, Measure::Bw, d(), true).heartbeat, "the receiver is busy too");
         let both = || RdmaRequest { bidirectional: true, ..d() };
         let s = role(Verb::Send, Measure::Bw, both(), false);

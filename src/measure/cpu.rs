@@ -332,6 +332,26 @@ pub struct CpuSides {
     pub server: Option<CpuCost>,
 }
 
+impl CpuSides {
+    /// The client's (`client`) or the server's.
+    pub fn side(&self, client: bool) -> Option<CpuCost> {
+        if client {
+            self.client
+        } else {
+            self.server
+        }
+    }
+
+    /// The client's (`client`) or the server's, to fill.
+    pub fn side_mut(&mut self, client: bool) -> &mut Option<CpuCost> {
+        if client {
+            &mut self.client
+        } else {
+            &mut self.server
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

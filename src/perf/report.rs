@@ -188,6 +188,9 @@ pub struct EffectiveParams {
     /// Writes or sends with immediate data (`--write_with_imm`, `--send_with_imm`).
     #[serde(default)]
     pub immediate: bool,
+    /// The server sends and measures (`--reversed`).
+    #[serde(default)]
+    pub reversed: bool,
     /// Event mode.
     pub events: bool,
     /// Both directions.
@@ -339,7 +342,8 @@ fn rdma_header(spec: &TestSpec, p: &EffectiveParams, role: &str) -> String {
     let _ = writeln!(o, " Number of qps   : {}\t\tTransport type : {transport}", p.qps);
     let srq = if p.shared_receives { "ON" } else { "OFF" };
     let _ = writeln!(o, " Connection type : {}\t\tUsing SRQ      : {srq}", p.connection);
-    if test.measure == Measure::Lat || role == "client" || p.bidirectional {
+    // The sender's queue: the client's, or the server's under --reversed.
+    if test.measure == Measure::Lat || (role == "client") != p.reversed || p.bidirectional {
         let _ = writeln!(o, " TX depth        : {}", p.tx_depth);
     }
     if test.verb == Verb::Send {
@@ -408,6 +412,9 @@ fn rdma_header(spec: &TestSpec, p: &EffectiveParams, role: &str) -> String {
     }
     if p.warm_up {
         let _ = writeln!(o, " Warm up         : ON (a send queue per QP before each size)");
+    }
+    if p.reversed {
+        let _ = writeln!(o, " Reversed        : ON (the server sends and measures)");
     }
     let _ = writeln!(o, " rdma_cm QPs\t : {}", if p.rdma_cm { "ON" } else { "OFF" });
     let _ = writeln!(o, " Data ex. method : Ethernet");

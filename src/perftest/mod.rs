@@ -111,6 +111,9 @@ pub fn conveyable(spec: &TestSpec) -> Result<(), Error> {
     if spec.validate {
         return no("--validate: perftest neither lays nor checks rdmabench's pattern");
     }
+    if r.reversed {
+        return no("--reversed is not run against perftest yet");
+    }
     if r.immediate {
         return no("--write_with_imm and --send_with_imm are not run against perftest yet");
     }

@@ -238,6 +238,9 @@ pub struct RdmaSpec {
     /// write then consumes a receive at the peer, as a send does.
     #[serde(default)]
     pub immediate: bool,
+    /// The server sends and measures, the client receives (`--reversed`).
+    #[serde(default)]
+    pub reversed: bool,
     /// One size in `-D`-second intervals, each printed, until a signal
     /// (`--run_infinitely`).
     #[serde(default)]
@@ -479,6 +482,8 @@ impl TestSpec {
                 put("rdma_cm", r.rdma_cm.into());
                 put("atomic_type", serde_json::to_value(r.atomic_type).unwrap_or_default());
                 put("run_infinitely", r.run_infinitely.into());
+                put("immediate", r.immediate.into());
+                put("reversed", r.reversed.into());
             }
             Link::Tcp(t) => {
                 put("streams", t.streams.into());

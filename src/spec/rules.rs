@@ -75,6 +75,8 @@ pub struct RdmaRequest {
     pub write_with_imm: bool,
     /// `--send_with_imm`.
     pub send_with_imm: bool,
+    /// `--reversed`.
+    pub reversed: bool,
     /// `--run_infinitely`.
     pub run_infinitely: bool,
     /// `-I`.
@@ -287,6 +289,7 @@ pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
             hugepages: r.hugepages,
             shared_receives: r.shared_receives,
             immediate,
+            reversed: r.reversed,
             run_infinitely: r.run_infinitely,
         }),
     };
@@ -610,6 +613,15 @@ impl TestSpec {
                  first, not in its own QP's buffer"
                     .into()
             })?;
+        }
+        if r.reversed {
+            check(self.kind.measure == Measure::Bw, || {
+                format!(
+                    "--reversed: turns a bandwidth test around; {}'s traffic goes both ways",
+                    self.kind.id()
+                )
+            })?;
+            check(!r.bidirectional, || "--reversed with -b: -b already sends both ways".into())?;
         }
         if let Some(l) = r.rate_limit {
             check(l.rate.is_finite() && l.rate > 0.0, || {

@@ -258,6 +258,12 @@ fn invalid_combinations_are_one_clear_line() {
             RdmaRequest { write_with_imm: true, backend: Some(Backend::Nd), ..d() },
             "immediate data is not supported by NetworkDirect",
         ),
+        (WRITE_LAT, RdmaRequest { reversed: true, ..d() }, "write_lat's traffic goes both ways"),
+        (
+            SEND_BW,
+            RdmaRequest { reversed: true, bidirectional: true, ..d() },
+            "-b already sends both ways",
+        ),
         (WRITE_BW, RdmaRequest { rate_limit: Some(0.0), ..d() }, "--rate_limit 0: a rate above 0"),
         (WRITE_BW, RdmaRequest { rate_limit: Some(f64::NAN), ..d() }, "a rate above 0"),
         (WRITE_LAT, RdmaRequest { rate_limit: Some(1.0), ..d() }, "paces a bandwidth test"),
