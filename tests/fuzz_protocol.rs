@@ -963,12 +963,16 @@ fn within_limits(spec: &TestSpec) {
     assert!((1..=q.tx_depth).contains(&q.cq_mod), "{q:?}");
     assert!((1..=q.tx_depth).contains(&q.post_list), "{q:?}");
     let (client, server) = (Role::new(spec, true), Role::new(spec, false));
+    assert!(client.leads != server.leads, "one side leads: {client:?} {server:?}");
+    // The client, or the server under --reversed.
+    let (leader, other) = if client.leads { (client, server) } else { (server, client) };
     if spec.kind.measure == Measure::Bw {
-        assert!(client.sends && !client.initiates && !server.initiates, "{client:?} {server:?}");
+        assert!(leader.sends && !client.initiates && !server.initiates, "{client:?} {server:?}");
     } else {
+        assert!(client.leads, "latency tests are never reversed");
         assert!(client.initiates && !server.initiates && !client.sends && !server.sends);
     }
-    assert!(!server.heartbeat, "only the client beats");
+    assert!(!other.heartbeat, "only the leader beats");
     assert!(!spec.validate || client.pattern_target || server.pattern_target);
     let agreed = spec.agreement();
     assert!(["test", "sizes", "run", "validate"].iter().all(|k| agreed.contains_key(*k)));

@@ -1,5 +1,6 @@
 //! `--perftest` against Debian's perftest in the lab: rdmabench as the client of each
-//! of perftest's six RC servers, and as the server of its six clients. Each pair must
+//! of perftest's six servers, and as the server of its six clients (RC; UC and UD
+//! where perftest allows them). Each pair must
 //! end with exit 0 on both sides, and what crossed the wire must add up: the figures a
 //! perftest server prints are the ones rdmabench sent, and the other way round.
 
@@ -220,6 +221,7 @@ fn lab_bidirectional_runs_with_perftest_on_either_side() {
     let cases = [
         ("write_bw -b, rdmabench's client", against_perftest_server("write_bw", &["-b", "-n", &n])),
         ("read_bw -b, rdmabench's server", against_perftest_client("read_bw", &["-b", "-n", &n])),
+        ("send_bw -b, rdmabench's server", against_perftest_client("send_bw", &["-b", "-n", &n])),
     ];
     for (what, p) in cases {
         both_ok(&p, what);
@@ -244,6 +246,41 @@ fn lab_bidirectional_runs_with_perftest_on_either_side() {
     both_ok(&p, "write_bw -b -a");
     assert_eq!(p.json["results"].as_array().unwrap().len(), 23);
     assert_eq!(perftest_rows(&p.theirs).len(), 23, "{}", text(&p.theirs));
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device and perftest (ci/lab-vm)"]
+fn lab_uc_and_ud_run_with_perftest_on_either_side() {
+    // Where perftest allows them: writes and sends over UC, sends over UD (a message
+    // fits the MTU; each receive holds the 40-byte GRH in front).
+    let n = N.to_string();
+    let ours_client = [
+        ("write_bw", vec!["-c", "UC", "-n", &n]),
+        ("send_bw", vec!["-c", "UD", "-s", "2048", "-n", &n]),
+        ("send_lat", vec!["-c", "UD", "-n", &n]),
+    ];
+    for (test, extra) in ours_client {
+        let p = against_perftest_server(test, &extra);
+        both_ok(&p, &format!("{test} {extra:?}"));
+        assert_eq!(p.json["params"]["connection"], extra[1], "{test}");
+        let row = &perftest_rows(&p.theirs)[0];
+        assert_eq!(row[1], N as f64, "{test} {extra:?}: {}", text(&p.theirs));
+    }
+    let ours_server = [
+        ("send_bw", vec!["-c", "UC", "-n", &n]),
+        ("write_lat", vec!["-c", "UC", "-n", &n]),
+        ("send_lat", vec!["-c", "UD", "-n", &n]),
+    ];
+    for (test, extra) in ours_server {
+        let p = against_perftest_client(test, &extra);
+        both_ok(&p, &format!("{test} {extra:?}"));
+        let row = &perftest_rows(&p.theirs)[0];
+        assert_eq!(row[1], N as f64, "{test} {extra:?}: {}", text(&p.theirs));
+        if test == "send_bw" {
+            let r = &p.json["results"][0];
+            assert_eq!(r["received_bytes"].as_u64(), Some(N * 65536), "every UC send: {r}");
+        }
+    }
 }
 
 #[test]

@@ -26,7 +26,7 @@ pub use wire::PERFTEST_PORT;
 use crate::engine::{Outcome, Side};
 use crate::error::{Error, ErrorKind};
 use crate::spec::{Link, Local, TestSpec, Verb};
-use crate::transport::{Backend, Service};
+use crate::transport::Backend;
 
 /// Runs `spec` on this side against a perftest peer, printing the header as the run
 /// starts (the table is the caller's, as for [`crate::engine::run`]).
@@ -95,12 +95,6 @@ pub fn conveyable(spec: &TestSpec) -> Result<(), Error> {
     }
     if spec.kind.verb == Verb::Atomic {
         return no("atomic tests are not run against perftest yet (write, read and send are)");
-    }
-    if r.service != Service::Rc {
-        return no("only RC (-c RC) is run against perftest yet");
-    }
-    if spec.bidirectional() && spec.kind.verb == Verb::Send {
-        return no("-b with send_bw is not run against perftest yet (write_bw and read_bw are)");
     }
     if spec.run.duration().is_some() {
         return no("-D is not run against perftest yet (give -n)");

@@ -83,7 +83,9 @@ pub(super) fn run(
     }
     let test = Test { ctx, step, layout, wire, mine, conns, t: &t, report, out };
     match (spec.kind.verb, spec.kind.measure) {
-        (Verb::Write | Verb::Read, Measure::Bw) if spec.bidirectional() => test.duplex_bw(),
+        (Verb::Write | Verb::Read | Verb::Send, Measure::Bw) if spec.bidirectional() => {
+            test.duplex_bw()
+        }
         (Verb::Write | Verb::Read, Measure::Bw) => test.one_sided_bw(),
         (Verb::Send, Measure::Bw) => test.send_bw(),
         (Verb::Write, Measure::Lat) => test.write_lat(),
@@ -184,7 +186,7 @@ fn endpoint_of(k: &Key, layout: &Layout, spec: &TestSpec) -> VerbsEndpoint {
     VerbsEndpoint {
         qp: QpEndpoint { lid: k.lid, gid: Gid(k.gid.unwrap_or_default()), qpn: k.qpn, psn: k.psn },
         buffer: RemoteBuffer { addr: k.vaddr, len: layout.region(spec.max_size()), rkey: k.rkey },
-        service: Service::Rc,
+        service: spec.rdma().map_or(Service::Rc, |r| r.service),
     }
 }
 
@@ -304,23 +306,37 @@ impl Test<'_, '_> {
         self.close()
     }
 
-    /// write_bw and read_bw with `-b`: per size both sides meet at a barrier, both run
+    /// The bandwidth tests with `-b`: per size both sides meet at a barrier, both run
     /// (in a sweep, another barrier ends the size), and they swap reports; each side
     /// prints both directions and their sum, perftest's one full row.
     fn duplex_bw(mut self) -> Result<(), Error> {
         let spec = self.ctx.spec;
         let client = self.ctx.client();
+        let sweep = spec.sizes.len() > 1;
+        // send_bw -b: each side's receives go up before the start barrier, both send
+        // and receive, and a sweep's end-of-size barrier comes after the reports.
+        let sends = spec.kind.verb == Verb::Send;
         for &size in &spec.sizes {
             let (size32, slots) = (Self::size32(size)?, self.layout.slots(size));
+            let plan = self.step.bw_plan(size32, slots, false);
+            let posted = self.step.queues.receives_per_connection(self.conns.len(), plan.iters);
+            if sends {
+                loops::post_receives(&mut self.conns, size32, posted, slots)?;
+            }
             if spec.rdma().is_some_and(|r| r.warm_up) {
                 self.step.warm_up(&mut self.conns, size32, slots)?;
             }
             self.barrier("the start barrier")?;
             let before = self.window();
-            let plan = self.step.bw_plan(size32, slots, false);
-            let outcome = loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv)?;
+            let outcome = if sends {
+                let n = self.conns.len();
+                let mut recv = loops::Reposting::new(n, plan.iters, posted, size32, slots);
+                loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut recv)?
+            } else {
+                loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv)?
+            };
             let (mine, per_qp, iterations) = bw_result(size, &outcome, &spec.run);
-            if spec.sizes.len() > 1 {
+            if sweep && !sends {
                 self.barrier("the end-of-size barrier")?;
             }
             let fields = self.wire.reports(&report_of(size, &mine, self.ctx.gbits))?;
@@ -339,13 +355,11 @@ impl Test<'_, '_> {
             if per_qp.len() > 1 {
                 r.per_qp = per_qp;
             }
-            let cost = Some(cpu_cost(&before.cpu, &r, self.step.mhz));
-            if client {
-                r.cpu.client = cost;
-            } else {
-                r.cpu.server = cost;
-            }
+            *r.cpu.side_mut(client) = Some(cpu_cost(&before.cpu, &r, self.step.mhz));
             self.push(r, &before);
+            if sweep && sends {
+                self.barrier("the end-of-size barrier")?;
+            }
         }
         self.close()
     }
