@@ -287,6 +287,52 @@ impl LocalSlice<'_> {
     }
 }
 
+/// A receive's scatter list, checked: what a queue pair's and a shared receive queue's
+/// `post_recv` both hand to the library.
+pub(crate) struct RecvSges {
+    sges: [std::mem::MaybeUninit<sys::ibv_sge>; super::MAX_SGE],
+    len: usize,
+}
+
+impl RecvSges {
+    /// The SGEs of `local`; `verb` refuses more than the `max_sge` its queue (`queue`:
+    /// "the QP", "the SRQ") takes, or one outside `pd`.
+    pub(crate) fn new(
+        verb: &'static str,
+        local: &[LocalSlice<'_>],
+        (queue, max_sge): (&str, u32),
+        pd: &ProtectionDomain,
+    ) -> Result<Self, Error> {
+        if local.len() > max_sge as usize {
+            return Err(Error::invalid(
+                verb,
+                format!("{} SGEs, {queue} takes {max_sge}", local.len()),
+            ));
+        }
+        let mut sges = [std::mem::MaybeUninit::<sys::ibv_sge>::uninit(); super::MAX_SGE];
+        for (i, (slice, slot)) in local.iter().zip(sges.iter_mut()).enumerate() {
+            if !std::ptr::eq(slice.region().pd().as_ptr(), pd.as_ptr()) {
+                return Err(Error::invalid(
+                    verb,
+                    format!("SGE {i} is in a memory region of another protection domain"),
+                ));
+            }
+            slot.write(slice.sge());
+        }
+        Ok(RecvSges { sges, len: local.len() })
+    }
+
+    /// The work request over these SGEs; valid while `self` is.
+    pub(crate) fn wr(&mut self, wr_id: u64) -> sys::ibv_recv_wr {
+        sys::ibv_recv_wr {
+            wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: self.sges.as_mut_ptr().cast(),
+            num_sge: self.len as i32,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

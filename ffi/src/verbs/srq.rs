@@ -5,6 +5,7 @@ use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
+use super::mr::RecvSges;
 use super::{sys, Error, LocalSlice, ProtectionDomain, MAX_SGE};
 
 /// A shared receive queue. Cheap to clone (shared); it is destroyed when the last
@@ -89,28 +90,9 @@ impl SharedReceiveQueue {
     /// protection domain; ENOMEM from the library when the queue is full.
     #[inline]
     pub fn post_recv(&self, wr_id: u64, local: &[LocalSlice<'_>]) -> Result<(), Error> {
-        if local.len() > self.inner.max_sge as usize {
-            return Err(Error::invalid(
-                "ibv_post_srq_recv",
-                format!("{} SGEs, the SRQ takes {}", local.len(), self.inner.max_sge),
-            ));
-        }
-        let mut sges = [MaybeUninit::<sys::ibv_sge>::uninit(); MAX_SGE];
-        for (i, (slice, slot)) in local.iter().zip(sges.iter_mut()).enumerate() {
-            if !ptr::eq(slice.region().pd().as_ptr(), self.inner.pd.as_ptr()) {
-                return Err(Error::invalid(
-                    "ibv_post_srq_recv",
-                    format!("SGE {i} is in a memory region of another protection domain"),
-                ));
-            }
-            slot.write(slice.sge());
-        }
-        let mut wr = sys::ibv_recv_wr {
-            wr_id,
-            next: ptr::null_mut(),
-            sg_list: sges.as_mut_ptr().cast(),
-            num_sge: local.len() as i32,
-        };
+        let queue = ("the SRQ", self.inner.max_sge);
+        let mut sges = RecvSges::new("ibv_post_srq_recv", local, queue, &self.inner.pd)?;
+        let mut wr = sges.wr(wr_id);
         let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
         // SAFETY: live SRQ; `wr` and its initialised SGEs live across the call; the
         // regions are live and registered in the SRQ's PD (checked above; LocalSlice

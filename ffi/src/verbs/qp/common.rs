@@ -11,9 +11,10 @@ use super::super::{
 };
 use super::{
     sys::ibv_qp_attr_mask as mask, InitAttr, PreparedSend, QpCaps, QpState, QpType, RtrAttr,
-    RtsAttr, SendRequest, MAX_SGE,
+    RtsAttr, SendRequest,
 };
 use crate::types::{Gid, QpEndpoint};
+use crate::verbs::mr::RecvSges;
 
 /// The part every queue pair has: the C handle, its type and sizes, and the objects it
 /// keeps alive (its protection domain, both completion queues and any shared receive
@@ -295,23 +296,9 @@ pub trait QueuePair: Send + Sync {
                 format!("QP {} takes its receives from a shared receive queue", self.qp_num()),
             ));
         }
-        if local.len() > core.caps.max_recv_sge as usize {
-            return Err(Error::invalid(
-                "ibv_post_recv",
-                format!("{} SGEs, the QP takes {}", local.len(), core.caps.max_recv_sge),
-            ));
-        }
-        let mut sges = [MaybeUninit::<sys::ibv_sge>::uninit(); MAX_SGE];
-        for (i, (slice, slot)) in local.iter().zip(sges.iter_mut()).enumerate() {
-            core.check_pd(i, slice).map_err(|why| Error::invalid("ibv_post_recv", why))?;
-            slot.write(slice.sge());
-        }
-        let mut wr = sys::ibv_recv_wr {
-            wr_id,
-            next: ptr::null_mut(),
-            sg_list: sges.as_mut_ptr().cast(),
-            num_sge: local.len() as i32,
-        };
+        let queue = ("the QP", core.caps.max_recv_sge);
+        let mut sges = RecvSges::new("ibv_post_recv", local, queue, &core.pd)?;
+        let mut wr = sges.wr(wr_id);
         let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
         // SAFETY: live QP; `wr` and its initialised SGEs live across the call; the
         // regions are live and registered (LocalSlice borrows them). If a region is
