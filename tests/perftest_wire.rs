@@ -163,7 +163,8 @@ fn rdmabenchs_own_client_at_a_perftest_port_is_told_about_perftest() {
 #[test]
 fn what_perftest_cannot_carry_is_refused_by_flag() {
     for (test, flags, says) in [
-        ("send-bw", &["-b"][..], "-b with send_bw is not run against perftest yet"),
+        ("write-bw", &["--reversed"][..], "--reversed is not run against perftest yet"),
+        ("send-bw", &["--send_with_imm"][..], "--send_with_imm are not run against perftest yet"),
         ("write-bw", &["--validate"][..], "--validate: perftest neither lays nor checks"),
         ("write-bw", &["-D", "4"][..], "-D is not run against perftest yet"),
         ("write-bw", &["--auth-key", "Cargo.toml"][..], "perftest has no --auth-key"),
