@@ -179,7 +179,8 @@ fn lab_shared_receive_queue_feeds_two_qps_and_refuses_their_own_receives() {
         }
         pairs.push((tx, rx));
     }
-    // A QP over an SRQ has no receive queue of its own.
+    // A QP over an SRQ says which, and has no receive queue of its own.
+    assert!(pairs.iter().all(|(tx, rx)| tx.srq().is_none() && rx.srq().is_some()));
     let e = pairs[0].1.post_recv(9, &[lb.b.mr.slice(0, 64).unwrap()]).unwrap_err();
     assert!(e.to_string().contains("takes its receives from a shared receive queue"), "{e}");
     // Four receives in the pool, 64 bytes apart; each sender sends twice.

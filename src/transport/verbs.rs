@@ -157,7 +157,6 @@ pub struct VerbsEndpoint {
 pub struct VerbsPrepared {
     cq: CompletionQueue,
     qp: GenericQueuePair,
-    srq: Option<SharedReceiveQueue>,
     mr: MemoryRegion,
     local: VerbsEndpoint,
     events: bool,
@@ -409,7 +408,6 @@ impl VerbsTransport {
             caps,
             cq: p.cq,
             qp: p.qp,
-            srq: p.srq,
             mr: p.mr,
             _cm: cm,
         }
@@ -481,8 +479,7 @@ impl Transport for VerbsTransport {
             buffer: mr.remote(),
             service: cfg.service,
         };
-        let srq = self.srq.clone();
-        Ok((VerbsPrepared { cq, qp, srq, mr, local: local.clone(), events: cfg.events }, local))
+        Ok((VerbsPrepared { cq, qp, mr, local: local.clone(), events: cfg.events }, local))
     }
 
     fn connect(
@@ -498,8 +495,6 @@ impl Transport for VerbsTransport {
 pub struct VerbsConnection {
     // The QP must go before the CQ and buffer it uses; it holds clones of them anyway.
     qp: GenericQueuePair,
-    /// Where receives go instead of the QP's own queue (`--use-srq`).
-    srq: Option<SharedReceiveQueue>,
     ah: Option<AddressHandle>,
     cq: CompletionQueue,
     mr: MemoryRegion,
@@ -656,7 +651,8 @@ impl Connection for VerbsConnection {
         // On UD the GRH lands in the `recv_overhead` bytes in front of the payload.
         let overhead = self.caps.recv_overhead as usize;
         let slice = self.mr.slice(offset, overhead + len as usize)?;
-        match &self.srq {
+        // Under --use-srq the QP takes its receives from the shared queue it holds.
+        match self.qp.srq() {
             Some(srq) => srq.post_recv(wr_id, &[slice])?,
             None => self.qp.post_recv(wr_id, &[slice])?,
         }

@@ -139,6 +139,12 @@ pub trait QueuePair: Send + Sync {
     #[doc(hidden)]
     fn core(&self) -> &QpCore;
 
+    /// The shared receive queue it takes receives from, if it was built over one: post
+    /// them there.
+    fn srq(&self) -> Option<&SharedReceiveQueue> {
+        self.core().srq.as_ref()
+    }
+
     /// Queue pair number.
     fn qp_num(&self) -> u32 {
         self.core().qp_num()
