@@ -29,3 +29,18 @@ def table_row(output, size):
         if cols and cols[0] == str(size) and len(cols) >= 5:
             return [float(NUMBER.match(c).group(0)) for c in cols[2:] if NUMBER.match(c)]
     sys.exit(f"bench: no {size}-byte row in:\n{output}")
+
+
+def listening(port):
+    """Whether a TCP socket listens on `port` (/proc/net/tcp and tcp6, state 0A)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for r in rows:
+            cols = r.split()
+            if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                return True
+    return False

@@ -5,14 +5,14 @@ import statistics
 import subprocess
 import time
 
-from bench_common import client_against, table_row
+from bench_common import client_against, listening, table_row
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "9"))
 ITERS = os.environ.get("BENCH_ITERS", "2000")
 DEV = os.environ.get("RDMABENCH_DEVICE", "rxe0")
 FLAGS = ["-d", DEV, "-x", "1", "-n", ITERS]
 RDMABENCH = os.environ.get("RDMABENCH", "target/release/rdmabench")
-ONLY = os.environ.get("BENCH_ONLY", "")  # e.g. "read_lat": run just that test
+ONLY = os.environ.get("BENCH_ONLY", "")  # e.g. "read_lat" or "write_rate,send_rate": just those
 # BENCH_WIRE=1: also each tool's client against the other's server (rdmabench with
 # --perftest), measured by the client, next to perftest against perftest.
 WIRE = os.environ.get("BENCH_WIRE", "") == "1"
@@ -21,21 +21,6 @@ WIRE = os.environ.get("BENCH_WIRE", "") == "1"
 # Server on CPU 0, client on CPU 1, the same for both tools: the emulated machine's
 # scheduling otherwise adds more noise than the differences being measured.
 PIN = ["taskset", "-c"]
-
-
-def listening(port):
-    """Whether a TCP socket listens on `port` (/proc/net/tcp and tcp6, state 0A)."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                rows = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for r in rows:
-            cols = r.split()
-            if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                return True
-    return False
 
 
 def pair(server_cmd, client_cmd, port):
@@ -51,28 +36,43 @@ def pair(server_cmd, client_cmd, port):
     return client_against(server, client_cmd)
 
 
-def perftest(verb, kind):
+def perftest(verb, kind, extra):
     tool = f"ib_{verb}_{kind}"
-    return pair([tool] + FLAGS, [tool] + FLAGS + ["127.0.0.1"], 18515)
+    return pair([tool] + FLAGS + extra, [tool] + FLAGS + extra + ["127.0.0.1"], 18515)
 
 
-def ours(verb, kind):
-    cmd = [RDMABENCH, f"{verb}-{kind}"] + FLAGS
+def ours(verb, kind, extra):
+    cmd = [RDMABENCH, f"{verb}-{kind}"] + FLAGS + extra
     return pair(cmd, cmd + ["127.0.0.1"], 18520)
 
 
-def ours_to_perftest(verb, kind):
+def ours_to_perftest(verb, kind, extra):
     """rdmabench's client against perftest's server."""
     tool = f"ib_{verb}_{kind}"
-    ours_cmd = [RDMABENCH, f"{verb}-{kind}", "--perftest"] + FLAGS
-    return pair([tool] + FLAGS, ours_cmd + ["127.0.0.1"], 18515)
+    ours_cmd = [RDMABENCH, f"{verb}-{kind}", "--perftest"] + FLAGS + extra
+    return pair([tool] + FLAGS + extra, ours_cmd + ["127.0.0.1"], 18515)
 
 
-def perftest_to_ours(verb, kind):
+def perftest_to_ours(verb, kind, extra):
     """perftest's client against rdmabench's server."""
     tool = f"ib_{verb}_{kind}"
-    ours_cmd = [RDMABENCH, f"{verb}-{kind}", "--perftest"] + FLAGS
-    return pair(ours_cmd, [tool] + FLAGS + ["127.0.0.1"], 18515)
+    ours_cmd = [RDMABENCH, f"{verb}-{kind}", "--perftest"] + FLAGS + extra
+    return pair(ours_cmd, [tool] + FLAGS + extra + ["127.0.0.1"], 18515)
+
+
+# (test, the tool's kind, message size, flags, the column compared, higher is better)
+# rate: 2 B bandwidth runs, compared on MsgRate[Mpps] (the 3rd value after #bytes
+# #iterations); bw on BW average; lat on t_typical.
+TESTS = [
+    (f"{verb}_{kind}", verb, tool_kind, size, extra, column, higher)
+    for verb in ("write", "read", "send")
+    for kind, tool_kind, size, extra, column, higher in (
+        ("bw", "bw", 65536, [], 1, True),
+        ("rate", "bw", 2, ["-s", "2"], 2, True),
+        ("lat", "lat", 2, [], 2, False),
+    )
+    if kind != "rate" or verb != "read"
+]
 
 
 CONTESTANTS = [("perftest", perftest), ("rdmabench", ours)]
@@ -83,53 +83,50 @@ if WIRE:
 def main():
     results = {}
     for rnd in range(1, ROUNDS + 1):
-        for verb in ("write", "read", "send"):
-            for kind, size in (("bw", 65536), ("lat", 2)):
-                if ONLY and ONLY != f"{verb}_{kind}":
-                    continue
-                # Rotate which goes first, so drift cancels over the rounds.
-                k = rnd % len(CONTESTANTS)
-                order = CONTESTANTS[k:] + CONTESTANTS[:k]
-                for name, fn in order:
-                    cols = table_row(fn(verb, kind), size)
-                    # bw: BW average (MiB/s) is the 2nd value; lat: t_typical is the 3rd.
-                    value = cols[1] if kind == "bw" else cols[2]
-                    results.setdefault((verb, kind, name), []).append(value)
-                    print(f"round {rnd} {verb}_{kind} {name}: {value:.2f}", flush=True)
+        for test, verb, kind, size, extra, column, _ in TESTS:
+            if ONLY and test not in ONLY.split(","):
+                continue
+            # Rotate which goes first, so drift cancels over the rounds.
+            k = rnd % len(CONTESTANTS)
+            order = CONTESTANTS[k:] + CONTESTANTS[:k]
+            for name, fn in order:
+                value = table_row(fn(verb, kind, extra), size)[column]
+                results.setdefault((test, name), []).append(value)
+                print(f"round {rnd} {test} {name}: {value:.{4 if kind == 'bw' and size == 2 else 2}f}", flush=True)
     print()
     print(f"{'test':<12} {'perftest':>12} {'rdmabench':>12} {'ratio':>7}  {'best-of-rounds':>14}  target (on medians)")
     ok = True
-    for verb in ("write", "read", "send"):
-        for kind in ("bw", "lat"):
-            if (verb, kind, "perftest") not in results:
-                continue
-            ps, rs = results[(verb, kind, "perftest")], results[(verb, kind, "rdmabench")]
-            p, r = statistics.median(ps), statistics.median(rs)
-            ratio = r / p
-            if kind == "bw":
-                # best round: the highest bandwidth each tool reached
-                best = max(rs) / max(ps)
-                target, met, unit = ">= 0.95", ratio >= 0.95, "MiB/s"
-            else:
-                # best round: the lowest typical latency each tool reached
-                best = min(rs) / min(ps)
-                target, met, unit = "<= 1.05", ratio <= 1.05, "usec"
-            ok &= met
+    for test, _, kind, _, _, _, higher in TESTS:
+        if (test, "perftest") not in results:
+            continue
+        ps, rs = results[(test, "perftest")], results[(test, "rdmabench")]
+        p, r = statistics.median(ps), statistics.median(rs)
+        ratio = r / p
+        # best round: the highest bandwidth or message rate, or the lowest typical
+        # latency, each tool reached
+        best = max(rs) / max(ps) if higher else min(rs) / min(ps)
+        # bandwidth within 5 %; message rate at least perftest's; latency within 5 %
+        floor = 1.00 if test.endswith("_rate") else 0.95
+        met = ratio >= floor if higher else ratio <= 1.05
+        target = f">= {floor:.2f}" if higher else "<= 1.05"
+        unit = "Mpps" if test.endswith("_rate") else "MiB/s" if higher else "usec"
+        ok &= met
+        digits = 4 if unit == "Mpps" else 2  # soft-RoCE's rates are hundredths of a Mpps
+        print(
+            f"{test:<12} {p:>6.{digits}f} {unit:<5} {r:>6.{digits}f} {unit:<5} {ratio:>7.3f}  {best:>14.3f}  "
+            f"{target} {'met' if met else 'MISSED'}"
+        )
+        for name, _ in CONTESTANTS[2:]:
+            w = statistics.median(results[(test, name)])
+            wratio = w / p
+            wmet = wratio >= floor if higher else wratio <= 1.05
+            ok &= wmet
             print(
-                f"{verb + '_' + kind:<12} {p:>6.2f} {unit:<5} {r:>6.2f} {unit:<5} {ratio:>7.3f}  {best:>14.3f}  "
-                f"{target} {'met' if met else 'MISSED'}"
+                f"  {name:<21} {w:>6.2f} {unit:<5} ratio to perftest-perftest {wratio:.3f}  "
+                f"{target} {'met' if wmet else 'MISSED'}"
             )
-            for name, _ in CONTESTANTS[2:]:
-                w = statistics.median(results[(verb, kind, name)])
-                wratio = w / p
-                wmet = wratio >= 0.95 if kind == "bw" else wratio <= 1.05
-                ok &= wmet
-                print(
-                    f"  {name:<21} {w:>6.2f} {unit:<5} ratio to perftest-perftest {wratio:.3f}  "
-                    f"{target} {'met' if wmet else 'MISSED'}"
-                )
     print(f"\n{ROUNDS} rounds, medians, server pinned to CPU 0 and client to CPU 1; perftest {subprocess.run(['ib_write_bw', '--version'], capture_output=True, text=True).stdout.strip()}; "
-          f"flags {' '.join(FLAGS)}; 64 KiB bandwidth (BW average), 2 B latency (t_typical)")
+          f"flags {' '.join(FLAGS)}; 64 KiB bandwidth (BW average), 2 B message rate (MsgRate), 2 B latency (t_typical)")
     print("all targets met" if ok else "some targets missed")
 
 

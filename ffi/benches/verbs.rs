@@ -36,21 +36,33 @@ mod linux {
         })
     }
 
-    /// One write + poll through the safe layer.
-    fn safe_round_trip(lb: &Loopback, remote: RemoteSlice, inline: bool) -> impl FnMut() + '_ {
+    /// One write + poll through the safe layer; returns the polls that found nothing.
+    fn safe_round_trip(
+        lb: &Loopback,
+        remote: RemoteSlice,
+        inline: bool,
+    ) -> impl FnMut() -> u64 + '_ {
         let local = [lb.a.mr.slice(0, 8).expect("8 bytes fit")];
         let mut wc = [Completion::default()];
         move || {
             let mut wr = SendRequest::new(1, SendOp::Write(remote), &local).signaled();
             wr.flags.inline = inline;
             lb.a.qp.post_send(black_box(&wr)).expect("post");
-            while lb.a.cq.poll(&mut wc).expect("poll") == 0 {}
+            let mut empty = 0;
+            while lb.a.cq.poll(&mut wc).expect("poll") == 0 {
+                empty += 1;
+            }
             assert!(wc[0].is_success());
+            empty
         }
     }
 
     /// The same through rdma-sys directly: what a C benchmark does.
-    fn raw_round_trip(lb: &Loopback, remote: RemoteSlice, inline: bool) -> impl FnMut() + '_ {
+    fn raw_round_trip(
+        lb: &Loopback,
+        remote: RemoteSlice,
+        inline: bool,
+    ) -> impl FnMut() -> u64 + '_ {
         let qp = lb.a.qp.as_raw();
         let cq = lb.a.cq.as_raw();
         let mut sge = sys::ibv_sge { addr: lb.a.mr.addr(), length: 8, lkey: lb.a.mr.lkey() };
@@ -67,13 +79,17 @@ mod linux {
                 | if inline { sys::ibv_send_flags::IBV_SEND_INLINE.0 } else { 0 };
             wr.wr.rdma = sys::rdma_t { remote_addr: remote.addr(), rkey: remote.rkey() };
             let mut bad = ptr::null_mut();
+            let mut empty = 0;
             // SAFETY: `qp` and `cq` are live (the loopback outlives the closure); `wr` points
             // at `sge`, which names 8 registered bytes of a live MR.
             unsafe {
                 assert_eq!(sys::ibv_post_send(qp, black_box(&mut wr), &mut bad), 0);
-                while sys::ibv_poll_cq(cq, 1, &mut wc) == 0 {}
+                while sys::ibv_poll_cq(cq, 1, &mut wc) == 0 {
+                    empty += 1;
+                }
             }
             assert_eq!(wc.status, sys::ibv_wc_status::IBV_WC_SUCCESS);
+            empty
         }
     }
 
@@ -101,10 +117,10 @@ mod linux {
     ) -> ([f64; 3], f64, f64) {
         let mut safe = safe_round_trip(lb, remote, inline);
         let mut raw = raw_round_trip(lb, remote, inline);
-        let time = |f: &mut dyn FnMut()| {
+        let time = |f: &mut dyn FnMut() -> u64| {
             let start = Instant::now();
             for _ in 0..per_round {
-                f();
+                black_box(f());
             }
             start.elapsed().as_secs_f64()
         };
@@ -130,9 +146,60 @@ mod linux {
         (quartiles, safe_total / n * 1e9, raw_total / n * 1e9)
     }
 
+    /// `n` round trips of `round_trip`, counting the polls that found nothing: under
+    /// callgrind (`--instructions`), this function's inclusive cost is the figure.
+    #[inline(never)]
+    fn safe_rounds(round_trip: &mut impl FnMut() -> u64, n: u64) -> u64 {
+        (0..n).map(|_| round_trip()).sum()
+    }
+
+    /// As [`safe_rounds`], for the raw calls (a function of its own, to be told apart).
+    #[inline(never)]
+    fn raw_rounds(round_trip: &mut impl FnMut() -> u64, n: u64) -> u64 {
+        (0..n).map(|_| round_trip()).sum()
+    }
+
+    /// `n` polls of an empty CQ through the safe layer: what one pass of waiting costs.
+    #[inline(never)]
+    fn safe_empty_polls(lb: &Loopback, n: u64) {
+        let mut wc = [Completion::default()];
+        for _ in 0..n {
+            assert_eq!(lb.a.cq.poll(black_box(&mut wc)).expect("poll"), 0);
+        }
+    }
+
+    /// `n` polls of an empty CQ through rdma-sys.
+    #[inline(never)]
+    fn raw_empty_polls(lb: &Loopback, n: u64) {
+        let cq = lb.a.cq.as_raw();
+        // SAFETY: ibv_wc is plain data; all-zero is valid.
+        let mut wc: sys::ibv_wc = unsafe { MaybeUninit::zeroed().assume_init() };
+        for _ in 0..n {
+            // SAFETY: `cq` is live (the loopback outlives the loop); one ibv_wc of room.
+            assert_eq!(unsafe { sys::ibv_poll_cq(cq, 1, black_box(&mut wc)) }, 0);
+        }
+    }
+
+    /// `--instructions N [inline]`: N round trips of each variant and N empty polls of
+    /// each, in functions of their own, for ci/bench-verbs to count under callgrind;
+    /// prints how many polls of the round trips found nothing (the waiting to take out).
+    fn instructions(lb: &Loopback, remote: RemoteSlice, n: u64, inline: bool) {
+        let empty_safe = safe_rounds(&mut safe_round_trip(lb, remote, inline), n);
+        let empty_raw = raw_rounds(&mut raw_round_trip(lb, remote, inline), n);
+        println!("empty polls: safe {empty_safe} raw {empty_raw} of {n} round trips");
+        safe_empty_polls(lb, n);
+        raw_empty_polls(lb, n);
+    }
+
     pub fn main() {
         let lb = loopback();
         let remote = lb.b.mr.remote().slice(0, 8).expect("8 bytes fit");
+        let args: Vec<String> = std::env::args().collect();
+        if let Some(n) = args.iter().position(|a| a == "--instructions") {
+            let count = args.get(n + 1).and_then(|v| v.parse().ok()).unwrap_or(2000);
+            let inline = args.get(n + 2).is_some_and(|m| m == "inline");
+            return instructions(&lb, remote, count, inline);
+        }
         let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/criterion");
         let mut c = Criterion::default().output_directory(&out).configure_from_args();
         criterion_runs(&mut c, &lb, remote);

@@ -1,0 +1,58 @@
+"""Runs inside the lab (ci/bench-verbs): the criterion benchmark of the safe verbs layer
+against raw rdma-sys (timing), then the same round trips counted by callgrind: user-space
+instructions of work per round trip, safe against raw, sge and inline.
+
+The bench's `--instructions N MODE` runs N round trips of each variant in a function of
+its own and says how many of their polls found nothing; it then polls an empty CQ N
+times each way, which prices one such pass. Work per round trip = (the round trips'
+inclusive instructions - empty polls x the price of one) / N."""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from callgrind_profile import Profile  # noqa: E402
+
+N = int(os.environ.get("BENCH_ITERS", "2000"))
+
+
+def inclusive_per(p, name, n):
+    found = [f for f in p.self_cost if f"::{name}" in f[1]]
+    if len(found) != 1:
+        sys.exit(f"bench-verbs: expected one {name} in the profile, found {found}")
+    return p.inclusive(found[0]) / n
+
+
+def main():
+    exe, args = sys.argv[1], sys.argv[2:]
+    rc = subprocess.call([exe, "--bench"] + args)
+    if rc != 0:
+        sys.exit(rc)
+    os.makedirs("target/bench", exist_ok=True)
+    worst = 0.0
+    for mode in ("sge", "inline"):
+        path = f"target/bench/verbs-{mode}.cg"
+        run = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--dump-instr=yes", "--compress-strings=no", "--compress-pos=no",
+             f"--callgrind-out-file={path}", exe, "--instructions", str(N), mode],
+            capture_output=True, text=True)
+        m = re.search(r"empty polls: safe (\d+) raw (\d+)", run.stdout)
+        if run.returncode != 0 or not m:
+            sys.exit(f"bench-verbs: the instruction run failed:\n{run.stdout}{run.stderr}")
+        p = Profile(path)
+        work = {}
+        for side, empty in (("safe", int(m.group(1))), ("raw", int(m.group(2)))):
+            per_empty = inclusive_per(p, f"{side}_empty_polls", N)
+            rounds = inclusive_per(p, f"{side}_rounds", N)
+            work[side] = rounds - empty / N * per_empty
+            print(f"instructions ({mode}) {side}: {rounds:.1f} per round trip, {empty / N:.3f} empty polls "
+                  f"per round trip at {per_empty:.1f} each, work {work[side]:.1f}")
+        cost = (work["safe"] / work["raw"] - 1) * 100
+        worst = max(worst, cost)
+        print(f"wrapper cost in instructions ({mode}): {cost:+.2f} % (work per round trip: safe "
+              f"{work['safe']:.1f}, raw {work['raw']:.1f}; {N} round trips each under callgrind)")
+    print(f"safe layer within 2 % of raw rdma-sys in instructions: {'met' if worst <= 2.0 else 'MISSED'}")
+
+
+main()
