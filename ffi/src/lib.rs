@@ -44,6 +44,7 @@
 mod buffer;
 pub mod nd;
 pub mod os;
+pub mod tsc;
 pub mod types;
 #[cfg(target_os = "linux")]
 pub mod verbs;

@@ -66,6 +66,16 @@ impl BwRecorder {
         self.completions.truncate(w);
     }
 
+    /// Turns stamps taken in another unit into ns: each times `ns_per_unit`.
+    pub fn rescale(&mut self, ns_per_unit: f64) {
+        if ns_per_unit == 1.0 {
+            return;
+        }
+        let ns = |t: u64| (t as f64 * ns_per_unit) as u64;
+        self.posts.iter_mut().for_each(|t| *t = ns(*t));
+        self.completions.iter_mut().for_each(|(t, _)| *t = ns(*t));
+    }
+
     /// First post, ns.
     pub fn first_post(&self) -> Option<u64> {
         self.posts.first().copied()

@@ -177,16 +177,48 @@ pub enum Status {
     /// It completed.
     #[default]
     Success,
-    /// It failed: the backend's own status name (`IBV_WC_REM_ACCESS_ERR`,
-    /// `ND_ACCESS_VIOLATION`) and what it means.
-    Failed {
-        /// Backend status code.
-        code: u32,
-        /// Its name.
-        name: &'static str,
-        /// What it means.
-        meaning: &'static str,
-    },
+    /// It failed.
+    Failed(Failure),
+}
+
+/// A failed completion's status: the backend's code, and the backend's way of naming
+/// it (`IBV_WC_REM_ACCESS_ERR`, `ND_ACCESS_VIOLATION`) and saying what it means, looked
+/// up when it is reported. A completion stays small: the loops move one on every
+/// operation.
+#[derive(Clone, Copy)]
+pub struct Failure {
+    /// Backend status code.
+    pub code: u32,
+    describe: fn(u32) -> (&'static str, &'static str),
+}
+
+impl Failure {
+    /// A failure with `code`, named by `describe` (name, meaning).
+    pub fn new(code: u32, describe: fn(u32) -> (&'static str, &'static str)) -> Self {
+        Failure { code, describe }
+    }
+    /// The backend's name of the status.
+    pub fn name(&self) -> &'static str {
+        (self.describe)(self.code).0
+    }
+    /// What it means.
+    pub fn meaning(&self) -> &'static str {
+        (self.describe)(self.code).1
+    }
+}
+
+impl PartialEq for Failure {
+    fn eq(&self, other: &Self) -> bool {
+        self.code == other.code && self.name() == other.name()
+    }
+}
+
+impl Eq for Failure {}
+
+impl std::fmt::Debug for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.name(), self.code)
+    }
 }
 
 /// A completion, backend-neutral.
@@ -372,17 +404,29 @@ pub trait Connection {
         Ok(())
     }
 
-    /// Posts a request that differs from the previous one given here only in its
-    /// `wr_id` and `signaled` (a latency loop's): a backend may check and encode it
-    /// once and re-post it, as perftest re-posts its one work request. The default
-    /// posts it as new.
+    /// A request checked (and, where the backend can, encoded) once by
+    /// [`prepare`](Self::prepare), then posted again and again by
+    /// [`post_prepared`](Self::post_prepared) with a new `wr_id`: a latency loop's one
+    /// request, as perftest re-posts its one work request.
+    type Prepared;
+
+    /// Checks `wr` and encodes it for [`post_prepared`](Self::post_prepared). Prepare
+    /// once the connection is complete: a request holds the peer's buffer as it was.
     ///
     /// # Errors
-    /// As [`post`](Self::post).
-    #[inline]
-    fn post_repeat(&mut self, wr: &WorkRequest) -> Result<(), TransportError> {
-        self.post(wr)
-    }
+    /// As [`post`](Self::post), before anything is posted.
+    fn prepare(&mut self, wr: &WorkRequest) -> Result<Self::Prepared, TransportError>;
+
+    /// Posts `req` with `wr_id` and `signaled` in place of what it was prepared with.
+    ///
+    /// # Errors
+    /// A full queue, a connection that broke.
+    fn post_prepared(
+        &mut self,
+        req: &mut Self::Prepared,
+        wr_id: u64,
+        signaled: bool,
+    ) -> Result<(), TransportError>;
 
     /// Posts a receive of up to `len` payload bytes at `offset` of the local buffer
     /// (plus [`Capabilities::recv_overhead`] in front, on UD).

@@ -23,8 +23,8 @@ use ffi::types::RemoteBuffer;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Capabilities, Completion, CompletionKind, Connection, ConnectionConfig, Op, Service, Status,
-    Transport, TransportError, WorkRequest,
+    Capabilities, Completion, CompletionKind, Connection, ConnectionConfig, Failure, Op, Service,
+    Status, Transport, TransportError, WorkRequest,
 };
 
 impl From<NdError> for TransportError {
@@ -249,9 +249,10 @@ fn completion_status(hr: i32) -> Status {
     if hr == status::ND_SUCCESS {
         return Status::Success;
     }
-    let (name, meaning) = status::describe(hr)
-        .unwrap_or(("ND_UNKNOWN_STATUS", "a status NetworkDirect does not define"));
-    Status::Failed { code: hr as u32, name, meaning }
+    Status::Failed(Failure::new(hr as u32, |code| {
+        status::describe(code as i32)
+            .unwrap_or(("ND_UNKNOWN_STATUS", "a status NetworkDirect does not define"))
+    }))
 }
 
 impl NdConnection {
@@ -282,6 +283,22 @@ impl Connection for NdConnection {
     #[inline]
     fn load_u8(&self, offset: usize) -> u8 {
         self.mr.load_u8(offset)
+    }
+
+    // Nothing to encode ahead: a prepared request is the request.
+    type Prepared = WorkRequest;
+
+    fn prepare(&mut self, wr: &WorkRequest) -> Result<WorkRequest, TransportError> {
+        Ok(*wr)
+    }
+
+    fn post_prepared(
+        &mut self,
+        req: &mut WorkRequest,
+        wr_id: u64,
+        signaled: bool,
+    ) -> Result<(), TransportError> {
+        self.post(&WorkRequest { wr_id, signaled, ..*req })
     }
 
     #[inline]

@@ -226,6 +226,22 @@ impl Connection for TcpConnection {
         self.buf[offset]
     }
 
+    // Nothing to encode ahead: a prepared request is the request.
+    type Prepared = WorkRequest;
+
+    fn prepare(&mut self, wr: &WorkRequest) -> Result<WorkRequest, TransportError> {
+        Ok(*wr)
+    }
+
+    fn post_prepared(
+        &mut self,
+        req: &mut WorkRequest,
+        wr_id: u64,
+        signaled: bool,
+    ) -> Result<(), TransportError> {
+        self.post(&WorkRequest { wr_id, signaled, ..*req })
+    }
+
     #[inline]
     fn post(&mut self, wr: &WorkRequest) -> Result<(), TransportError> {
         match wr.op {

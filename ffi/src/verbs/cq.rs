@@ -131,7 +131,7 @@ impl CompletionQueue {
     ///
     /// # Errors
     /// `ibv_poll_cq` when the provider reports a failure (a CQ overrun on some HCAs).
-    #[inline]
+    #[inline(always)]
     pub fn poll(&self, out: &mut [Completion]) -> Result<usize, Error> {
         let n = i32::try_from(out.len()).unwrap_or(i32::MAX);
         // SAFETY: live CQ; `out` has room for `n` entries of `ibv_wc` layout

@@ -296,7 +296,9 @@ pub(crate) struct RecvSges {
 
 impl RecvSges {
     /// The SGEs of `local`; `verb` refuses more than the `max_sge` its queue (`queue`:
-    /// "the QP", "the SRQ") takes, or one outside `pd`.
+    /// "the QP", "the SRQ") takes, or one outside `pd`. Inlined, so the array is built
+    /// where it is used rather than copied out (a receive is posted per message).
+    #[inline(always)]
     pub(crate) fn new(
         verb: &'static str,
         local: &[LocalSlice<'_>],
@@ -323,6 +325,7 @@ impl RecvSges {
     }
 
     /// The work request over these SGEs; valid while `self` is.
+    #[inline(always)]
     pub(crate) fn wr(&mut self, wr_id: u64) -> sys::ibv_recv_wr {
         sys::ibv_recv_wr {
             wr_id,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{check, poll_or_wait, Clock, LoopError, Stall, END_IMM, END_MARKER};
+use super::{check, poll_or_wait, Clock, LoopError, Stall, Stamper, END_IMM, END_MARKER};
 use crate::measure::BwRecorder;
 use crate::transport::{Completion, Connection, Op, WorkRequest};
 
@@ -170,10 +170,24 @@ pub fn bw_send<C: Connection, R: RecvSide>(
     let mut lanes = vec![Lane::default(); n];
     let mut wcs = [Completion::default(); 16];
     let mut stall = Stall::new(plan.timeout);
-    // The requests of one post (-l), allocated once.
+    // One request a buffer slot, checked and encoded once, when a post is one request;
+    // the requests of one post (-l) otherwise, allocated once.
+    let mut prepared: Vec<Vec<C::Prepared>> = if plan.post_list == 1 {
+        let slot_requests = |c: &mut C| -> Result<Vec<C::Prepared>, LoopError> {
+            let slots = 0..u64::from(plan.slots);
+            Ok(slots.map(|s| c.prepare(&slot_request(plan, s))).collect::<Result<_, _>>()?)
+        };
+        conns.iter_mut().map(slot_requests).collect::<Result<_, _>>()?
+    } else {
+        Vec::new()
+    };
     let mut list: Vec<WorkRequest> = Vec::with_capacity(plan.post_list as usize);
     let mut pacers: Vec<Pacer> =
         plan.pace.map_or_else(Vec::new, |p| (0..n).map(|k| Pacer::share(p, n, k)).collect());
+    // Counter stamps in -n runs without pacing; a duration run's windows and a pacer's
+    // schedule read ns as they go.
+    let tsc = window.is_none() && plan.pace.is_none() && ffi::tsc::usable();
+    let stamper = Stamper::new(clock, tsc);
     loop {
         let stop_posting = window.is_some_and(|w| clock.ns() >= w.total);
         let mut all_done = true;
@@ -186,8 +200,11 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                     plan,
                     lane,
                     &mut recorders[q],
-                    &mut list,
-                    clock,
+                    Requests {
+                        prepared: prepared.get_mut(q).map_or(&mut [], Vec::as_mut_slice),
+                        list: &mut list,
+                    },
+                    stamper,
                     allowed,
                 )?;
                 if let Some(p) = pacers.get_mut(q) {
@@ -202,7 +219,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
             };
             if got > 0 {
                 stall.progressed();
-                let t = clock.ns();
+                let t = stamper.now();
                 for c in &wcs[..got] {
                     check(q, c)?;
                     if c.kind.is_receive() {
@@ -228,7 +245,16 @@ pub fn bw_send<C: Connection, R: RecvSide>(
             stall.idle("messages from the peer")?;
         }
     }
+    let scale = stamper.ns_per_unit();
+    recorders.iter_mut().for_each(|r| r.rescale(scale));
     Ok(BwOutcome { recorders, windowed })
+}
+
+/// A QP's requests: one prepared per buffer slot when each post is one request, else
+/// the list of one post (`-l`), reused.
+struct Requests<'a, P> {
+    prepared: &'a mut [P],
+    list: &'a mut Vec<WorkRequest>,
 }
 
 /// Posts on one QP while its send queue has room, up to `allowed` messages: one
@@ -239,12 +265,11 @@ fn post_while_room<C: Connection>(
     plan: &BwPlan,
     lane: &mut Lane,
     recorder: &mut BwRecorder,
-    list: &mut Vec<WorkRequest>,
-    clock: Clock,
+    requests: Requests<'_, C::Prepared>,
+    stamper: Stamper,
     allowed: u64,
 ) -> Result<u64, LoopError> {
-    let size = u64::from(plan.size);
-    let atomic = matches!(plan.op, Op::FetchAdd(_) | Op::CompareSwap { .. });
+    let Requests { prepared, list } = requests;
     let first = lane.posted;
     while lane.posted < plan.iters
         && lane.posted - lane.done + u64::from(plan.post_list) <= u64::from(plan.tx_depth)
@@ -255,18 +280,15 @@ fn post_while_room<C: Connection>(
             let i = lane.posted;
             let slot = i % u64::from(plan.slots);
             let signaled = (i + 1) % u64::from(plan.cq_mod) == 0 || i + 1 == plan.iters;
-            list.push(WorkRequest {
-                wr_id: i + 1,
-                op: plan.op,
-                local_offset: (slot * size) as usize,
-                len: plan.size,
-                remote_offset: if atomic { 0 } else { slot * size },
-                signaled,
-                inline: plan.inline,
-            });
             // Post stamps feed the peak; without it only the first is kept.
             if plan.peak || i == 0 {
-                recorder.posted(clock.ns());
+                recorder.posted(stamper.now());
+            }
+            match prepared.get_mut(slot as usize) {
+                Some(req) => conn.post_prepared(req, i + 1, signaled)?,
+                None => {
+                    list.push(WorkRequest { wr_id: i + 1, signaled, ..slot_request(plan, slot) })
+                }
             }
             lane.posted += 1;
             if signaled {
@@ -276,9 +298,27 @@ fn post_while_room<C: Connection>(
                 break;
             }
         }
-        conn.post_list(list)?;
+        if !list.is_empty() {
+            conn.post_list(list)?;
+        }
     }
     Ok(lane.posted - first)
+}
+
+/// The request of a message in buffer slot `slot` (its `wr_id` and `signaled` are
+/// the poster's to set).
+fn slot_request(plan: &BwPlan, slot: u64) -> WorkRequest {
+    let size = u64::from(plan.size);
+    let atomic = matches!(plan.op, Op::FetchAdd(_) | Op::CompareSwap { .. });
+    WorkRequest {
+        wr_id: 0,
+        op: plan.op,
+        local_offset: (slot * size) as usize,
+        len: plan.size,
+        remote_offset: if atomic { 0 } else { slot * size },
+        signaled: false,
+        inline: plan.inline,
+    }
 }
 
 /// A duration run: completions before the window set its base; inside it, they

@@ -53,6 +53,7 @@ impl LatPlan {
     }
 }
 
+#[inline(always)]
 fn wait_one<C: Connection>(
     conn: &mut C,
     plan: &LatPlan,
@@ -78,18 +79,18 @@ pub fn lat_round_trip<C: Connection, S: Sampler>(
     mut samples: S,
 ) -> Result<LatencyRecorder, LoopError> {
     let mut stall = Stall::new(plan.timeout);
+    let mut req = conn.prepare(&WorkRequest {
+        wr_id: 0,
+        op,
+        local_offset: 0,
+        len: plan.size,
+        remote_offset: 0,
+        signaled: true,
+        inline: plan.inline,
+    })?;
     let mut i = 0u64;
     while samples.tick(i) {
-        let wr = WorkRequest {
-            wr_id: i,
-            op,
-            local_offset: 0,
-            len: plan.size,
-            remote_offset: 0,
-            signaled: true,
-            inline: plan.inline,
-        };
-        conn.post_repeat(&wr)?;
+        conn.post_prepared(&mut req, i, true)?;
         wait_one(conn, plan, &mut stall, "the round trip's completion")?;
         i += 1;
     }
@@ -131,6 +132,15 @@ pub fn lat_write_pingpong<C: Connection, S: Sampler>(
     let (mut signaled, mut reaped) = (0u64, 0u64);
     let mut i = 0u64;
     let mut stall = Stall::new(plan.timeout);
+    let mut req = conn.prepare(&WorkRequest {
+        wr_id: 0,
+        op: Op::Write,
+        local_offset: source,
+        len: plan.size,
+        remote_offset: 0,
+        signaled: false,
+        inline: plan.inline,
+    })?;
     // Reaps until at most `keep` signaled writes are unconfirmed.
     let mut reap =
         |conn: &mut C, signaled: u64, reaped: &mut u64, keep: u64| -> Result<(), LoopError> {
@@ -175,15 +185,7 @@ pub fn lat_write_pingpong<C: Connection, S: Sampler>(
         // Room in the send queue: at most two signaling rounds unconfirmed.
         reap(conn, signaled, &mut reaped, 1)?;
         let signal = i % SIGNAL_EVERY == SIGNAL_EVERY - 1;
-        conn.post_repeat(&WorkRequest {
-            wr_id: i,
-            op: Op::Write,
-            local_offset: source,
-            len: plan.size,
-            remote_offset: 0,
-            signaled: signal,
-            inline: plan.inline,
-        })?;
+        conn.post_prepared(&mut req, i, signal)?;
         signaled += u64::from(signal);
         i += 1;
         if !first && plan.iters != u64::MAX && i >= plan.iters {
@@ -207,17 +209,17 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
 ) -> Result<LatencyRecorder, LoopError> {
     // One send in eight is signaled (their completions come back on the same CQ as
     // the receives and are skipped); the queue holds 16, so it never fills.
-    let send = |conn: &mut C, i: u64| {
-        conn.post_repeat(&WorkRequest {
-            wr_id: i,
-            op,
-            local_offset: 0,
-            len: plan.size,
-            remote_offset: 0,
-            signaled: i % 8 == 7 || i + 1 == plan.iters,
-            inline: plan.inline,
-        })
-    };
+    let mut req = conn.prepare(&WorkRequest {
+        wr_id: 0,
+        op,
+        local_offset: 0,
+        len: plan.size,
+        remote_offset: 0,
+        signaled: false,
+        inline: plan.inline,
+    })?;
+    let mut send =
+        |conn: &mut C, i: u64| conn.post_prepared(&mut req, i, i % 8 == 7 || i + 1 == plan.iters);
     let mut wcs = [Completion::default(); 8];
     let mut i = 0u64;
     let mut stall = Stall::new(plan.timeout);

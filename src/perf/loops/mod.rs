@@ -90,7 +90,9 @@ impl From<TransportError> for LoopError {
 pub(crate) fn check(qp: usize, c: &Completion) -> Result<(), LoopError> {
     match c.status {
         Status::Success => Ok(()),
-        Status::Failed { name, meaning, .. } => Err(LoopError::Completion { qp, name, meaning }),
+        Status::Failed(f) => {
+            Err(LoopError::Completion { qp, name: f.name(), meaning: f.meaning() })
+        }
     }
 }
 
@@ -107,6 +109,45 @@ impl Clock {
     #[inline]
     pub fn ns(&self) -> u64 {
         self.0.elapsed().as_nanos() as u64
+    }
+}
+
+/// What a bandwidth run stamps its posts and completions with: in `-n` runs, TSC
+/// counts where [`ffi::tsc::usable`] (a read is a few instructions, and the peak figure
+/// takes one per message, as perftest's `get_cycles`); else the loop's clock, in ns.
+/// Counts become ns after the run by [`Stamper::ns_per_unit`], the ratio of the
+/// monotonic clock to the counter over the run itself (docs/metrics.md).
+#[derive(Clone, Copy)]
+pub(crate) struct Stamper {
+    clock: Clock,
+    /// The counter and the monotonic clock at the run's start, in TSC mode.
+    tsc_origin: Option<(u64, Instant)>,
+}
+
+impl Stamper {
+    /// Stamps on the counter when `tsc`, else on `clock`.
+    pub(crate) fn new(clock: Clock, tsc: bool) -> Self {
+        Stamper { clock, tsc_origin: tsc.then(|| (ffi::tsc::read(), Instant::now())) }
+    }
+
+    /// Now, in stamp units.
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        match self.tsc_origin {
+            Some((counts, _)) => ffi::tsc::read().saturating_sub(counts),
+            None => self.clock.ns(),
+        }
+    }
+
+    /// ns per stamp unit, over the run so far.
+    pub(crate) fn ns_per_unit(&self) -> f64 {
+        match self.tsc_origin {
+            Some((counts, at)) => {
+                at.elapsed().as_nanos() as f64
+                    / ffi::tsc::read().saturating_sub(counts).max(1) as f64
+            }
+            None => 1.0,
+        }
     }
 }
 
@@ -145,7 +186,7 @@ impl Stall {
 
 /// Polls `conn`; when nothing is there, spins (checking for a stall) or, in event
 /// mode, arms, polls again and sleeps until the completion event.
-#[inline]
+#[inline(always)]
 pub(crate) fn poll_or_wait<C: Connection>(
     conn: &mut C,
     wcs: &mut [Completion],
@@ -174,4 +215,41 @@ pub(crate) fn poll_or_wait<C: Connection>(
     let got = conn.poll(wcs)?;
     stall.progressed();
     Ok(got)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::BwRecorder;
+
+    #[test]
+    fn bandwidth_stamps_on_the_counter_agree_with_the_monotonic_clock() {
+        // This host and the lab keep their clock on the TSC: the stamps are counts, and
+        // once rescaled each must be the monotonic time since the run's start.
+        let clock = Clock::start();
+        let stamper = Stamper::new(clock, ffi::tsc::usable());
+        assert_eq!(stamper.tsc_origin.is_some(), ffi::tsc::usable());
+        let mut rec = BwRecorder::new(4, 4, true);
+        let mut seen = Vec::new();
+        for (k, ms) in [2u64, 9, 4].iter().enumerate() {
+            std::thread::sleep(Duration::from_millis(*ms));
+            rec.posted(stamper.now());
+            rec.completed(stamper.now(), k as u64 + 1);
+            seen.push(clock.ns());
+        }
+        rec.rescale(stamper.ns_per_unit());
+        let (last, done) = rec.last_completion().unwrap();
+        assert_eq!(done, 3);
+        let want = seen[2] as f64;
+        assert!(
+            (last as f64 - want).abs() <= want * 0.02 + 50_000.0,
+            "{last} ns, monotonic {want} ns"
+        );
+        let first = rec.first_post().unwrap() as f64;
+        assert!(
+            (first - seen[0] as f64).abs() <= seen[0] as f64 * 0.02 + 50_000.0,
+            "{first} vs {}",
+            seen[0]
+        );
+    }
 }

@@ -19,21 +19,37 @@ pub trait Sampler {
     fn finish(self) -> LatencyRecorder;
 }
 
-/// Most stamps a counted run keeps (128 MiB of `Instant`s); a longer run records each
-/// interval as it comes.
+/// Most stamps a counted run keeps (64 MiB of them); a longer run records each interval
+/// as it comes.
 const MAX_STAMPS: u64 = 1 << 23;
 
-/// An iteration run (`-n`): a tick only stores an `Instant`, as perftest stores its
-/// cycle counts; the intervals are taken after the run, so no clock arithmetic and no
+/// What a counted run's ticks read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StampClock {
+    /// The CPU's time-stamp counter, where [`ffi::tsc::usable`]: a read is a few
+    /// instructions, as perftest's `get_cycles`. Counts become ns after the run, by the
+    /// ratio of the monotonic clock's time to the counter's counts over the run itself
+    /// (docs/metrics.md).
+    Tsc,
+    /// ns of the monotonic clock since the run's first tick.
+    Monotonic,
+}
+
+/// An iteration run (`-n`): a tick only stores a stamp, as perftest stores its cycle
+/// counts; the intervals are taken after the run, so no clock arithmetic and no
 /// histogram update is timed.
 pub struct CountedSampler {
     /// The start of each iteration; room for the whole run is reserved at the first
     /// tick (a responder never ticks, and allocates nothing).
-    stamps: Vec<Instant>,
+    stamps: Vec<u64>,
     /// Stamps the run needs: `iters + 1`, or 0 for runs over [`MAX_STAMPS`].
     room: usize,
-    /// The previous tick, once ticks no longer go into `stamps`.
-    last: Option<Instant>,
+    clock: StampClock,
+    /// The first tick, on both clocks: where the monotonic stamps count from, and one
+    /// end of the counter's calibration.
+    origin: (Instant, u64),
+    /// The previous tick, once ticks no longer go into `stamps` (monotonic then).
+    last: Option<u64>,
     iters: u64,
     factor: u64,
     rec: LatencyRecorder,
@@ -43,17 +59,23 @@ impl CountedSampler {
     /// For `plan`'s iterations.
     pub fn new(plan: &LatPlan) -> Self {
         let needed = plan.iters.saturating_add(1);
-        Self::with_room(plan, if needed <= MAX_STAMPS { needed as usize } else { 0 })
+        let room = if needed <= MAX_STAMPS { needed as usize } else { 0 };
+        Self::with_room(plan, room, ffi::tsc::usable())
     }
 
-    fn with_room(plan: &LatPlan, room: usize) -> Self {
+    /// Stamps with the counter only when `tsc` and every stamp of the run has room: a
+    /// run that records as it goes needs ns at once.
+    fn with_room(plan: &LatPlan, room: usize, tsc: bool) -> Self {
         let mut rec = LatencyRecorder::default();
         if plan.keep_samples {
             rec.keep_samples(room);
         }
+        let whole = room as u64 > plan.iters;
         CountedSampler {
             stamps: Vec::new(),
             room,
+            clock: if tsc && whole { StampClock::Tsc } else { StampClock::Monotonic },
+            origin: (Instant::now(), 0),
             last: None,
             iters: plan.iters,
             factor: u64::from(plan.rtt_factor.max(1)),
@@ -61,30 +83,52 @@ impl CountedSampler {
         }
     }
 
-    fn record(&mut self, from: Instant, to: Instant) {
-        self.rec.record((to - from).as_nanos() as u64 / self.factor);
+    #[inline]
+    fn read(&self) -> u64 {
+        match self.clock {
+            StampClock::Tsc => ffi::tsc::read(),
+            StampClock::Monotonic => self.origin.0.elapsed().as_nanos() as u64,
+        }
+    }
+
+    fn record(&mut self, ns: u64) {
+        self.rec.record(ns / self.factor);
     }
 
     /// A tick with no reserved room left: the first one reserves it; past it, the
     /// interval since the previous tick is recorded at once.
-    fn spill(&mut self, now: Instant) {
+    fn spill(&mut self, now: u64) {
         if self.stamps.is_empty() && self.room > 0 {
             self.stamps.reserve_exact(self.room);
             // The first iteration starts after the allocation, not before it.
-            self.stamps.push(Instant::now());
+            self.origin = (Instant::now(), ffi::tsc::read());
+            let first = self.read();
+            self.stamps.push(first);
             return;
         }
         if let Some(prev) = self.last.or_else(|| self.stamps.last().copied()) {
-            self.record(prev, now);
+            self.record(now.saturating_sub(prev));
         }
         self.last = Some(now);
+    }
+
+    /// ns per stamp unit: 1 on the monotonic clock; on the counter, the monotonic
+    /// clock's ns over the counter's counts since the first tick.
+    fn ns_per_unit(&self) -> f64 {
+        match self.clock {
+            StampClock::Monotonic => 1.0,
+            StampClock::Tsc => {
+                let (ns, counts) = (self.origin.0.elapsed(), ffi::tsc::read());
+                ns.as_nanos() as f64 / counts.saturating_sub(self.origin.1).max(1) as f64
+            }
+        }
     }
 }
 
 impl Sampler for CountedSampler {
     #[inline]
     fn tick(&mut self, i: u64) -> bool {
-        let now = Instant::now();
+        let now = self.read();
         if self.stamps.len() < self.stamps.capacity() {
             self.stamps.push(now);
         } else {
@@ -94,9 +138,10 @@ impl Sampler for CountedSampler {
     }
 
     fn finish(mut self) -> LatencyRecorder {
+        let scale = self.ns_per_unit();
         let stamps = std::mem::take(&mut self.stamps);
         for w in stamps.windows(2) {
-            self.record(w[0], w[1]);
+            self.record((w[1].saturating_sub(w[0]) as f64 * scale) as u64);
         }
         self.rec
     }
@@ -188,7 +233,7 @@ mod tests {
         // the intervals past the room, and the one bridging into them, still count.
         for room in [1000, 0] {
             let n = 1005;
-            let mut s = CountedSampler::with_room(&plan(n, None, 2), room);
+            let mut s = CountedSampler::with_room(&plan(n, None, 2), room, true);
             let mut i = 0;
             while s.tick(i) {
                 i += 1;
@@ -199,6 +244,30 @@ mod tests {
         let whole = CountedSampler::new(&plan(MAX_STAMPS + 1, None, 1));
         assert_eq!(whole.room, 0, "runs longer than MAX_STAMPS record as they go");
         assert!(whole.stamps.capacity() == 0, "nothing is allocated before the first tick");
+    }
+
+    #[test]
+    fn counter_stamps_agree_with_the_monotonic_clock() {
+        // This host and the lab keep their clock on the TSC: the run is stamped with
+        // the counter, and each interval must be what the monotonic clock saw.
+        let p = LatPlan { keep_samples: true, ..plan(6, None, 1) };
+        let mut s = CountedSampler::with_room(&p, 7, true);
+        assert_eq!(s.clock == StampClock::Tsc, ffi::tsc::usable());
+        let mut marks = Vec::new();
+        for (i, ms) in [3u64, 12, 1, 7, 20, 5].iter().enumerate() {
+            assert!(s.tick(i as u64));
+            marks.push(Instant::now());
+            std::thread::sleep(Duration::from_millis(*ms));
+        }
+        assert!(!s.tick(6));
+        marks.push(Instant::now());
+        let samples = s.finish().take_samples().unwrap();
+        assert_eq!(samples.len(), 6);
+        for (k, got) in samples.iter().enumerate() {
+            let want = (marks[k + 1] - marks[k]).as_nanos() as f64;
+            let off = (*got as f64 - want).abs();
+            assert!(off <= want * 0.02 + 50_000.0, "interval {k}: {got} ns, monotonic {want} ns");
+        }
     }
 
     #[test]

@@ -187,7 +187,7 @@ impl QueuePair for BasicQueuePair {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn post_prepared(
         &self,
         p: &mut PreparedSend,
@@ -196,9 +196,8 @@ impl QueuePair for BasicQueuePair {
         signaled: bool,
     ) -> Result<(), Error> {
         p.check_target(&self.core, region)?;
-        let flags = super::SendFlags { signaled, ..p.flags };
         p.wr.wr_id = wr_id;
-        p.wr.send_flags = flags.raw();
+        p.wr.send_flags = p.bits(signaled);
         p.wr.next = ptr::null_mut();
         p.wr.sg_list = if p.region.is_some() { &mut p.sge } else { ptr::null_mut() };
         // SAFETY: checked when prepared; `p.wr` and its one SGE live across the call;

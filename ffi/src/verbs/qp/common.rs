@@ -293,7 +293,7 @@ pub trait QueuePair: Send + Sync {
     /// # Errors
     /// Refused with more SGEs than the QP takes or an SGE of another PD; ENOMEM when
     /// the receive queue is full.
-    #[inline]
+    #[inline(always)]
     fn post_recv(&self, wr_id: u64, local: &[LocalSlice<'_>]) -> Result<(), Error> {
         let core = self.core();
         if core.srq.is_some() {

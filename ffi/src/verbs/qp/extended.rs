@@ -5,7 +5,7 @@ use std::ptr::{self, NonNull};
 
 use super::super::{sys, Error, LocalSlice, MemoryRegion};
 use super::common::QpCore;
-use super::{PreparedSend, QueuePair, SendFlags, SendOp, SendRequest};
+use super::{PreparedSend, QueuePair, SendOp, SendRequest};
 
 /// A queue pair that posts sends through the extended send API, as perftest does by
 /// default: the provider writes each request straight into its queue instead of
@@ -48,7 +48,10 @@ impl ExtendedQueuePair {
             // builder called is one this QP type was created with (check() refused the
             // others), and every SGE names a live registered region the request
             // borrows, which outlives the call (inline data is copied before it returns).
-            unsafe { emit(x, r.wr_id, r.flags, &r.op, ud, r.local.first().map(LocalSlice::sge)) };
+            unsafe {
+                let sge = r.local.first().map(LocalSlice::sge);
+                emit(x, r.wr_id, r.flags.raw(), r.flags.inline, &r.op, ud, sge);
+            };
         }
         // SAFETY: closes the wr_start above on the same live QP.
         let rc = unsafe { sys::ibv_wr_complete(x) };
@@ -91,7 +94,7 @@ impl QueuePair for ExtendedQueuePair {
         self.post_many(requests)
     }
 
-    #[inline]
+    #[inline(always)]
     fn post_prepared(
         &self,
         p: &mut PreparedSend,
@@ -100,7 +103,6 @@ impl QueuePair for ExtendedQueuePair {
         signaled: bool,
     ) -> Result<(), Error> {
         p.check_target(&self.core, region)?;
-        let flags = SendFlags { signaled, ..p.flags };
         let x = self.qpx.as_ptr();
         let sge = p.region.map(|_| p.sge);
         // SAFETY: a live extended QP; wr_start/complete bracket one request that
@@ -108,7 +110,7 @@ impl QueuePair for ExtendedQueuePair {
         // live and borrowed across the call (the identity was checked above).
         let rc = unsafe {
             sys::ibv_wr_start(x);
-            emit(x, wr_id, flags, &p.op, None, sge);
+            emit(x, wr_id, p.bits(signaled), p.flags.inline, &p.op, None, sge);
             sys::ibv_wr_complete(x)
         };
         if rc != 0 {
@@ -126,10 +128,12 @@ impl QueuePair for ExtendedQueuePair {
 /// `x` is a live extended QP between `ibv_wr_start` and `ibv_wr_complete`; `op` is one
 /// the QP was created for; `ud` names a live address handle (UD QPs only); `sge` names
 /// live registered memory (copied before return when inline).
+#[inline(always)]
 unsafe fn emit(
     x: *mut sys::ibv_qp_ex,
     wr_id: u64,
-    flags: SendFlags,
+    flag_bits: u32,
+    inline: bool,
     op: &SendOp,
     ud: Option<(*mut sys::ibv_ah, u32, u32)>,
     sge: Option<sys::ibv_sge>,
@@ -137,7 +141,7 @@ unsafe fn emit(
     // SAFETY: the caller's contract covers every call below.
     unsafe {
         (*x).wr_id = wr_id;
-        (*x).wr_flags = flags.raw();
+        (*x).wr_flags = flag_bits;
         match *op {
             SendOp::Send => sys::ibv_wr_send(x),
             SendOp::SendImm(imm) => sys::ibv_wr_send_imm(x, imm.to_be()),
@@ -157,7 +161,7 @@ unsafe fn emit(
             sys::ibv_wr_set_ud_addr(x, ah, qpn, qkey);
         }
         // An extended QP takes at most one SGE (check() refused more).
-        match (flags.inline, sge) {
+        match (inline, sge) {
             (true, Some(sge)) => {
                 sys::ibv_wr_set_inline_data(x, sge.addr as *mut _, sge.length as usize)
             }

@@ -59,7 +59,8 @@ impl QueuePair for GenericQueuePair {
         }
     }
 
-    #[inline]
+    // Inlined down to the provider's calls: a latency loop's post is the hot path.
+    #[inline(always)]
     fn post_prepared(
         &self,
         p: &mut PreparedSend,

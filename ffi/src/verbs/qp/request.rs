@@ -269,6 +269,8 @@ pub struct PreparedSend {
     pub(super) wr: sys::ibv_send_wr,
     pub(super) sge: sys::ibv_sge,
     pub(super) flags: SendFlags,
+    /// `flags` as verbs bits, less "signaled": each post adds that bit or not.
+    pub(super) quiet_bits: u32,
     /// The operation as the `ibv_wr_*` builders take it (extended QPs).
     pub(super) op: SendOp,
 }
@@ -298,8 +300,16 @@ impl PreparedSend {
                 .first()
                 .map_or(sys::ibv_sge { addr: 0, length: 0, lkey: 0 }, LocalSlice::sge),
             flags: r.flags,
+            quiet_bits: SendFlags { signaled: false, ..r.flags }.raw(),
             op: r.op,
         })
+    }
+
+    /// The verbs flag bits of a post, signaled or not.
+    #[inline(always)]
+    pub(super) fn bits(&self, signaled: bool) -> u32 {
+        let signal = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
+        self.quiet_bits | if signaled { signal } else { 0 }
     }
 
     /// The two identity checks of a post: prepared on `qp`, over `region`.
