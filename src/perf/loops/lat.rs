@@ -53,6 +53,20 @@ impl LatPlan {
     }
 }
 
+/// A latency loop's one request: `op` of `plan.size` bytes from `local_offset` into the
+/// start of the peer's buffer; each post sets its `wr_id` and whether it is signaled.
+fn the_request(op: Op, local_offset: usize, plan: &LatPlan) -> WorkRequest {
+    WorkRequest {
+        wr_id: 0,
+        op,
+        local_offset,
+        len: plan.size,
+        remote_offset: 0,
+        signaled: false,
+        inline: plan.inline,
+    }
+}
+
 #[inline(always)]
 fn wait_one<C: Connection>(
     conn: &mut C,
@@ -79,15 +93,7 @@ pub fn lat_round_trip<C: Connection, S: Sampler>(
     mut samples: S,
 ) -> Result<LatencyRecorder, LoopError> {
     let mut stall = Stall::new(plan.timeout);
-    let mut req = conn.prepare(&WorkRequest {
-        wr_id: 0,
-        op,
-        local_offset: 0,
-        len: plan.size,
-        remote_offset: 0,
-        signaled: true,
-        inline: plan.inline,
-    })?;
+    let mut req = conn.prepare(&the_request(op, 0, plan))?;
     let mut i = 0u64;
     while samples.tick(i) {
         conn.post_prepared(&mut req, i, true)?;
@@ -132,15 +138,7 @@ pub fn lat_write_pingpong<C: Connection, S: Sampler>(
     let (mut signaled, mut reaped) = (0u64, 0u64);
     let mut i = 0u64;
     let mut stall = Stall::new(plan.timeout);
-    let mut req = conn.prepare(&WorkRequest {
-        wr_id: 0,
-        op: Op::Write,
-        local_offset: source,
-        len: plan.size,
-        remote_offset: 0,
-        signaled: false,
-        inline: plan.inline,
-    })?;
+    let mut req = conn.prepare(&the_request(Op::Write, source, plan))?;
     // Reaps until at most `keep` signaled writes are unconfirmed.
     let mut reap =
         |conn: &mut C, signaled: u64, reaped: &mut u64, keep: u64| -> Result<(), LoopError> {
@@ -209,15 +207,7 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
 ) -> Result<LatencyRecorder, LoopError> {
     // One send in eight is signaled (their completions come back on the same CQ as
     // the receives and are skipped); the queue holds 16, so it never fills.
-    let mut req = conn.prepare(&WorkRequest {
-        wr_id: 0,
-        op,
-        local_offset: 0,
-        len: plan.size,
-        remote_offset: 0,
-        signaled: false,
-        inline: plan.inline,
-    })?;
+    let mut req = conn.prepare(&the_request(op, 0, plan))?;
     let mut send =
         |conn: &mut C, i: u64| conn.post_prepared(&mut req, i, i % 8 == 7 || i + 1 == plan.iters);
     let mut wcs = [Completion::default(); 8];
