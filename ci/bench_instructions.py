@@ -32,7 +32,7 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 ITERS = int(os.environ.get("BENCH_ITERS", "3000"))
 DEV = os.environ.get("RDMABENCH_DEVICE", "rxe0")
 RDMABENCH = os.environ.get("BENCH_RDMABENCH", "target/release/rdmabench")
-ONLY = os.environ.get("BENCH_ONLY", "")
+ONLY = [t for t in os.environ.get("BENCH_ONLY", "").split(",") if t]
 OUT = os.environ.get("BENCH_PROFILES", "target/bench/callgrind")
 # BENCH_BASELINE: another rdmabench binary (an earlier build) profiled alongside, for a
 # before/after table from one boot; its ratio is shown, not judged.
@@ -145,7 +145,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     rows = {}
     for test in TESTS:
-        if ONLY and ONLY != test:
+        if ONLY and test not in ONLY:
             continue
         points = {t: [] for t in TOOLS}
         for rnd in range(ROUNDS + 1):
@@ -187,7 +187,7 @@ def main():
     print(f"{'client':<26} " + " ".join(f"{t + ' KiB':>14}" for t in TOOLS) + f" {'ratio':>6}")
     for pt, rb in (("ib_write_lat", "write-lat"), ("ib_read_lat", "read-lat"), ("ib_send_lat", "send-lat"),
                    ("ib_atomic_lat", "atomic-lat"), ("ib_write_bw", "write-bw")):
-        if ONLY and ONLY.split("_")[0] != rb.split("-")[0]:
+        if ONLY and not any(t.split("_")[0] == rb.split("-")[0] for t in ONLY):
             continue
         kib = {tool: statistics.median(peak_rss(tool, (pt, rb)) for _ in range(ROUNDS)) for tool in TOOLS}
         ratio = kib["rdmabench"] / kib["perftest"]

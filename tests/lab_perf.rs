@@ -29,10 +29,15 @@ struct Run {
 
 /// Runs `test` with the same flags on both sides (the client adds --json and HOST).
 fn pair(test: &str, flags: &[&str], host: &str) -> Run {
+    pair_timing_out(test, flags, host, "20")
+}
+
+/// As [`pair`], both sides with `--timeout SECONDS`.
+fn pair_timing_out(test: &str, flags: &[&str], host: &str, seconds: &str) -> Run {
     let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
     let json = scratch(&format!("{test}-{port}.json"));
     let mut common: Vec<String> =
-        vec![test.into(), "-p".into(), port, "--timeout".into(), "20".into()];
+        vec![test.into(), "-p".into(), port, "--timeout".into(), seconds.into()];
     common.extend(flags.iter().map(|s| s.to_string()));
     let server = spawn(&common);
     let mut client_args = common.clone();
@@ -47,7 +52,12 @@ fn pair(test: &str, flags: &[&str], host: &str) -> Run {
 }
 
 fn ok(test: &str, flags: &[&str]) -> Run {
-    let r = pair(test, flags, "127.0.0.1");
+    ok_timing_out(test, flags, "20")
+}
+
+/// As [`ok`], both sides with `--timeout SECONDS`.
+fn ok_timing_out(test: &str, flags: &[&str], seconds: &str) -> Run {
+    let r = pair_timing_out(test, flags, "127.0.0.1", seconds);
     assert_eq!(r.client.status.code(), Some(0), "client of {test} {flags:?}: {}", err(&r.client));
     assert_eq!(r.server.status.code(), Some(0), "server of {test} {flags:?}: {}", err(&r.server));
     assert_eq!(r.json["schema_version"], 1);
@@ -303,15 +313,17 @@ fn lab_validate_checks_the_receivers_bytes() {
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_duration_mode_measures_the_window() {
-    // -D 4: margin 1 s each side, a 2 s window.
-    let r = ok("write-bw", &["-D", "4", "-s", "4096"]);
+    // -D 4: margin 1 s each side, a 2 s window. Both servers only wait on the control
+    // channel while the client runs for 4 s: its loop tells them every second that it is
+    // alive, so their 2 s --timeout never ends the run.
+    let r = ok_timing_out("write-bw", &["-D", "4", "-s", "4096"], "2");
     let b = &r.json["results"][0]["bw"];
     assert_eq!(b["window_ns"], 2_000_000_000u64);
     let messages = b["messages"].as_u64().unwrap();
     assert!(messages > 0);
     assert_eq!(b["bytes"], messages * 4096);
     assert!(text(&r.client).contains("measured window 2 s (margin 1 s each side)"));
-    let r = ok("read-lat", &["-D", "4"]);
+    let r = ok_timing_out("read-lat", &["-D", "4"], "2");
     let lat = &r.json["results"][0]["lat"];
     assert!(
         lat["samples"].as_u64().unwrap() > 10,

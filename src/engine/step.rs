@@ -204,7 +204,7 @@ impl<'a> Step<'a> {
             pace: None,
             ..self.bw_plan(size, slots, C::BLOCKING_POLL)
         };
-        loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv)?;
+        loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv, loops::NoPulse)?;
         Ok(())
     }
 
@@ -238,20 +238,23 @@ impl<'a> Step<'a> {
         let plan = self.bw_plan(size, slots, C::BLOCKING_POLL);
         let posted = self.queues.receives_per_connection(conns.len(), plan.iters);
         if self.role.sends {
-            let beat = if self.role.heartbeat { Some(Heartbeat::start(ch)?) } else { None };
             let outcome = if C::BLOCKING_POLL {
+                // TCP: the receiver reads every byte, so it never only waits.
+                debug_assert!(!self.role.heartbeat);
                 bw_send_threads(conns, &plan, &self.local.pin)
             } else if self.role.receives {
                 // send_bw -b: this side also receives, on the same queue pairs.
                 let mut recv = loops::Reposting::new(conns.len(), plan.iters, posted, size, slots);
-                loops::bw_send(conns, &plan, Clock::start(), &mut recv)
+                loops::bw_send(conns, &plan, Clock::start(), &mut recv, loops::NoPulse)
+            } else if self.role.heartbeat {
+                let beat = Heartbeat::new(ch);
+                loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv, beat)
             } else {
-                loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv)
+                loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv, loops::NoPulse)
             }?;
             if self.spec.receives() && plan.duration.is_some() {
                 loops::send_end_markers(conns, self.local.timeout)?;
             }
-            drop(beat);
             let (total, per_qp, iterations) = bw_result(u64::from(size), &outcome, &self.spec.run);
             local.bw = Some(total);
             local.iterations = iterations;
@@ -317,8 +320,9 @@ impl<'a> Step<'a> {
         }
         let rec = match self.spec.kind.verb {
             Verb::Read | Verb::Atomic => {
-                let _beat = if self.role.heartbeat { Some(Heartbeat::start(ch)?) } else { None };
-                loops::lat_round_trip(conn, self.op, plan, samples)
+                // The target only waits: told every second that this side is alive.
+                debug_assert!(self.role.heartbeat);
+                loops::lat_round_trip(conn, self.op, plan, samples, Heartbeat::new(ch))
             }
             Verb::Write if !self.spec.receives() => {
                 let part = loops::PingPong {

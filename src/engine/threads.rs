@@ -61,7 +61,7 @@ pub fn bw_send_threads<C: Connection + Send>(
 ) -> Result<BwOutcome, LoopError> {
     let clock = Clock::start();
     let outcomes = per_connection(conns, cpus, |conn| {
-        loops::bw_send(std::slice::from_mut(conn), plan, clock, &mut loops::NoRecv)
+        loops::bw_send(std::slice::from_mut(conn), plan, clock, &mut loops::NoRecv, loops::NoPulse)
     })?;
     let mut all = BwOutcome { recorders: Vec::new(), windowed: Vec::new() };
     for o in outcomes {

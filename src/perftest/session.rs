@@ -19,7 +19,9 @@ use crate::error::Error;
 use crate::measure::cpu::CpuSnapshot;
 use crate::measure::BwStats;
 use crate::perf::counters::{PortCounters, Snapshot};
-use crate::perf::loops::{self, Clock, CountedSampler, NoRecv, PingPong, RecvPlan, Sampler};
+use crate::perf::loops::{
+    self, Clock, CountedSampler, NoPulse, NoRecv, PingPong, RecvPlan, Sampler,
+};
 use crate::perf::report::{RunReport, SizeResult};
 use crate::spec::{Measure, TestSpec, Verb};
 use crate::transport::verbs::{VerbsConnection, VerbsEndpoint, VerbsTransport};
@@ -289,7 +291,8 @@ impl Test<'_, '_> {
                 self.step.warm_up(&mut self.conns, size32, slots)?;
             }
             let plan = self.step.bw_plan(size32, slots, false);
-            let outcome = loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv)?;
+            let outcome =
+                loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv, NoPulse)?;
             let (total, per_qp, iterations) = bw_result(size, &outcome, &spec.run);
             let mut r = SizeResult { size, iterations, bw: Some(total), ..Default::default() };
             if per_qp.len() > 1 {
@@ -331,9 +334,9 @@ impl Test<'_, '_> {
             let outcome = if sends {
                 let n = self.conns.len();
                 let mut recv = loops::Reposting::new(n, plan.iters, posted, size32, slots);
-                loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut recv)?
+                loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut recv, NoPulse)?
             } else {
-                loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv)?
+                loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv, NoPulse)?
             };
             let (mine, per_qp, iterations) = bw_result(size, &outcome, &spec.run);
             if sweep && !sends {
@@ -381,7 +384,8 @@ impl Test<'_, '_> {
             let before = self.window();
             let mut r = SizeResult { size, ..Default::default() };
             if self.ctx.client() {
-                let outcome = loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv)?;
+                let outcome =
+                    loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv, NoPulse)?;
                 let (total, per_qp, iterations) = bw_result(size, &outcome, &spec.run);
                 (r.bw, r.iterations) = (Some(total), iterations);
                 if per_qp.len() > 1 {
@@ -455,6 +459,7 @@ impl Test<'_, '_> {
                 Op::Read,
                 &plan,
                 CountedSampler::new(&plan),
+                NoPulse,
             )?;
             self.push_latency(size, rec, &before);
         }

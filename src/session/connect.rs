@@ -1,5 +1,5 @@
 //! Opening the control channel: the server's listener, the client's connect with
-//! retries, and the heartbeat a client sends while the server only waits.
+//! retries, and the heartbeat a side sends while its peer only waits.
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use super::auth::{self, AuthKey};
 use super::protocol::{Channel, Message, ProtocolError, MAX_FRAME, MAX_HELLO};
 use crate::error::{Error, ErrorKind};
+use crate::perf::loops::Pulse;
 use crate::spec::TestSpec;
 use crate::transport::tcp::open_stream;
 
@@ -194,39 +195,30 @@ pub(crate) fn connect_retrying(
     }
 }
 
-/// While the client runs a size alone, a thread tells the server it is alive every
-/// second. It sleeps on a channel, so it stops at once when dropped.
-pub struct Heartbeat {
-    stop: Option<std::sync::mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+/// While this side runs a size alone, its loop tells the waiting peer it is alive: at
+/// once, then at most once a second (the loop calls it: see [`Pulse`]). The peer's wait
+/// began before this side's set-up, so the first beat cannot wait a second. After a
+/// failed send it stays quiet: the exchange of results that follows names the lost peer.
+pub struct Heartbeat<'a> {
+    ch: &'a mut Channel,
+    last: Option<Instant>,
+    failed: bool,
 }
 
-impl Heartbeat {
-    /// Starts beating on a second handle of `ch`.
-    ///
-    /// # Errors
-    /// The socket cannot be duplicated (kind `io`).
-    pub fn start(ch: &Channel) -> Result<Self, Error> {
-        let mut ch = ch.try_clone()?;
-        let (stop, wake) = std::sync::mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                wake.recv_timeout(Duration::from_secs(1))
-            {
-                if ch.send(&Message::Heartbeat).is_err() {
-                    return;
-                }
-            }
-        });
-        Ok(Heartbeat { stop: Some(stop), thread: Some(thread) })
+impl<'a> Heartbeat<'a> {
+    /// Beats on `ch`.
+    pub fn new(ch: &'a mut Channel) -> Self {
+        Heartbeat { ch, last: None, failed: false }
     }
 }
 
-impl Drop for Heartbeat {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+impl Pulse for Heartbeat<'_> {
+    fn alive(&mut self, now: Instant) {
+        let due =
+            self.last.is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(1));
+        if !self.failed && due {
+            self.last = Some(now);
+            self.failed = self.ch.send(&Message::Heartbeat).is_err();
         }
     }
 }
@@ -234,6 +226,26 @@ impl Drop for Heartbeat {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_heartbeat_sends_at_most_once_a_second_of_the_loop_s_time() {
+        use std::io::Read;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut peer, _) = listener.accept().unwrap();
+        let mut ch = Channel::new(stream, Duration::from_secs(5)).unwrap();
+        let mut beat = Heartbeat::new(&mut ch);
+        let start = Instant::now();
+        for ms in [0, 500, 900, 1000, 1200, 1900, 2100] {
+            beat.alive(start + Duration::from_millis(ms));
+        }
+        drop(ch);
+        // Beats at 0, 1000 and 2100 ms: one frame each, and nothing else.
+        let mut got = Vec::new();
+        peer.read_to_end(&mut got).unwrap();
+        let one = super::super::protocol::encode(&serde_json::to_vec(&Message::Heartbeat).unwrap());
+        assert_eq!(got, one.unwrap().repeat(3));
+    }
 
     #[test]
     fn a_server_that_starts_late_is_reached_and_a_missing_one_is_not() {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{check, poll_or_wait, Clock, LoopError, Stall, Stamper, END_IMM, END_MARKER};
+use super::{check, poll_or_wait, Clock, LoopError, Pulse, Stall, Stamper, END_IMM, END_MARKER};
 use crate::measure::BwRecorder;
 use crate::transport::{Completion, Connection, Op, WorkRequest};
 
@@ -149,11 +149,13 @@ struct Lane {
 /// Posts `plan.op` on every connection, keeping `tx_depth` in flight, until each has
 /// done `iters` messages (or the duration ends). `wr_id` of a signaled request is the
 /// number of messages posted on its QP so far, so a completion says how many are done.
+/// A peer that only waits hears from `pulse`.
 pub fn bw_send<C: Connection, R: RecvSide>(
     conns: &mut [C],
     plan: &BwPlan,
     clock: Clock,
     recv: &mut R,
+    pulse: impl Pulse,
 ) -> Result<BwOutcome, LoopError> {
     let n = conns.len();
     let signals = if plan.duration.is_some() {
@@ -169,7 +171,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
         window.map_or_else(Vec::new, |w| (0..n).map(|_| w.counter()).collect());
     let mut lanes = vec![Lane::default(); n];
     let mut wcs = [Completion::default(); 16];
-    let mut stall = Stall::new(plan.timeout);
+    let mut stall = Stall::beating(plan.timeout, pulse);
     // One request a buffer slot, checked and encoded once, when a post is one request;
     // the requests of one post (-l) otherwise, allocated once.
     let mut prepared: Vec<Vec<C::Prepared>> = if plan.post_list == 1 {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::sampler::Sampler;
-use super::{check, poll_or_wait, LoopError, Stall, END_IMM, END_MARKER};
+use super::{check, poll_or_wait, LoopError, Pulse, Stall, END_IMM, END_MARKER};
 use crate::measure::LatencyRecorder;
 use crate::transport::{Completion, Connection, Op, WorkRequest};
 
@@ -67,37 +67,36 @@ fn the_request(op: Op, local_offset: usize, plan: &LatPlan) -> WorkRequest {
     }
 }
 
+/// Waits for the one completion in flight, into `wc` (the caller's, made once).
 #[inline(always)]
-fn wait_one<C: Connection>(
+fn wait_one<C: Connection, P: Pulse>(
     conn: &mut C,
+    wc: &mut [Completion; 1],
     plan: &LatPlan,
-    stall: &mut Stall,
+    stall: &mut Stall<P>,
     waiting_for: &'static str,
-) -> Result<Completion, LoopError> {
-    let mut wc = [Completion::default()];
-    loop {
-        if poll_or_wait(conn, &mut wc, plan.events, stall, waiting_for)? == 1 {
-            check(0, &wc[0])?;
-            return Ok(wc[0]);
-        }
-    }
+) -> Result<(), LoopError> {
+    while poll_or_wait(conn, wc, plan.events, stall, waiting_for)? == 0 {}
+    check(0, &wc[0])
 }
 
 /// read_lat / atomic_lat: post one, wait for its completion, repeat. Each sample is a
 /// full round trip: as perftest, the time from one post to the next (one clock read
-/// per operation).
+/// per operation). The target only waits: `pulse` tells it this side is alive.
 pub fn lat_round_trip<C: Connection, S: Sampler>(
     conn: &mut C,
     op: Op,
     plan: &LatPlan,
     mut samples: S,
+    pulse: impl Pulse,
 ) -> Result<LatencyRecorder, LoopError> {
-    let mut stall = Stall::new(plan.timeout);
+    let mut stall = Stall::beating(plan.timeout, pulse);
     let mut req = conn.prepare(&the_request(op, 0, plan))?;
+    let mut wc = [Completion::default()];
     let mut i = 0u64;
     while samples.tick(i) {
         conn.post_prepared(&mut req, i, true)?;
-        wait_one(conn, plan, &mut stall, "the round trip's completion")?;
+        wait_one(conn, &mut wc, plan, &mut stall, "the round trip's completion")?;
         i += 1;
     }
     Ok(samples.finish())
