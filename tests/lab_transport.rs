@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use rdmabench::transport::verbs::{VerbsOptions, VerbsTransport};
 use rdmabench::transport::{
-    Completion, CompletionKind, Connection, ConnectionConfig, Op, Service, Status, Transport,
-    WorkRequest,
+    Completion, CompletionKind, Connection, ConnectionConfig, Op, Polled, Service, Status,
+    Transport, WorkRequest,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -31,13 +31,14 @@ fn pair<T: Transport>(t: &T, cfg: &ConnectionConfig) -> (T::Connection, T::Conne
     (t.connect(pa, &eb).unwrap(), t.connect(pb, &ea).unwrap())
 }
 
+/// The next completion, backend-neutral (every field decoded from what the poll left).
 fn next<C: Connection>(c: &mut C) -> Completion {
-    let mut out = [Completion::default()];
+    let mut out = [C::Completion::default()];
     let start = Instant::now();
     while c.poll(&mut out).unwrap() == 0 {
         assert!(start.elapsed() < WAIT, "no completion within {WAIT:?}");
     }
-    out[0]
+    out[0].completion()
 }
 
 fn wr(wr_id: u64, op: Op, local_offset: usize, len: u32, remote_offset: u64) -> WorkRequest {

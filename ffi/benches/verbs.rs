@@ -2,6 +2,11 @@
 //! a loopback RC pair, through `BasicQueuePair::post_send` + `CompletionQueue::poll` and
 //! through direct rdma-sys calls on the same QP, side by side, inline and not.
 //!
+//! Two pairs: one-shot (the safe side checks and encodes each request, the raw side
+//! fills a fresh `ibv_send_wr`) and prepared (`prepare_send` once, `post_prepared`
+//! each time, against a raw `ibv_send_wr` built once whose `wr_id` each post sets:
+//! perftest's way). A hot loop uses the prepared pair's calls.
+//!
 //! Lab: `ci/bench-verbs` (builds, boots the lab, runs this, prints the ratios).
 //! Needs a device (RDMABENCH_DEVICE, default: the first); without one it says so and
 //! exits 2.
@@ -93,6 +98,66 @@ mod linux {
         }
     }
 
+    /// The prepared pair's safe side: checked and encoded once, posted again and again.
+    fn safe_prepared_round_trip(
+        lb: &Loopback,
+        remote: RemoteSlice,
+        inline: bool,
+    ) -> impl FnMut() -> u64 + '_ {
+        let local = [lb.a.mr.slice(0, 8).expect("8 bytes fit")];
+        let mut wr = SendRequest::new(1, SendOp::Write(remote), &local).signaled();
+        wr.flags.inline = inline;
+        let mut prepared = lb.a.qp.prepare_send(&wr).expect("prepare");
+        let mut wc = [Completion::default()];
+        let mut id = 0u64;
+        move || {
+            id += 1;
+            lb.a.qp.post_prepared(black_box(&mut prepared), &lb.a.mr, id, true).expect("post");
+            let mut empty = 0;
+            while lb.a.cq.poll(&mut wc).expect("poll") == 0 {
+                empty += 1;
+            }
+            assert!(wc[0].is_success());
+            empty
+        }
+    }
+
+    /// Its raw side: one `ibv_send_wr`, built once; each post sets its `wr_id`.
+    fn raw_prepared_round_trip(
+        lb: &Loopback,
+        remote: RemoteSlice,
+        inline: bool,
+    ) -> impl FnMut() -> u64 + '_ {
+        let qp = lb.a.qp.as_raw();
+        let cq = lb.a.cq.as_raw();
+        let mut sge = sys::ibv_sge { addr: lb.a.mr.addr(), length: 8, lkey: lb.a.mr.lkey() };
+        // SAFETY: ibv_send_wr and ibv_wc are plain data; all-zero is valid.
+        let (mut wr, mut wc): (sys::ibv_send_wr, sys::ibv_wc) =
+            unsafe { (MaybeUninit::zeroed().assume_init(), MaybeUninit::zeroed().assume_init()) };
+        wr.num_sge = 1;
+        wr.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+        wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0
+            | if inline { sys::ibv_send_flags::IBV_SEND_INLINE.0 } else { 0 };
+        wr.wr.rdma = sys::rdma_t { remote_addr: remote.addr(), rkey: remote.rkey() };
+        move || {
+            wr.wr_id += 1;
+            // (Set on each call: the closure may have moved since it was made.)
+            wr.sg_list = &mut sge;
+            let mut bad = ptr::null_mut();
+            let mut empty = 0;
+            // SAFETY: `qp` and `cq` are live (the loopback outlives the closure); `wr`
+            // points at `sge`, which names 8 registered bytes of a live MR.
+            unsafe {
+                assert_eq!(sys::ibv_post_send(qp, black_box(&mut wr), &mut bad), 0);
+                while sys::ibv_poll_cq(cq, 1, &mut wc) == 0 {
+                    empty += 1;
+                }
+            }
+            assert_eq!(wc.status, sys::ibv_wc_status::IBV_WC_SUCCESS);
+            empty
+        }
+    }
+
     fn criterion_runs(c: &mut Criterion, lb: &Loopback, remote: RemoteSlice) {
         let mut group = c.benchmark_group("write_8B_post_poll");
         for inline in [false, true] {
@@ -103,20 +168,23 @@ mod linux {
             group.bench_function(BenchmarkId::new("raw", mode), |b| {
                 b.iter(raw_round_trip(lb, remote, inline))
             });
+            group.bench_function(BenchmarkId::new("safe_prepared", mode), |b| {
+                b.iter(safe_prepared_round_trip(lb, remote, inline))
+            });
+            group.bench_function(BenchmarkId::new("raw_prepared", mode), |b| {
+                b.iter(raw_prepared_round_trip(lb, remote, inline))
+            });
         }
         group.finish();
     }
 
     /// Interleaved A/B: median over rounds of (safe time / raw time).
     fn wrapper_cost(
-        lb: &Loopback,
-        remote: RemoteSlice,
-        inline: bool,
+        mut safe: impl FnMut() -> u64,
+        mut raw: impl FnMut() -> u64,
         rounds: usize,
         per_round: usize,
     ) -> ([f64; 3], f64, f64) {
-        let mut safe = safe_round_trip(lb, remote, inline);
-        let mut raw = raw_round_trip(lb, remote, inline);
         let time = |f: &mut dyn FnMut() -> u64| {
             let start = Instant::now();
             for _ in 0..per_round {
@@ -159,6 +227,18 @@ mod linux {
         (0..n).map(|_| round_trip()).sum()
     }
 
+    /// As [`safe_rounds`], for the prepared pair's safe side.
+    #[inline(never)]
+    fn safe_prepared_rounds(round_trip: &mut impl FnMut() -> u64, n: u64) -> u64 {
+        (0..n).map(|_| round_trip()).sum()
+    }
+
+    /// As [`safe_rounds`], for the prepared pair's raw side.
+    #[inline(never)]
+    fn raw_prepared_rounds(round_trip: &mut impl FnMut() -> u64, n: u64) -> u64 {
+        (0..n).map(|_| round_trip()).sum()
+    }
+
     /// `n` polls of an empty CQ through the safe layer: what one pass of waiting costs.
     #[inline(never)]
     fn safe_empty_polls(lb: &Loopback, n: u64) {
@@ -187,6 +267,12 @@ mod linux {
         let empty_safe = safe_rounds(&mut safe_round_trip(lb, remote, inline), n);
         let empty_raw = raw_rounds(&mut raw_round_trip(lb, remote, inline), n);
         println!("empty polls: safe {empty_safe} raw {empty_raw} of {n} round trips");
+        let safe = &mut safe_prepared_round_trip(lb, remote, inline);
+        let raw = &mut raw_prepared_round_trip(lb, remote, inline);
+        let (empty_safe, empty_raw) = (safe_prepared_rounds(safe, n), raw_prepared_rounds(raw, n));
+        println!(
+            "empty polls: safe_prepared {empty_safe} raw_prepared {empty_raw} of {n} round trips"
+        );
         safe_empty_polls(lb, n);
         raw_empty_polls(lb, n);
     }
@@ -206,19 +292,33 @@ mod linux {
         c.final_summary();
         for inline in [false, true] {
             const ROUNDS: usize = 101;
-            let ([q1, median, q3], safe_ns, raw_ns) =
-                wrapper_cost(&lb, remote, inline, ROUNDS, 200);
-            let pct = |r: f64| (r - 1.0) * 100.0;
-            println!(
-                "wrapper cost ({}): {:+.2} % median of {ROUNDS} interleaved rounds (quartiles {:+.2} % .. {:+.2} %); \
-                 mean round trip safe {:.0} ns, raw {:.0} ns",
-                if inline { "inline" } else { "sge" },
-                pct(median),
-                pct(q1),
-                pct(q3),
-                safe_ns,
-                raw_ns
+            let mode = if inline { "inline" } else { "sge" };
+            let one_shot = wrapper_cost(
+                safe_round_trip(&lb, remote, inline),
+                raw_round_trip(&lb, remote, inline),
+                ROUNDS,
+                200,
             );
+            let prepared = wrapper_cost(
+                safe_prepared_round_trip(&lb, remote, inline),
+                raw_prepared_round_trip(&lb, remote, inline),
+                ROUNDS,
+                200,
+            );
+            let pct = |r: f64| (r - 1.0) * 100.0;
+            for (pair, ([q1, median, q3], safe_ns, raw_ns)) in
+                [("", one_shot), (", prepared", prepared)]
+            {
+                println!(
+                    "wrapper cost ({mode}{pair}): {:+.2} % median of {ROUNDS} interleaved rounds (quartiles {:+.2} % .. {:+.2} %); \
+                     mean round trip safe {:.0} ns, raw {:.0} ns",
+                    pct(median),
+                    pct(q1),
+                    pct(q3),
+                    safe_ns,
+                    raw_ns
+                );
+            }
         }
     }
 }

@@ -244,6 +244,40 @@ impl Completion {
     }
 }
 
+/// A completion as a backend's [`poll`](Connection::poll) leaves it: each backend's own
+/// record (verbs: the provider's `ibv_wc` itself), read through these accessors, so a
+/// poll converts nothing and a loop reads only what it needs.
+pub trait Polled: Default {
+    /// The work request's id.
+    fn wr_id(&self) -> u64;
+    /// Outcome.
+    fn status(&self) -> Status;
+    /// A receive was consumed (a send's, or a write's with immediate data).
+    fn is_receive(&self) -> bool;
+    /// Immediate data, if any.
+    fn imm(&self) -> Option<u32>;
+    /// Everything, backend-neutral.
+    fn completion(&self) -> Completion;
+}
+
+impl Polled for Completion {
+    fn wr_id(&self) -> u64 {
+        self.wr_id
+    }
+    fn status(&self) -> Status {
+        self.status
+    }
+    fn is_receive(&self) -> bool {
+        self.kind.is_receive()
+    }
+    fn imm(&self) -> Option<u32> {
+        self.imm
+    }
+    fn completion(&self) -> Completion {
+        *self
+    }
+}
+
 /// Sizes and modes of one connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConnectionConfig {
@@ -435,12 +469,15 @@ pub trait Connection {
     /// A range outside the buffer, a full receive queue.
     fn post_recv(&mut self, wr_id: u64, offset: usize, len: u32) -> Result<(), TransportError>;
 
+    /// What [`poll`](Self::poll) fills.
+    type Completion: Polled;
+
     /// Moves finished work into `out`; returns how many. Allocates nothing. Returns
     /// at once, unless [`BLOCKING_POLL`](Self::BLOCKING_POLL).
     ///
     /// # Errors
     /// The completion queue failing (overrun).
-    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, TransportError>;
+    fn poll(&mut self, out: &mut [Self::Completion]) -> Result<usize, TransportError>;
 
     /// Arms completion events: the next completion will wake [`wait`](Self::wait).
     /// Poll once more after arming, then wait: a completion that arrived before the

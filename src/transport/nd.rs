@@ -327,6 +327,8 @@ impl Connection for NdConnection {
         Ok(self.qp.receive(wr_id, &local)?)
     }
 
+    type Completion = Completion;
+
     #[inline]
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, TransportError> {
         let want = out.len().min(self.scratch.len());

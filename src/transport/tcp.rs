@@ -283,6 +283,8 @@ impl Connection for TcpConnection {
 
     /// Send completions first; then, with a receive posted, reads until that message
     /// is complete (blocking, as a TCP receiver does). Nothing for the timeout is an error.
+    type Completion = Completion;
+
     #[inline]
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, TransportError> {
         let mut n = 0;

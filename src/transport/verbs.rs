@@ -14,8 +14,8 @@ use ffi::verbs::{
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Capabilities, Completion, CompletionKind, Connection, ConnectionConfig, Failure, Op, Service,
-    Status, Transport, TransportError, WorkRequest,
+    Capabilities, Completion, CompletionKind, Connection, ConnectionConfig, Failure, Op, Polled,
+    Service, Status, Transport, TransportError, WorkRequest,
 };
 
 impl From<VerbsError> for TransportError {
@@ -399,17 +399,7 @@ impl VerbsTransport {
             }
         }
         caps.events = p.events;
-        VerbsConnection {
-            scratch: (0..64).map(|_| ffi::verbs::Completion::default()).collect(),
-            remote,
-            remote_qpn,
-            ah,
-            caps,
-            cq: p.cq,
-            qp: p.qp,
-            mr: p.mr,
-            _cm: cm,
-        }
+        VerbsConnection { remote, remote_qpn, ah, caps, cq: p.cq, qp: p.qp, mr: p.mr, _cm: cm }
     }
 }
 
@@ -500,7 +490,6 @@ pub struct VerbsConnection {
     remote: RemoteBuffer,
     remote_qpn: u32,
     caps: Capabilities,
-    scratch: Vec<ffi::verbs::Completion>,
     // rdma_cm connections (-R) disconnect when dropped, after the QP.
     _cm: Option<CmConnection>,
 }
@@ -552,6 +541,39 @@ fn status(s: WcStatus) -> Status {
             let s = WcStatus::from_raw(code);
             (s.name(), s.meaning())
         })),
+    }
+}
+
+impl Polled for ffi::verbs::Completion {
+    #[inline(always)]
+    fn wr_id(&self) -> u64 {
+        ffi::verbs::Completion::wr_id(self)
+    }
+    #[inline(always)]
+    fn status(&self) -> Status {
+        // A run's completions all succeed: no decode for them.
+        if self.is_success() {
+            Status::Success
+        } else {
+            status(ffi::verbs::Completion::status(self))
+        }
+    }
+    #[inline(always)]
+    fn is_receive(&self) -> bool {
+        ffi::verbs::Completion::is_receive(self)
+    }
+    #[inline(always)]
+    fn imm(&self) -> Option<u32> {
+        self.imm_data()
+    }
+    fn completion(&self) -> Completion {
+        Completion {
+            wr_id: self.wr_id(),
+            status: Polled::status(self),
+            kind: kind(self.opcode()),
+            byte_len: self.byte_len(),
+            imm: self.imm_data(),
+        }
     }
 }
 
@@ -676,21 +698,11 @@ impl Connection for VerbsConnection {
         Ok(())
     }
 
+    type Completion = ffi::verbs::Completion;
+
     #[inline(always)]
-    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, TransportError> {
-        let want = out.len().min(self.scratch.len());
-        let n = self.cq.poll(&mut self.scratch[..want])?;
-        for (dst, c) in out.iter_mut().zip(&self.scratch[..n]) {
-            *dst = Completion {
-                wr_id: c.wr_id(),
-                // A run's completions all succeed: no decode for them.
-                status: if c.is_success() { Status::Success } else { status(c.status()) },
-                kind: kind(c.opcode()),
-                byte_len: c.byte_len(),
-                imm: c.imm_data(),
-            };
-        }
-        Ok(n)
+    fn poll(&mut self, out: &mut [ffi::verbs::Completion]) -> Result<usize, TransportError> {
+        Ok(self.cq.poll(out)?)
     }
 
     fn arm(&mut self) -> Result<(), TransportError> {

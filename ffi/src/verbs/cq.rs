@@ -79,9 +79,13 @@ impl Context {
         let raw = NonNull::new(raw).ok_or_else(|| {
             Error::last_os("ibv_create_cq").on(format!("{} cqe {entries}", self.name()))
         })?;
-        Ok(CompletionQueue {
-            inner: Arc::new(CqInner { raw, channel: channel.cloned(), _context: self.clone() }),
-        })
+        // (Made before the check below: a refused CQ is still destroyed, on drop.)
+        let inner = CqInner { raw, channel: channel.cloned(), _context: self.clone() };
+        // SAFETY: a live CQ; its context and the context's ops table live as long.
+        let poll_cq = unsafe { (*(*raw.as_ptr()).context).ops.poll_cq }.ok_or_else(|| {
+            Error::invalid("ibv_poll_cq", format!("{}'s provider has no poll_cq", self.name()))
+        })?;
+        Ok(CompletionQueue { inner: Arc::new(inner), poll_cq })
     }
 }
 
@@ -93,10 +97,15 @@ impl CompletionChannel {
     }
 }
 
+/// The provider's `poll_cq`, as `ibv_poll_cq` would look it up on every call.
+type PollCq = unsafe extern "C" fn(*mut sys::ibv_cq, i32, *mut sys::ibv_wc) -> i32;
+
 /// A completion queue. Cheap to clone (shared); queue pairs hold it alive.
 #[derive(Clone)]
 pub struct CompletionQueue {
     inner: Arc<CqInner>,
+    /// Looked up (and checked) once, at creation: a poll is the hot path.
+    poll_cq: PollCq,
 }
 
 struct CqInner {
@@ -134,9 +143,10 @@ impl CompletionQueue {
     #[inline(always)]
     pub fn poll(&self, out: &mut [Completion]) -> Result<usize, Error> {
         let n = i32::try_from(out.len()).unwrap_or(i32::MAX);
-        // SAFETY: live CQ; `out` has room for `n` entries of `ibv_wc` layout
-        // (Completion is repr(transparent) over it).
-        let got = unsafe { sys::ibv_poll_cq(self.inner.raw.as_ptr(), n, out.as_mut_ptr().cast()) };
+        // SAFETY: live CQ, and its provider's poll_cq (what ibv_poll_cq calls); `out`
+        // has room for `n` entries of `ibv_wc` layout (Completion is repr(transparent)
+        // over it).
+        let got = unsafe { (self.poll_cq)(self.inner.raw.as_ptr(), n, out.as_mut_ptr().cast()) };
         usize::try_from(got).map_err(|_| Error::from_errno("ibv_poll_cq", -got))
     }
 
@@ -438,6 +448,13 @@ impl Completion {
     /// Whether it succeeded.
     pub fn is_success(&self) -> bool {
         self.0.status == sys::ibv_wc_status::IBV_WC_SUCCESS
+    }
+
+    /// Whether it consumed a receive (every receive opcode has `IBV_WC_RECV`'s bit;
+    /// valid on success).
+    #[inline]
+    pub fn is_receive(&self) -> bool {
+        self.0.opcode & sys::ibv_wc_opcode::IBV_WC_RECV != 0
     }
 
     /// Operation (valid on success).

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{check, poll_or_wait, Clock, LoopError, Pulse, Stall, Stamper, END_IMM, END_MARKER};
 use crate::measure::BwRecorder;
-use crate::transport::{Completion, Connection, Op, WorkRequest};
+use crate::transport::{Connection, Op, Polled, WorkRequest};
 
 /// How a bandwidth sender runs one size.
 #[derive(Clone, Copy, Debug)]
@@ -170,7 +170,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
     let mut windowed: Vec<Windowed> =
         window.map_or_else(Vec::new, |w| (0..n).map(|_| w.counter()).collect());
     let mut lanes = vec![Lane::default(); n];
-    let mut wcs = [Completion::default(); 16];
+    let mut wcs: [C::Completion; 16] = std::array::from_fn(|_| Default::default());
     let mut stall = Stall::beating(plan.timeout, pulse);
     // One request a buffer slot, checked and encoded once, when a post is one request;
     // the requests of one post (-l) otherwise, allocated once.
@@ -224,11 +224,11 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                 let t = stamper.now();
                 for c in &wcs[..got] {
                     check(q, c)?;
-                    if c.kind.is_receive() {
+                    if c.is_receive() {
                         recv.on_recv(q, conn, c)?;
                         continue;
                     }
-                    lane.done = lane.done.max(c.wr_id);
+                    lane.done = lane.done.max(c.wr_id());
                 }
                 recorders[q].completed(t, lane.done);
                 if let Some(w) = window {
@@ -375,7 +375,7 @@ pub trait RecvSide {
         &mut self,
         q: usize,
         conn: &mut C,
-        c: &Completion,
+        c: &C::Completion,
     ) -> Result<(), LoopError>;
     /// Whether every expected message arrived.
     fn done(&self) -> bool;
@@ -390,7 +390,7 @@ impl RecvSide for NoRecv {
         &mut self,
         _: usize,
         _: &mut C,
-        _: &Completion,
+        _: &C::Completion,
     ) -> Result<(), LoopError> {
         Ok(())
     }
@@ -422,7 +422,7 @@ impl RecvSide for Reposting {
         &mut self,
         q: usize,
         conn: &mut C,
-        _: &Completion,
+        _: &C::Completion,
     ) -> Result<(), LoopError> {
         self.received[q] += 1;
         if self.reposted[q] < self.iters {
@@ -465,7 +465,7 @@ pub fn bw_recv<C: Connection>(
     let n = conns.len();
     let mut recv = Reposting::new(n, iters, posted, size, slots);
     let mut ended = vec![false; n];
-    let mut wcs = [Completion::default(); 16];
+    let mut wcs: [C::Completion; 16] = std::array::from_fn(|_| Default::default());
     let mut stall = Stall::new(timeout);
     let mut spins = 0u32;
     loop {
@@ -483,10 +483,10 @@ pub fn bw_recv<C: Connection>(
             }
             for c in &wcs[..got] {
                 check(q, c)?;
-                if !c.kind.is_receive() {
+                if !c.is_receive() {
                     continue;
                 }
-                if c.imm == Some(END_IMM) {
+                if c.imm() == Some(END_IMM) {
                     ended[q] = true;
                     continue;
                 }
@@ -514,7 +514,7 @@ pub fn send_end_markers<C: Connection>(
 ) -> Result<(), LoopError> {
     for (q, conn) in conns.iter_mut().enumerate() {
         conn.post(&END_MARKER)?;
-        let mut wc = [Completion::default()];
+        let mut wc = [C::Completion::default()];
         let mut stall = Stall::new(timeout);
         while conn.poll(&mut wc)? == 0 {
             stall.idle("the end marker's completion")?;

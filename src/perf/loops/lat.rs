@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::sampler::Sampler;
 use super::{check, poll_or_wait, LoopError, Pulse, Stall, END_IMM, END_MARKER};
 use crate::measure::LatencyRecorder;
-use crate::transport::{Completion, Connection, Op, WorkRequest};
+use crate::transport::{Connection, Op, Polled, WorkRequest};
 
 /// How a latency test runs one size.
 #[derive(Clone, Copy, Debug)]
@@ -71,7 +71,7 @@ fn the_request(op: Op, local_offset: usize, plan: &LatPlan) -> WorkRequest {
 #[inline(always)]
 fn wait_one<C: Connection, P: Pulse>(
     conn: &mut C,
-    wc: &mut [Completion; 1],
+    wc: &mut [C::Completion; 1],
     plan: &LatPlan,
     stall: &mut Stall<P>,
     waiting_for: &'static str,
@@ -92,7 +92,7 @@ pub fn lat_round_trip<C: Connection, S: Sampler>(
 ) -> Result<LatencyRecorder, LoopError> {
     let mut stall = Stall::beating(plan.timeout, pulse);
     let mut req = conn.prepare(&the_request(op, 0, plan))?;
-    let mut wc = [Completion::default()];
+    let mut wc = [C::Completion::default()];
     let mut i = 0u64;
     while samples.tick(i) {
         conn.post_prepared(&mut req, i, true)?;
@@ -133,7 +133,7 @@ pub fn lat_write_pingpong<C: Connection, S: Sampler>(
     // signaled, and completions are reaped only when the send queue needs room.
     const SIGNAL_EVERY: u64 = 8;
     let last = plan.size as usize - 1;
-    let mut wcs = [Completion::default(); 8];
+    let mut wcs: [C::Completion; 8] = std::array::from_fn(|_| Default::default());
     let (mut signaled, mut reaped) = (0u64, 0u64);
     let mut i = 0u64;
     let mut stall = Stall::new(plan.timeout);
@@ -209,7 +209,7 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
     let mut req = conn.prepare(&the_request(op, 0, plan))?;
     let mut send =
         |conn: &mut C, i: u64| conn.post_prepared(&mut req, i, i % 8 == 7 || i + 1 == plan.iters);
-    let mut wcs = [Completion::default(); 8];
+    let mut wcs: [C::Completion; 8] = std::array::from_fn(|_| Default::default());
     let mut i = 0u64;
     let mut stall = Stall::new(plan.timeout);
     let mut recv_posted = plan.recv_posted;
@@ -232,12 +232,12 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
             let got = poll_or_wait(conn, &mut wcs, plan.events, &mut stall, "the peer's message")?;
             for c in &wcs[..got] {
                 check(0, c)?;
-                if c.kind.is_receive() {
+                if c.is_receive() {
                     if recv_posted < plan.iters {
-                        conn.post_recv(c.wr_id, 0, plan.size)?;
+                        conn.post_recv(c.wr_id(), 0, plan.size)?;
                         recv_posted += 1;
                     }
-                    if c.imm == Some(END_IMM) {
+                    if c.imm() == Some(END_IMM) {
                         return Ok(samples.finish());
                     }
                     break 'wait;
@@ -259,7 +259,7 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
             loop {
                 let got = conn.poll(&mut wcs)?;
                 // (A send's, or a write's with immediate data: whatever is not a receive.)
-                if wcs[..got].iter().any(|c| !c.kind.is_receive()) {
+                if wcs[..got].iter().any(|c| !c.is_receive()) {
                     break;
                 }
                 stall.idle("the last answer's completion")?;

@@ -20,7 +20,7 @@ pub use sampler::{CountedSampler, Sampler, TimedSampler};
 
 use std::time::{Duration, Instant};
 
-use crate::transport::{Completion, Connection, Op, Status, TransportError, WorkRequest};
+use crate::transport::{Connection, Op, Polled, Status, TransportError, WorkRequest};
 
 /// Immediate value that tells a receiver the sender is finished (duration runs).
 pub const END_IMM: u32 = 0xFFFF_FFFF;
@@ -87,8 +87,9 @@ impl From<TransportError> for LoopError {
     }
 }
 
-pub(crate) fn check(qp: usize, c: &Completion) -> Result<(), LoopError> {
-    match c.status {
+#[inline(always)]
+pub(crate) fn check(qp: usize, c: &impl Polled) -> Result<(), LoopError> {
+    match c.status() {
         Status::Success => Ok(()),
         Status::Failed(f) => {
             Err(LoopError::Completion { qp, name: f.name(), meaning: f.meaning() })
@@ -282,7 +283,7 @@ impl<P: Pulse> Stall<P> {
 #[inline(always)]
 pub(crate) fn poll_or_wait<C: Connection, P: Pulse>(
     conn: &mut C,
-    wcs: &mut [Completion],
+    wcs: &mut [C::Completion],
     events: bool,
     stall: &mut Stall<P>,
     waiting_for: &'static str,
