@@ -148,6 +148,7 @@ pub struct RangeError {
 
 impl RangeError {
     /// Checks `offset + len <= size` and `len < 4 GiB`; returns `len` as a message length.
+    #[inline]
     pub(crate) fn check(what: &'static str, offset: u64, len: u64, size: u64) -> Result<u32, Self> {
         let fits = offset.checked_add(len).is_some_and(|end| end <= size);
         match (fits, u32::try_from(len)) {

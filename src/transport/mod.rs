@@ -420,6 +420,12 @@ pub trait Connection {
     /// write ping-pong spins on.
     fn load_u8(&self, offset: usize) -> u8;
 
+    /// Writes one byte of the local buffer: what a write ping-pong changes in its
+    /// message before each post.
+    fn store_u8(&mut self, offset: usize, value: u8) {
+        self.local_mut()[offset] = value;
+    }
+
     /// Posts one work request.
     ///
     /// # Errors

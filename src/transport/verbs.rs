@@ -634,6 +634,11 @@ impl Connection for VerbsConnection {
     }
 
     #[inline]
+    fn store_u8(&mut self, offset: usize, value: u8) {
+        self.mr.store_u8(self.caps.recv_overhead as usize + offset, value);
+    }
+
+    #[inline]
     fn post(&mut self, wr: &WorkRequest) -> Result<(), TransportError> {
         let local = [self.local_slice(wr)?];
         let req = self.request(wr, &local)?;

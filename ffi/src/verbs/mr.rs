@@ -234,6 +234,13 @@ impl MemoryRegion {
         unsafe { std::ptr::read_volatile(self.addr.as_ptr().add(offset)) }
     }
 
+    /// Writes one byte: what a ping-pong changes in its message before each post.
+    /// Panics past the end.
+    #[inline]
+    pub fn store_u8(&mut self, offset: usize, value: u8) {
+        self.as_mut_slice()[offset] = value;
+    }
+
     /// What to send a peer so it can target the whole region.
     pub fn remote(&self) -> RemoteBuffer {
         RemoteBuffer { addr: self.addr(), len: self.len as u64, rkey: self.rkey() }
@@ -243,10 +250,19 @@ impl MemoryRegion {
     ///
     /// # Errors
     /// Refused when the range is not inside the region or is 4 GiB or longer.
+    #[inline]
     pub fn slice(&self, offset: usize, len: usize) -> Result<LocalSlice<'_>, Error> {
-        let len = RangeError::check("local range", offset as u64, len as u64, self.len as u64)?;
-        Ok(LocalSlice { mr: self, offset, len })
+        match RangeError::check("local range", offset as u64, len as u64, self.len as u64) {
+            Ok(len) => Ok(LocalSlice { mr: self, offset, len }),
+            Err(e) => Err(range_error(e)),
+        }
     }
+}
+
+/// A refused range as this layer's error, out of the receive path's way.
+#[cold]
+fn range_error(e: RangeError) -> Error {
+    e.into()
 }
 
 /// A checked range of a local [`MemoryRegion`]: one scatter/gather entry.
