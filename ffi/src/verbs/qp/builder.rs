@@ -156,11 +156,12 @@ impl<'a> QueuePairBuilder<'a> {
         let raw = self.create_extended(&mut init)?;
         // An extended QP posts one SGE per request, whatever the library granted.
         let core = self.core(raw, &init.cap, 1);
+        let unavailable =
+            || ExtendedQpError::Unavailable { device: self.pd.context().name().to_owned() };
         // SAFETY: a live QP created with send_ops_flags: it has an ibv_qp_ex.
-        let qpx = NonNull::new(unsafe { sys::ibv_qp_to_qp_ex(raw.as_ptr()) }).ok_or_else(|| {
-            ExtendedQpError::Unavailable { device: self.pd.context().name().to_owned() }
-        })?;
-        Ok(ExtendedQueuePair::new(core, qpx))
+        let qpx = unsafe { sys::ibv_qp_to_qp_ex(raw.as_ptr()) };
+        let qpx = NonNull::new(qpx).ok_or_else(unavailable)?;
+        ExtendedQueuePair::new(core, qpx).ok_or_else(unavailable)
     }
 
     /// The extended kind where the provider makes one for this queue, the basic kind

@@ -18,6 +18,25 @@ pub struct ExtendedQueuePair {
     core: QpCore,
     /// The extended view of `core`'s QP, valid as long as it.
     qpx: NonNull<sys::ibv_qp_ex>,
+    span: Span,
+}
+
+/// The provider's builders every post calls, looked up once: `ibv_wr_start` and its
+/// kin look theirs up in the `ibv_qp_ex`, and check it, on every call.
+#[derive(Clone, Copy)]
+struct Span {
+    start: unsafe extern "C" fn(*mut sys::ibv_qp_ex),
+    complete: unsafe extern "C" fn(*mut sys::ibv_qp_ex) -> i32,
+    set_sge: unsafe extern "C" fn(*mut sys::ibv_qp_ex, u32, u64, u32),
+}
+
+impl Span {
+    /// `qpx`'s builders; `None` when the provider lacks one.
+    fn of(qpx: NonNull<sys::ibv_qp_ex>) -> Option<Span> {
+        // SAFETY: a live extended QP; its builder pointers are plain fields.
+        let x = unsafe { qpx.as_ref() };
+        Some(Span { start: x.wr_start?, complete: x.wr_complete?, set_sge: x.wr_set_sge? })
+    }
 }
 
 // SAFETY: as QpCore's: posting and modifying are thread-safe in libibverbs (the
@@ -28,8 +47,9 @@ unsafe impl Send for ExtendedQueuePair {}
 unsafe impl Sync for ExtendedQueuePair {}
 
 impl ExtendedQueuePair {
-    pub(super) fn new(core: QpCore, qpx: NonNull<sys::ibv_qp_ex>) -> Self {
-        ExtendedQueuePair { core, qpx }
+    /// `None` when the provider lacks a builder every post needs.
+    pub(super) fn new(core: QpCore, qpx: NonNull<sys::ibv_qp_ex>) -> Option<Self> {
+        Some(ExtendedQueuePair { core, qpx, span: Span::of(qpx)? })
     }
 
     /// Posts `requests` between one `ibv_wr_start` and `ibv_wr_complete`, each checked
@@ -41,7 +61,7 @@ impl ExtendedQueuePair {
         let x = self.qpx.as_ptr();
         // SAFETY: a live extended QP; the provider takes the send queue's lock here
         // and releases it in ibv_wr_complete below, which is always reached.
-        unsafe { sys::ibv_wr_start(x) };
+        unsafe { (self.span.start)(x) };
         for r in requests {
             let ud = r.ud.as_ref().map(|d| (d.ah.as_ptr(), d.remote_qpn, d.remote_qkey));
             // SAFETY: between wr_start and wr_complete on a live extended QP; every
@@ -50,11 +70,11 @@ impl ExtendedQueuePair {
             // borrows, which outlives the call (inline data is copied before it returns).
             unsafe {
                 let sge = r.local.first().map(LocalSlice::sge);
-                emit(x, r.wr_id, r.flags.raw(), r.flags.inline, &r.op, ud, sge);
+                emit(x, &self.span, r.wr_id, r.flags.raw(), r.flags.inline, &r.op, ud, sge);
             };
         }
         // SAFETY: closes the wr_start above on the same live QP.
-        let rc = unsafe { sys::ibv_wr_complete(x) };
+        let rc = unsafe { (self.span.complete)(x) };
         if rc != 0 {
             return Err(Error::from_errno("ibv_wr_complete", rc).on(format!(
                 "QP {}, {} request(s)",
@@ -109,9 +129,9 @@ impl QueuePair for ExtendedQueuePair {
         // check() accepted for this QP when it was prepared; its SGE names `region`,
         // live and borrowed across the call (the identity was checked above).
         let rc = unsafe {
-            sys::ibv_wr_start(x);
-            emit(x, wr_id, p.bits(signaled), p.flags.inline, &p.op, None, sge);
-            sys::ibv_wr_complete(x)
+            (self.span.start)(x);
+            emit(x, &self.span, wr_id, p.bits(signaled), p.flags.inline, &p.op, None, sge);
+            (self.span.complete)(x)
         };
         if rc != 0 {
             return Err(
@@ -125,12 +145,14 @@ impl QueuePair for ExtendedQueuePair {
 /// Writes one request into an open `ibv_wr_start` … `ibv_wr_complete` span.
 ///
 /// # Safety
-/// `x` is a live extended QP between `ibv_wr_start` and `ibv_wr_complete`; `op` is one
-/// the QP was created for; `ud` names a live address handle (UD QPs only); `sge` names
-/// live registered memory (copied before return when inline).
+/// `x` is a live extended QP between `ibv_wr_start` and `ibv_wr_complete`, `span` its
+/// builders; `op` is one the QP was created for; `ud` names a live address handle (UD
+/// QPs only); `sge` names live registered memory (copied before return when inline).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn emit(
     x: *mut sys::ibv_qp_ex,
+    span: &Span,
     wr_id: u64,
     flag_bits: u32,
     inline: bool,
@@ -165,7 +187,7 @@ unsafe fn emit(
             (true, Some(sge)) => {
                 sys::ibv_wr_set_inline_data(x, sge.addr as *mut _, sge.length as usize)
             }
-            (false, Some(sge)) => sys::ibv_wr_set_sge(x, sge.lkey, sge.addr, sge.length),
+            (false, Some(sge)) => (span.set_sge)(x, sge.lkey, sge.addr, sge.length),
             (_, None) => sys::ibv_wr_set_sge_list(x, 0, ptr::null()),
         }
     }
