@@ -155,8 +155,9 @@ impl Stamper {
 /// Keeps a peer that only waits on the control channel told that this side is alive
 /// while a loop works alone ([`Role::heartbeat`](crate::engine::role::Role::heartbeat)).
 /// The loop calls it from its stall checks, at its first poll, then every few ms, and
-/// between event waits; it sends at most once a second. No thread does this: a second thread in the process makes glibc
-/// wrap every system call in cancellation bookkeeping, soft-RoCE's doorbell among them.
+/// between event waits; it sends at most once a second. No thread does this: a second
+/// thread in the process makes glibc wrap every system call in cancellation
+/// bookkeeping, soft-RoCE's doorbell among them.
 pub trait Pulse {
     /// Whether the loop beats at all: [`NoPulse`]'s loops count nothing for it.
     const BEATS: bool = true;
