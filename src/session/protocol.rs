@@ -232,19 +232,6 @@ impl Channel {
         self.end = Some((Instant::now() + limit, limit));
     }
 
-    /// A second handle on the same socket (for the heartbeat thread).
-    ///
-    /// # Errors
-    /// `dup` failing.
-    pub fn try_clone(&self) -> Result<Channel, ProtocolError> {
-        Ok(Channel {
-            stream: self.stream.try_clone().map_err(ProtocolError::Io)?,
-            timeout: self.timeout,
-            end: self.end,
-            max_frame: self.max_frame,
-        })
-    }
-
     /// Sends one message as one frame.
     ///
     /// # Errors
