@@ -149,7 +149,9 @@ struct Lane {
 /// Posts `plan.op` on every connection, keeping `tx_depth` in flight, until each has
 /// done `iters` messages (or the duration ends). `wr_id` of a signaled request is the
 /// number of messages posted on its QP so far, so a completion says how many are done.
-/// A peer that only waits hears from `pulse`.
+/// A peer that only waits hears from `pulse`. (Never inlined: one function per run,
+/// which ci/bench-instructions finds by name; inlining a loop this size gains nothing.)
+#[inline(never)]
 pub fn bw_send<C: Connection, R: RecvSide>(
     conns: &mut [C],
     plan: &BwPlan,
