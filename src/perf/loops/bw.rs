@@ -144,6 +144,18 @@ struct Lane {
     /// never confirmed, and need not be (they fall after the window).
     signaled_upto: u64,
     at_window_start: Option<u64>,
+    /// The buffer slot of the next message (`posted % slots`, kept as a counter: a
+    /// division per message costs more than the rest of the bookkeeping).
+    slot: u64,
+    /// The message count at which the next signaled one is posted (a multiple of
+    /// `cq_mod`, kept likewise).
+    next_signal: u64,
+}
+
+impl Lane {
+    fn new(plan: &BwPlan) -> Self {
+        Lane { next_signal: u64::from(plan.cq_mod), ..Lane::default() }
+    }
 }
 
 /// Posts `plan.op` on every connection, keeping `tx_depth` in flight, until each has
@@ -171,7 +183,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
     let window = Window::of(plan);
     let mut windowed: Vec<Windowed> =
         window.map_or_else(Vec::new, |w| (0..n).map(|_| w.counter()).collect());
-    let mut lanes = vec![Lane::default(); n];
+    let mut lanes = vec![Lane::new(plan); n];
     let mut wcs: [C::Completion; 16] = std::array::from_fn(|_| Default::default());
     let mut stall = Stall::beating(plan.timeout, pulse);
     // One request a buffer slot, checked and encoded once, when a post is one request;
@@ -281,9 +293,12 @@ fn post_while_room<C: Connection>(
     {
         list.clear();
         for _ in 0..plan.post_list {
-            let i = lane.posted;
-            let slot = i % u64::from(plan.slots);
-            let signaled = (i + 1) % u64::from(plan.cq_mod) == 0 || i + 1 == plan.iters;
+            let (i, slot) = (lane.posted, lane.slot);
+            let signaled = i + 1 == lane.next_signal || i + 1 == plan.iters;
+            if i + 1 == lane.next_signal {
+                lane.next_signal += u64::from(plan.cq_mod);
+            }
+            lane.slot = if slot + 1 == u64::from(plan.slots) { 0 } else { slot + 1 };
             // Post stamps feed the peak; without it only the first is kept.
             if plan.peak || i == 0 {
                 recorder.posted(stamper.now());
