@@ -41,6 +41,45 @@ mod linux {
         })
     }
 
+    /// Polls `lb`'s CQ through the safe layer until the completion comes; returns the
+    /// polls that found nothing.
+    #[inline(always)]
+    fn safe_wait(lb: &Loopback, wc: &mut [Completion; 1]) -> u64 {
+        let mut empty = 0;
+        while lb.a.cq.poll(wc).expect("poll") == 0 {
+            empty += 1;
+        }
+        assert!(wc[0].is_success());
+        empty
+    }
+
+    /// As [`safe_wait`], through rdma-sys.
+    #[inline(always)]
+    fn raw_wait(cq: *mut sys::ibv_cq, wc: &mut sys::ibv_wc) -> u64 {
+        let mut empty = 0;
+        // SAFETY: callers pass the loopback's CQ, live while the loopback is; one
+        // ibv_wc of room.
+        while unsafe { sys::ibv_poll_cq(cq, 1, wc) } == 0 {
+            empty += 1;
+        }
+        assert_eq!(wc.status, sys::ibv_wc_status::IBV_WC_SUCCESS);
+        empty
+    }
+
+    /// The raw sides' request: a signaled 8-byte write to `remote` from one SGE (its
+    /// `wr_id` and `sg_list` are the poster's to set).
+    #[inline(always)]
+    fn raw_write(remote: RemoteSlice, inline: bool) -> sys::ibv_send_wr {
+        // SAFETY: ibv_send_wr is plain data; all-zero is valid.
+        let mut wr: sys::ibv_send_wr = unsafe { MaybeUninit::zeroed().assume_init() };
+        wr.num_sge = 1;
+        wr.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+        wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0
+            | if inline { sys::ibv_send_flags::IBV_SEND_INLINE.0 } else { 0 };
+        wr.wr.rdma = sys::rdma_t { remote_addr: remote.addr(), rkey: remote.rkey() };
+        wr
+    }
+
     /// One write + poll through the safe layer; returns the polls that found nothing.
     fn safe_round_trip(
         lb: &Loopback,
@@ -53,16 +92,12 @@ mod linux {
             let mut wr = SendRequest::new(1, SendOp::Write(remote), &local).signaled();
             wr.flags.inline = inline;
             lb.a.qp.post_send(black_box(&wr)).expect("post");
-            let mut empty = 0;
-            while lb.a.cq.poll(&mut wc).expect("poll") == 0 {
-                empty += 1;
-            }
-            assert!(wc[0].is_success());
-            empty
+            safe_wait(lb, &mut wc)
         }
     }
 
-    /// The same through rdma-sys directly: what a C benchmark does.
+    /// The same through rdma-sys directly: what a C benchmark does, a fresh request
+    /// each time.
     fn raw_round_trip(
         lb: &Loopback,
         remote: RemoteSlice,
@@ -74,27 +109,14 @@ mod linux {
         // SAFETY: ibv_wc is plain data; all-zero is valid.
         let mut wc: sys::ibv_wc = unsafe { MaybeUninit::zeroed().assume_init() };
         move || {
-            // SAFETY: ibv_send_wr is plain data; all-zero is valid.
-            let mut wr: sys::ibv_send_wr = unsafe { MaybeUninit::zeroed().assume_init() };
+            let mut wr = raw_write(remote, inline);
             wr.wr_id = 1;
             wr.sg_list = &mut sge;
-            wr.num_sge = 1;
-            wr.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
-            wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0
-                | if inline { sys::ibv_send_flags::IBV_SEND_INLINE.0 } else { 0 };
-            wr.wr.rdma = sys::rdma_t { remote_addr: remote.addr(), rkey: remote.rkey() };
             let mut bad = ptr::null_mut();
-            let mut empty = 0;
-            // SAFETY: `qp` and `cq` are live (the loopback outlives the closure); `wr` points
-            // at `sge`, which names 8 registered bytes of a live MR.
-            unsafe {
-                assert_eq!(sys::ibv_post_send(qp, black_box(&mut wr), &mut bad), 0);
-                while sys::ibv_poll_cq(cq, 1, &mut wc) == 0 {
-                    empty += 1;
-                }
-            }
-            assert_eq!(wc.status, sys::ibv_wc_status::IBV_WC_SUCCESS);
-            empty
+            // SAFETY: `qp` is live (the loopback outlives the closure); `wr` points at
+            // `sge`, which names 8 registered bytes of a live MR.
+            assert_eq!(unsafe { sys::ibv_post_send(qp, black_box(&mut wr), &mut bad) }, 0);
+            raw_wait(cq, &mut wc)
         }
     }
 
@@ -113,12 +135,7 @@ mod linux {
         move || {
             id += 1;
             lb.a.qp.post_prepared(black_box(&mut prepared), &lb.a.mr, id, true).expect("post");
-            let mut empty = 0;
-            while lb.a.cq.poll(&mut wc).expect("poll") == 0 {
-                empty += 1;
-            }
-            assert!(wc[0].is_success());
-            empty
+            safe_wait(lb, &mut wc)
         }
     }
 
@@ -131,30 +148,17 @@ mod linux {
         let qp = lb.a.qp.as_raw();
         let cq = lb.a.cq.as_raw();
         let mut sge = sys::ibv_sge { addr: lb.a.mr.addr(), length: 8, lkey: lb.a.mr.lkey() };
-        // SAFETY: ibv_send_wr and ibv_wc are plain data; all-zero is valid.
-        let (mut wr, mut wc): (sys::ibv_send_wr, sys::ibv_wc) =
-            unsafe { (MaybeUninit::zeroed().assume_init(), MaybeUninit::zeroed().assume_init()) };
-        wr.num_sge = 1;
-        wr.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
-        wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0
-            | if inline { sys::ibv_send_flags::IBV_SEND_INLINE.0 } else { 0 };
-        wr.wr.rdma = sys::rdma_t { remote_addr: remote.addr(), rkey: remote.rkey() };
+        let mut wr = raw_write(remote, inline);
+        // SAFETY: ibv_wc is plain data; all-zero is valid.
+        let mut wc: sys::ibv_wc = unsafe { MaybeUninit::zeroed().assume_init() };
         move || {
             wr.wr_id += 1;
             // (Set on each call: the closure may have moved since it was made.)
             wr.sg_list = &mut sge;
             let mut bad = ptr::null_mut();
-            let mut empty = 0;
-            // SAFETY: `qp` and `cq` are live (the loopback outlives the closure); `wr`
-            // points at `sge`, which names 8 registered bytes of a live MR.
-            unsafe {
-                assert_eq!(sys::ibv_post_send(qp, black_box(&mut wr), &mut bad), 0);
-                while sys::ibv_poll_cq(cq, 1, &mut wc) == 0 {
-                    empty += 1;
-                }
-            }
-            assert_eq!(wc.status, sys::ibv_wc_status::IBV_WC_SUCCESS);
-            empty
+            // SAFETY: as in raw_round_trip.
+            assert_eq!(unsafe { sys::ibv_post_send(qp, black_box(&mut wr), &mut bad) }, 0);
+            raw_wait(cq, &mut wc)
         }
     }
 
