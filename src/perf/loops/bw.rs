@@ -294,10 +294,11 @@ fn post_while_room<C: Connection>(
         list.clear();
         for _ in 0..plan.post_list {
             let (i, slot) = (lane.posted, lane.slot);
-            let signaled = i + 1 == lane.next_signal || i + 1 == plan.iters;
-            if i + 1 == lane.next_signal {
+            let moderated = i + 1 == lane.next_signal;
+            if moderated {
                 lane.next_signal += u64::from(plan.cq_mod);
             }
+            let signaled = moderated || i + 1 == plan.iters;
             lane.slot = if slot + 1 == u64::from(plan.slots) { 0 } else { slot + 1 };
             // Post stamps feed the peak; without it only the first is kept.
             if plan.peak || i == 0 {
