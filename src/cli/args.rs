@@ -104,7 +104,7 @@ impl From<BackendArg> for Backend {
     }
 }
 
-/// The flags of every perftest-style test, with perftest's names.
+#[doc = concat!("The flags of every perftest-style test, with perftest's names.")]
 #[derive(Clone, Debug, Default, Args)]
 pub struct PerfArgs {
     /// Server to connect to; without it, this side is the server.
@@ -274,7 +274,10 @@ pub struct PerfArgs {
     pub report: ReportArgs,
 }
 
-/// Who may reach a server, and the secret both sides prove they hold: alike on every test.
+#[doc = concat!(
+    "Who may reach a server, and the secret both sides prove they hold: alike on every ",
+    "test.",
+)]
 #[derive(Clone, Debug, Default, Args)]
 pub struct AccessArgs {
     /// Server: listen on this address only (default: every address).
@@ -300,7 +303,7 @@ impl AccessArgs {
     }
 }
 
-/// How much every test runs, RDMA or TCP, with perftest's names.
+#[doc = concat!("How much every test runs, RDMA or TCP, with perftest's names.")]
 #[derive(Clone, Debug, Default, Args)]
 pub struct RunArgs {
     /// Message size in bytes (K/M/G suffixes). Default 65536 (bandwidth), 2 (latency).
@@ -320,7 +323,7 @@ pub struct RunArgs {
     pub margin: Option<u64>,
 }
 
-/// What every test takes alike, RDMA or TCP: output, thresholds, the step timeout.
+#[doc = concat!("What every test takes alike, RDMA or TCP: output, thresholds, the step timeout.")]
 #[derive(Clone, Debug, Args)]
 pub struct ReportArgs {
     /// Report Gb/s (10^9 bit/s) instead of MiB/s (2^20 B/s).
@@ -358,8 +361,10 @@ impl Default for ReportArgs {
     }
 }
 
-/// The flags of `tcp-bw` and `tcp-lat`: perftest's where they mean the same, iperf3's
-/// for the rest (`-P`, `-w`, `-N`).
+#[doc = concat!(
+    "The flags of `tcp-bw` and `tcp-lat`: perftest's where they mean the same, iperf3's ",
+    "for the rest (`-P`, `-w`, `-N`).",
+)]
 #[derive(Clone, Debug, Default, Args)]
 pub struct TcpArgs {
     /// Server to connect to; without it, this side is the server.

@@ -25,7 +25,7 @@ pub enum MeshVerb {
     Send,
 }
 
-/// `rdmabench mesh`: started by mpirun or srun, one rank per node or device.
+#[doc = concat!("`rdmabench mesh`: started by mpirun or srun, one rank per node or device.")]
 #[derive(Clone, Debug, Args)]
 pub struct MeshArgs {
     /// RDMA device of this rank (default: the first).
