@@ -1,7 +1,8 @@
 //! Records what this binary was built from, for `rdmabench --version` and every result's
 //! `tool`: the git commit (or the one `cargo package` noted in `.cargo_vcs_info.json`, or
 //! `RDMABENCH_COMMIT` for a build from a source tarball) and the libibverbs and librdmacm
-//! versions pkg-config reports (the headers and libraries it was linked against).
+//! versions pkg-config reports (the headers and libraries it was linked against). Also
+//! lays out the binary's code with what a test client runs first (`order_text`).
 
 use std::path::Path;
 use std::process::Command;
@@ -32,6 +33,41 @@ fn main() {
         let version = if linux { pkg_config_version(lib) } else { None };
         println!("cargo:rustc-env={var}={}", version.unwrap_or_default());
     }
+    order_text();
+}
+
+/// Links the functions a test client runs (src/text-order.txt, written by ci/text-order)
+/// first and together in `.text`. The kernel maps a binary's code 64 KiB around each page
+/// fault, so the ~800 KB a run executes, scattered over 3.7 MB, kept 2 MB resident; laid
+/// out together they keep about 1 MB (docs/results.md, peak RSS). Only where the linker
+/// is rustc's own lld (x86_64 Linux from Rust 1.90, no linker chosen): GNU ld has no
+/// such option. A name the build does not have (another toolchain, other features) is
+/// skipped silently; ci/bench-instructions reports how many were found.
+fn order_text() {
+    println!("cargo:rerun-if-changed=src/text-order.txt");
+    println!("cargo:rerun-if-env-changed=RDMABENCH_TEXT_ORDER");
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let flags = var("CARGO_ENCODED_RUSTFLAGS");
+    let own_lld = var("TARGET") == "x86_64-unknown-linux-gnu"
+        && std::env::var_os("RUSTC_LINKER").is_none()
+        && !["linker", "fuse-ld", "link-self-contained"].iter().any(|f| flags.contains(f))
+        && rustc_minor().is_some_and(|minor| minor >= 90);
+    if !own_lld || var("RDMABENCH_TEXT_ORDER") == "0" {
+        return;
+    }
+    let list = Path::new(&var("CARGO_MANIFEST_DIR")).join("src/text-order.txt");
+    if list.exists() {
+        let list = list.display();
+        println!("cargo:rustc-link-arg-bin=rdmabench=-Wl,--symbol-ordering-file={list}");
+        println!("cargo:rustc-link-arg-bin=rdmabench=-Wl,--no-warn-symbol-ordering");
+    }
+}
+
+/// The minor version of the rustc building this crate (`rustc 1.95.0 (…)` → 95).
+fn rustc_minor() -> Option<u32> {
+    let out = Command::new(std::env::var_os("RUSTC")?).arg("--version").output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    text.split_whitespace().nth(1)?.split('.').nth(1)?.parse().ok()
 }
 
 /// The checked-out commit, abbreviated (uncommitted changes are not marked: the build

@@ -141,6 +141,23 @@ def peak_rss(tool, test_args):
         return int(open(kib.name).read().split()[-1])
 
 
+def text_order(binary):
+    """How much of src/text-order.txt the binary's layout followed (build.rs; ci/text-order
+    writes the list again when a toolchain or dependency upgrade changed the names)."""
+    listed = [line.strip() for line in open("src/text-order.txt") if line.strip() and not line.startswith("#")]
+    where = {}
+    for line in subprocess.run(["nm", "-S", binary], capture_output=True, text=True).stdout.splitlines():
+        cols = line.split()
+        if len(cols) == 4:
+            where[cols[3]] = (int(cols[0], 16), int(cols[1], 16))
+    found = [where[s] for s in listed if s in where]
+    if not found:
+        return f"text order: none of the {len(listed)} functions of src/text-order.txt is in {binary}"
+    span = max(a + n for a, n in found) - min(a for a, _ in found)
+    return (f"text order: {len(found)} of the {len(listed)} functions of src/text-order.txt are in {binary}, "
+            f"laid out within {span // 1024} KiB")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     rows = {}
@@ -195,6 +212,7 @@ def main():
         label = rb + (" -a -n 200" if rb == "write-bw" else " (defaults)")
         print(f"{label:<26} " + " ".join(f"{kib[t]:>14.0f}" for t in TOOLS) +
               f" {ratio:>6.3f}  target <= 1.00 {'met' if ratio <= 1.0 else 'MISSED'}")
+    print(text_order(RDMABENCH))
     version = subprocess.run(["ib_write_bw", "--version"], capture_output=True, text=True).stdout.strip()
     print(f"\n{ROUNDS} rounds and one with the server slowed under valgrind, -n {ITERS}, client under "
           f"callgrind on CPU 1, server on CPU 0; perftest {version}; medians; spread = (max - min) / median of work"
