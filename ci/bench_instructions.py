@@ -143,19 +143,24 @@ def peak_rss(tool, test_args):
 
 def text_order(binary):
     """How much of src/text-order.txt the binary's layout followed (build.rs; ci/text-order
-    writes the list again when a toolchain or dependency upgrade changed the names)."""
-    listed = [line.strip() for line in open("src/text-order.txt") if line.strip() and not line.startswith("#")]
+    writes the list again when a toolchain or dependency upgrade changed the names). Each
+    build's section of the list (plain, mesh) is counted apart."""
+    sections = {}
+    for line in open("src/text-order.txt").read().splitlines():
+        if line.startswith("# build: "):
+            build = sections.setdefault(line[len("# build: "):], [])
+        elif line and not line.startswith("#"):
+            build.append(line)
     where = {}
     for line in subprocess.run(["nm", "-S", binary], capture_output=True, text=True).stdout.splitlines():
         cols = line.split()
         if len(cols) == 4:
             where[cols[3]] = (int(cols[0], 16), int(cols[1], 16))
-    found = [where[s] for s in listed if s in where]
-    if not found:
-        return f"text order: none of the {len(listed)} functions of src/text-order.txt is in {binary}"
-    span = max(a + n for a, n in found) - min(a for a, _ in found)
-    return (f"text order: {len(found)} of the {len(listed)} functions of src/text-order.txt are in {binary}, "
-            f"laid out within {span // 1024} KiB")
+    found = [where[s] for symbols in sections.values() for s in symbols if s in where]
+    span = (max(a + n for a, n in found) - min(a for a, _ in found)) // 1024 if found else 0
+    counts = ", ".join(f"{sum(s in where for s in symbols)} of {len(symbols)} {build}"
+                       for build, symbols in sections.items())
+    return f"text order: {binary} has {counts} of src/text-order.txt's functions, laid out within {span} KiB"
 
 
 def main():

@@ -1,6 +1,8 @@
-"""Runs inside the lab (ci/text-order): each perftest-style test's client under callgrind
-against a plain server, and writes every function of the rdmabench binary that executed,
-by symbol, to src/text-order.txt (build.rs hands it to the linker)."""
+"""Runs inside the lab (ci/text-order): `text_order.py BUILD BINARY` runs each perftest-style
+test's client of BINARY under callgrind against a plain server, and writes every function
+of BINARY that executed, by symbol, into BUILD's section of src/text-order.txt (build.rs
+hands the file to the linker). The plain release build and the mesh build (the .deb's)
+have a section each: a crate built with other features has other symbol hashes."""
 import os
 import re
 import subprocess
@@ -11,7 +13,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 from bench_common import client_against, listening  # noqa: E402
 from callgrind_profile import Profile  # noqa: E402
 
-BINARY = "target/release/rdmabench"
+LIST = "src/text-order.txt"
+HEADER = ("# The functions rdmabench's test clients run, laid out first in .text (build.rs).\n"
+          "# Written by ci/text-order; one linker symbol a line, a section per build.\n")
+SECTION = "# build: "
 DEV = os.environ.get("RDMABENCH_DEVICE", "rxe0")
 PORT = 18520
 OUT = "target/text-order"
@@ -21,8 +26,8 @@ CALLGRIND = ["valgrind", "--tool=callgrind", "--demangle=no", "--dump-instr=yes"
              "--compress-strings=no", "--compress-pos=no"]
 
 
-def profile(test, path):
-    cmd = [BINARY] + test.split() + ["-d", DEV, "-x", "1", "-p", str(PORT)]
+def profile(binary, test, path):
+    cmd = [binary] + test.split() + ["-d", DEV, "-x", "1", "-p", str(PORT)]
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while not listening(PORT) and time.time() < deadline and server.poll() is None:
@@ -30,21 +35,41 @@ def profile(test, path):
     client_against(server, CALLGRIND + [f"--callgrind-out-file={path}"] + cmd + ["127.0.0.1"])
 
 
-def main():
+def functions_run(binary, build):
     ran = set()
     for i, test in enumerate(TESTS):
-        path = f"{OUT}/{i}.cg"
-        profile(test, path)
+        path = f"{OUT}/{build}-{i}.cg"
+        profile(binary, test, path)
         p = Profile(path)
-        ran |= {fn for (ob, fn), cost in p.self_cost.items() if cost and ob.endswith("/rdmabench")}
+        ran |= {fn for (ob, fn), cost in p.self_cost.items() if cost and ob == os.path.abspath(binary)}
     # Linker symbols only: not an address (no symbol), not valgrind's "(below main)";
     # callgrind marks recursion depth with 'N.
-    symbols = sorted({re.sub(r"'[0-9]+$", "", fn) for fn in ran})
-    symbols = [s for s in symbols if not s.startswith(("0x", "(")) and " " not in s]
-    with open("src/text-order.txt", "w") as f:
-        f.write("# The functions rdmabench's test clients run, laid out first in .text (build.rs).\n"
-                "# Written by ci/text-order; one linker symbol a line.\n")
-        f.writelines(s + "\n" for s in symbols)
+    names = {re.sub(r"'[0-9]+$", "", fn) for fn in ran}
+    return sorted(n for n in names if not n.startswith(("0x", "(")) and " " not in n)
+
+
+def sections():
+    """The list's sections, build -> symbols, in file order."""
+    found, build = {}, None
+    if os.path.exists(LIST):
+        for line in open(LIST).read().splitlines():
+            if line.startswith(SECTION):
+                build = line[len(SECTION):]
+                found[build] = []
+            elif line and not line.startswith("#") and build:
+                found[build].append(line)
+    return found
+
+
+def main():
+    build, binary = sys.argv[1], sys.argv[2]
+    found = sections()
+    found[build] = functions_run(binary, build)
+    with open(LIST, "w") as f:
+        f.write(HEADER)
+        for name, symbols in found.items():
+            f.write(f"{SECTION}{name}\n")
+            f.writelines(s + "\n" for s in symbols)
 
 
 main()
