@@ -3,6 +3,7 @@ reading a row of perftest's (and rdmabench's) table."""
 import re
 import subprocess
 import sys
+import time
 
 NUMBER = re.compile(r"^[0-9]+(\.[0-9]+)?")
 
@@ -29,6 +30,13 @@ def table_row(output, size):
         if cols and cols[0] == str(size) and len(cols) >= 5:
             return [float(NUMBER.match(c).group(0)) for c in cols[2:] if NUMBER.match(c)]
     sys.exit(f"bench: no {size}-byte row in:\n{output}")
+
+
+def await_listening(server, port, seconds):
+    """Waits until `server` (a Popen) listens on `port`, exits, or `seconds` pass."""
+    deadline = time.time() + seconds
+    while not listening(port) and time.time() < deadline and server.poll() is None:
+        time.sleep(0.05)
 
 
 def listening(port):

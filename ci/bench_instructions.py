@@ -25,7 +25,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_common import listening  # noqa: E402
+from bench_common import await_listening  # noqa: E402
+from text_order import sections as text_order_sections  # noqa: E402
 from callgrind_profile import Profile  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
@@ -74,9 +75,7 @@ def run_pair(tool, server_cmd, client_cmd, slow_server=False, tries=2):
     server_log = tempfile.TemporaryFile()
     server = subprocess.Popen(["taskset", "-c", "0"] + slowed + server_cmd, stdout=server_log, stderr=subprocess.STDOUT)
     # A server under valgrind reads its debug information first: minutes, in the lab.
-    deadline = time.time() + (600 if slow_server else 60)
-    while not listening(PORTS[tool]) and time.time() < deadline and server.poll() is None:
-        time.sleep(0.05)
+    await_listening(server, PORTS[tool], 600 if slow_server else 60)
     time.sleep(0.2)
     log = tempfile.TemporaryFile()
     status = subprocess.call(["taskset", "-c", "1"] + client_cmd + ["127.0.0.1"], stdout=log, stderr=subprocess.STDOUT)
@@ -145,12 +144,7 @@ def text_order(binary):
     """How much of src/text-order.txt the binary's layout followed (build.rs; ci/text-order
     writes the list again when a toolchain or dependency upgrade changed the names). Each
     build's section of the list (plain, mesh) is counted apart."""
-    sections = {}
-    for line in open("src/text-order.txt").read().splitlines():
-        if line.startswith("# build: "):
-            build = sections.setdefault(line[len("# build: "):], [])
-        elif line and not line.startswith("#"):
-            build.append(line)
+    sections = text_order_sections()
     where = {}
     for line in subprocess.run(["nm", "-S", binary], capture_output=True, text=True).stdout.splitlines():
         cols = line.split()

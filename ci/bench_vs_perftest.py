@@ -5,7 +5,7 @@ import statistics
 import subprocess
 import time
 
-from bench_common import client_against, listening, table_row
+from bench_common import await_listening, client_against, table_row
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "9"))
 ITERS = os.environ.get("BENCH_ITERS", "2000")
@@ -29,9 +29,7 @@ def pair(server_cmd, client_cmd, port):
     server = subprocess.Popen(server_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     # perftest's client does not retry a refused connection: start it once the server
     # listens (a loaded emulated machine can take seconds to start a process).
-    deadline = time.time() + 30
-    while not listening(port) and time.time() < deadline and server.poll() is None:
-        time.sleep(0.05)
+    await_listening(server, port, 30)
     time.sleep(0.2)
     return client_against(server, client_cmd)
 

@@ -7,10 +7,9 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_common import client_against, listening  # noqa: E402
+from bench_common import await_listening, client_against  # noqa: E402
 from callgrind_profile import Profile  # noqa: E402
 
 LIST = "src/text-order.txt"
@@ -29,9 +28,7 @@ CALLGRIND = ["valgrind", "--tool=callgrind", "--demangle=no", "--dump-instr=yes"
 def profile(binary, test, path):
     cmd = [binary] + test.split() + ["-d", DEV, "-x", "1", "-p", str(PORT)]
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while not listening(PORT) and time.time() < deadline and server.poll() is None:
-        time.sleep(0.05)
+    await_listening(server, PORT, 60)
     client_against(server, CALLGRIND + [f"--callgrind-out-file={path}"] + cmd + ["127.0.0.1"])
 
 
@@ -72,4 +69,5 @@ def main():
             f.writelines(s + "\n" for s in symbols)
 
 
-main()
+if __name__ == "__main__":  # ci/bench_instructions.py imports `sections`
+    main()
