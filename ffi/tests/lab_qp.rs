@@ -216,6 +216,16 @@ fn lab_shared_receive_queue_feeds_two_qps_and_refuses_their_own_receives() {
     let mut sent: Vec<Vec<u8>> = (0..4).map(|k| pattern(16, k as u8)).collect();
     sent.sort();
     assert_eq!(landed, sent);
+    // A receive prepared on a QP over the SRQ goes to the SRQ.
+    let (tx, rx) = &pairs[1];
+    let mut r = rx.prepare_recv(&lb.b.mr.slice(512, 64).unwrap()).unwrap();
+    rx.post_prepared_recv(&mut r, &lb.b.mr, 40).unwrap();
+    let src = [lb.a.mr.slice(0, 16).unwrap()];
+    tx.post_send(&SendRequest::new(7, SendOp::Send, &src).signaled()).unwrap();
+    ok(&send_cq, 7, WcOpcode::Send);
+    let r = ok(&recv_cq, 40, WcOpcode::Recv);
+    assert_eq!(r.qp_num(), rx.qp_num());
+    assert_eq!(&lb.b.mr.as_slice()[512..528], &pattern(16, 0)[..]);
 }
 
 #[test]
@@ -851,9 +861,59 @@ fn prepared_requests_repost<Q: QueuePair>(mut lb: Loopback<Q>, kind: &str) {
     lb.a.qp.post_prepared(&mut w, &lb.a.mr, 21, true).unwrap();
     ok(&lb.a.cq, 21, WcOpcode::RdmaWrite);
     assert_eq!(&lb.b.mr.as_slice()[100..108], b"prepared");
+    // Every operand reaches the adapter: a fetch-add's addend and a compare-and-swap's
+    // pair, each prepared once and posted twice, and a send's immediate without data.
+    let counter = remote.slice(256, 8).unwrap();
+    lb.b.mr.as_mut_slice()[256..264].copy_from_slice(&5u64.to_ne_bytes());
+    let old = [lb.a.mr.slice(512, 8).unwrap()];
+    let add = SendRequest::new(0, SendOp::FetchAdd { remote: counter, add: 7 }, &old);
+    let mut add = lb.a.qp.prepare_send(&add).unwrap();
+    let swap = SendOp::CompareSwap { remote: counter, compare: 19, swap: 100 };
+    let mut swap = lb.a.qp.prepare_send(&SendRequest::new(0, swap, &old)).unwrap();
+    let value =
+        |lb: &Loopback<Q>| u64::from_ne_bytes(lb.a.mr.as_slice()[512..520].try_into().unwrap());
+    for (id, was) in [(23u64, 5u64), (24, 12)] {
+        lb.a.qp.post_prepared(&mut add, &lb.a.mr, id, true).unwrap();
+        ok(&lb.a.cq, id, WcOpcode::FetchAdd);
+        assert_eq!(value(&lb), was, "{kind}: fetch-add {id}");
+    }
+    for (id, was) in [(25u64, 19u64), (26, 100)] {
+        lb.a.qp.post_prepared(&mut swap, &lb.a.mr, id, true).unwrap();
+        ok(&lb.a.cq, id, WcOpcode::CompSwap);
+        assert_eq!(value(&lb), was, "{kind}: compare-and-swap {id}");
+    }
+    assert_eq!(lb.b.mr.as_slice()[256..264], 100u64.to_ne_bytes(), "{kind}");
+    lb.b.qp.post_recv(27, &[lb.b.mr.slice(3000, 64).unwrap()]).unwrap();
+    let imm = SendRequest::new(0, SendOp::SendImm(0xfeed_f00d), &[]);
+    let mut imm = lb.a.qp.prepare_send(&imm).unwrap();
+    lb.a.qp.post_prepared(&mut imm, &lb.a.mr, 28, true).unwrap();
+    ok(&lb.a.cq, 28, WcOpcode::Send);
+    let r = ok(&lb.b.cq, 27, WcOpcode::Recv);
+    assert_eq!((r.imm_data(), r.byte_len()), (Some(0xfeed_f00d), 0), "{kind}");
     // Posting it on another QP, or naming another region, is refused.
     let err = lb.b.qp.post_prepared(&mut w, &lb.a.mr, 22, true).unwrap_err();
     assert!(err.to_string().contains("another QP or region"), "{err}");
     let err = lb.a.qp.post_prepared(&mut w, &lb.b.mr, 22, true).unwrap_err();
     assert!(err.to_string().contains("another QP or region"), "{err}");
+    // A receive prepared once on b, put up three times: each message lands in its
+    // buffer and completes under the id of its post.
+    let mut r = lb.b.qp.prepare_recv(&lb.b.mr.slice(2048, 64).unwrap()).unwrap();
+    for id in [31u64, 32, 33] {
+        lb.b.qp.post_prepared_recv(&mut r, &lb.b.mr, id).unwrap();
+        lb.a.mr.as_mut_slice()[..16].copy_from_slice(&pattern(16, id as u8));
+        let src = [lb.a.mr.slice(0, 16).unwrap()];
+        lb.a.qp.post_send(&SendRequest::new(id, SendOp::Send, &src).signaled()).unwrap();
+        ok(&lb.a.cq, id, WcOpcode::Send);
+        assert_eq!(ok(&lb.b.cq, id, WcOpcode::Recv).byte_len(), 16, "{kind}");
+        assert_eq!(&lb.b.mr.as_slice()[2048..2064], &pattern(16, id as u8)[..], "{kind}");
+    }
+    let err = lb.a.qp.post_prepared_recv(&mut r, &lb.b.mr, 34).unwrap_err();
+    assert!(err.to_string().contains("another QP or region"), "{err}");
+    let err = lb.b.qp.post_prepared_recv(&mut r, &lb.a.mr, 34).unwrap_err();
+    assert!(err.to_string().contains("another QP or region"), "{err}");
+    // Only memory of the QP's own protection domain is taken.
+    let other_pd = lb.context.alloc_pd().unwrap();
+    let stranger = other_pd.reg_mr(64, rdmabench_ffi::verbs::Access::LOCAL_WRITE).unwrap();
+    let err = lb.b.qp.prepare_recv(&stranger.slice(0, 64).unwrap()).err().unwrap();
+    assert!(err.to_string().contains("another protection domain"), "{err}");
 }

@@ -35,6 +35,10 @@ fn perftest_defaults_per_test() {
     assert_eq!(r.cq_mod, 1);
     let c = spec(SEND_BW, RdmaRequest::default());
     assert_eq!((c.run, rdma(&c).rx_depth), (RunLength::Iterations(1000), 512));
+    // perftest's 512 for send latency too, clamped to the iterations as it does.
+    assert_eq!(rdma(&spec(SEND_LAT, RdmaRequest::default())).rx_depth, 512);
+    let few = RdmaRequest { iters: Some(100), ..Default::default() };
+    assert_eq!(rdma(&spec(SEND_LAT, few)).rx_depth, 100);
     let c = spec(READ_LAT, RdmaRequest::default());
     assert_eq!((c.sizes.clone(), rdma(&c).tx_depth, rdma(&c).inline_size), (vec![2], 1, 0));
     assert_eq!(rdma(&spec(WRITE_LAT, RdmaRequest::default())).inline_size, 220);
@@ -327,7 +331,7 @@ fn a_shared_receive_queue_splits_its_depth_among_the_qps() {
     assert!(!own.shared_receives);
     assert_eq!(own.receives_per_connection(4, 1000), 512, "a receive queue each");
     let lat = spec(SEND_LAT, RdmaRequest { shared_receives: true, ..RdmaRequest::default() });
-    assert_eq!(lat.queues().receives_per_connection(1, 1000), 16);
+    assert_eq!(lat.queues().receives_per_connection(1, 1000), 512);
 }
 
 #[test]

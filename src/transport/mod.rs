@@ -475,6 +475,33 @@ pub trait Connection {
     /// A range outside the buffer, a full receive queue.
     fn post_recv(&mut self, wr_id: u64, offset: usize, len: u32) -> Result<(), TransportError>;
 
+    /// A receive checked (and, where the backend can, encoded) once by
+    /// [`prepare_recv`](Self::prepare_recv), then posted again and again by
+    /// [`post_prepared_recv`](Self::post_prepared_recv) with a new `wr_id`: a send
+    /// latency loop's repost of the one receive it consumed.
+    type PreparedRecv;
+
+    /// Checks a receive as [`post_recv`](Self::post_recv) would, for
+    /// [`post_prepared_recv`](Self::post_prepared_recv).
+    ///
+    /// # Errors
+    /// As [`post_recv`](Self::post_recv), before anything is posted.
+    fn prepare_recv(
+        &mut self,
+        offset: usize,
+        len: u32,
+    ) -> Result<Self::PreparedRecv, TransportError>;
+
+    /// Posts `recv` with `wr_id`.
+    ///
+    /// # Errors
+    /// A full receive queue, a connection that broke.
+    fn post_prepared_recv(
+        &mut self,
+        recv: &mut Self::PreparedRecv,
+        wr_id: u64,
+    ) -> Result<(), TransportError>;
+
     /// What [`poll`](Self::poll) fills.
     type Completion: Polled;
 
@@ -505,6 +532,16 @@ pub trait Connection {
     /// # Errors
     /// The state, or the query failing.
     fn check_state(&self) -> Result<(), TransportError>;
+}
+
+/// A receive as its place in the local buffer: the prepared receive of a backend with
+/// nothing to encode ahead (each post checks the range again).
+#[derive(Clone, Copy, Debug)]
+pub struct RecvRange {
+    /// Where the payload lands.
+    pub offset: usize,
+    /// Its largest length.
+    pub len: u32,
 }
 
 /// Why a transport call failed.

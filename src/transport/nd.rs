@@ -23,8 +23,8 @@ use ffi::types::RemoteBuffer;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Capabilities, Completion, CompletionKind, Connection, ConnectionConfig, Failure, Op, Service,
-    Status, Transport, TransportError, WorkRequest,
+    Capabilities, Completion, CompletionKind, Connection, ConnectionConfig, Failure, Op, RecvRange,
+    Service, Status, Transport, TransportError, WorkRequest,
 };
 
 impl From<NdError> for TransportError {
@@ -325,6 +325,18 @@ impl Connection for NdConnection {
     fn post_recv(&mut self, wr_id: u64, offset: usize, len: u32) -> Result<(), TransportError> {
         let local = [self.mr.slice(offset, len as usize)?];
         Ok(self.qp.receive(wr_id, &local)?)
+    }
+
+    type PreparedRecv = RecvRange;
+
+    fn prepare_recv(&mut self, offset: usize, len: u32) -> Result<RecvRange, TransportError> {
+        self.mr.slice(offset, len as usize)?;
+        Ok(RecvRange { offset, len })
+    }
+
+    #[inline]
+    fn post_prepared_recv(&mut self, r: &mut RecvRange, wr_id: u64) -> Result<(), TransportError> {
+        self.post_recv(wr_id, r.offset, r.len)
     }
 
     type Completion = Completion;

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Capabilities, Completion, CompletionKind, Connection, Op, Status, TransportError, WorkRequest,
+    Capabilities, Completion, CompletionKind, Connection, Op, RecvRange, Status, TransportError,
+    WorkRequest,
 };
 use crate::perf::loops::END_IMM;
 
@@ -279,6 +280,18 @@ impl Connection for TcpConnection {
         let r = self.range(offset, len as usize)?;
         self.recvs.push_back(PostedRecv { wr_id, offset: r.start, len: len as usize });
         Ok(())
+    }
+
+    type PreparedRecv = RecvRange;
+
+    fn prepare_recv(&mut self, offset: usize, len: u32) -> Result<RecvRange, TransportError> {
+        self.range(offset, len as usize)?;
+        Ok(RecvRange { offset, len })
+    }
+
+    #[inline]
+    fn post_prepared_recv(&mut self, r: &mut RecvRange, wr_id: u64) -> Result<(), TransportError> {
+        self.post_recv(wr_id, r.offset, r.len)
     }
 
     /// Send completions first; then, with a receive posted, reads until that message

@@ -703,6 +703,27 @@ impl Connection for VerbsConnection {
         Ok(())
     }
 
+    type PreparedRecv = ffi::verbs::PreparedRecv;
+
+    fn prepare_recv(
+        &mut self,
+        offset: usize,
+        len: u32,
+    ) -> Result<ffi::verbs::PreparedRecv, TransportError> {
+        let overhead = self.caps.recv_overhead as usize;
+        let slice = self.mr.slice(offset, overhead + len as usize)?;
+        Ok(self.qp.prepare_recv(&slice)?)
+    }
+
+    #[inline(always)]
+    fn post_prepared_recv(
+        &mut self,
+        recv: &mut ffi::verbs::PreparedRecv,
+        wr_id: u64,
+    ) -> Result<(), TransportError> {
+        Ok(self.qp.post_prepared_recv(recv, &self.mr, wr_id)?)
+    }
+
     type Completion = ffi::verbs::Completion;
 
     #[inline(always)]

@@ -216,6 +216,8 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
     let mut req = conn.prepare(&the_request(op, 0, plan))?;
     let mut send =
         |conn: &mut C, i: u64| conn.post_prepared(&mut req, i, i % 8 == 7 || i + 1 == plan.iters);
+    // The receive each message consumes, put up again as it was.
+    let mut recv = conn.prepare_recv(0, plan.size)?;
     let mut wcs: [C::Completion; 8] = std::array::from_fn(|_| Default::default());
     let mut i = 0u64;
     let mut stall = Stall::new(plan.timeout);
@@ -241,7 +243,7 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
                 check(0, c)?;
                 if c.is_receive() {
                     if recv_posted < plan.iters {
-                        conn.post_recv(c.wr_id(), 0, plan.size)?;
+                        conn.post_prepared_recv(&mut recv, c.wr_id())?;
                         recv_posted += 1;
                     }
                     if c.imm() == Some(END_IMM) {

@@ -10,8 +10,8 @@ use super::super::{
     SharedReceiveQueue,
 };
 use super::{
-    sys::ibv_qp_attr_mask as mask, InitAttr, PreparedSend, QpCaps, QpState, QpType, RtrAttr,
-    RtsAttr, SendRequest,
+    sys::ibv_qp_attr_mask as mask, InitAttr, PreparedRecv, PreparedSend, QpCaps, QpState, QpType,
+    RtrAttr, RtsAttr, SendRequest,
 };
 use crate::types::{Gid, QpEndpoint};
 use crate::verbs::mr::RecvSges;
@@ -333,6 +333,32 @@ pub trait QueuePair: Send + Sync {
     /// is posted; the message names the request the library refused (on a basic QP,
     /// those before it in its list were posted).
     fn post_send_list(&self, requests: &[SendRequest<'_>]) -> Result<(), Error>;
+
+    /// Checks and encodes a receive into `local` once, for
+    /// [`post_prepared_recv`](Self::post_prepared_recv): on the QP's own receive queue,
+    /// or on the shared one it takes its receives from.
+    ///
+    /// # Errors
+    /// Refused for an SGE of another protection domain than the queue's.
+    fn prepare_recv(&self, local: &LocalSlice<'_>) -> Result<PreparedRecv, Error> {
+        PreparedRecv::new(self.core(), local)
+    }
+
+    /// Posts a prepared receive again under id `wr_id`. `region` is the region its SGE
+    /// names, borrowed for the call as any post borrows its SGEs.
+    ///
+    /// # Errors
+    /// Refused when `p` was prepared on another QP or over another region; ENOMEM from
+    /// the library when the queue is full.
+    #[inline(always)]
+    fn post_prepared_recv(
+        &self,
+        p: &mut PreparedRecv,
+        region: &MemoryRegion,
+        wr_id: u64,
+    ) -> Result<(), Error> {
+        p.post(self.core(), region, wr_id)
+    }
 
     /// Checks and encodes `r` once, for [`post_prepared`](Self::post_prepared).
     ///

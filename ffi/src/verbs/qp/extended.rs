@@ -24,7 +24,7 @@ pub struct ExtendedQueuePair {
 /// The provider's builders every post calls, looked up once: `ibv_wr_start` and its
 /// kin look theirs up in the `ibv_qp_ex`, and check it, on every call.
 #[derive(Clone, Copy)]
-struct Span {
+pub(super) struct Span {
     start: unsafe extern "C" fn(*mut sys::ibv_qp_ex),
     complete: unsafe extern "C" fn(*mut sys::ibv_qp_ex) -> i32,
     set_sge: unsafe extern "C" fn(*mut sys::ibv_qp_ex, u32, u64, u32),
@@ -124,13 +124,15 @@ impl QueuePair for ExtendedQueuePair {
     ) -> Result<(), Error> {
         p.check_target(&self.core, region)?;
         let x = self.qpx.as_ptr();
-        let sge = p.region.map(|_| p.sge);
         // SAFETY: a live extended QP; wr_start/complete bracket one request that
-        // check() accepted for this QP when it was prepared; its SGE names `region`,
-        // live and borrowed across the call (the identity was checked above).
+        // check() accepted for this QP when it was prepared, written by the writer
+        // chosen for it then; its SGE names `region`, live and borrowed across the call
+        // (the identity was checked above).
         let rc = unsafe {
             (self.span.start)(x);
-            emit(x, &self.span, wr_id, p.bits(signaled), p.flags.inline, &p.op, None, sge);
+            (*x).wr_id = wr_id;
+            (*x).wr_flags = p.bits(signaled);
+            (p.emit)(x, &self.span, p);
             (self.span.complete)(x)
         };
         if rc != 0 {
@@ -189,6 +191,74 @@ unsafe fn emit(
             }
             (false, Some(sge)) => (span.set_sge)(x, sge.lkey, sge.addr, sge.length),
             (_, None) => sys::ibv_wr_set_sge_list(x, 0, ptr::null()),
+        }
+    }
+}
+
+/// A prepared request's writer into an open span, after its id and flags: one function
+/// per kind of operation and of payload, chosen when the request is prepared, so a
+/// post matches on neither.
+pub(super) type Emit = unsafe fn(*mut sys::ibv_qp_ex, &Span, &PreparedSend);
+
+// The writers' kinds (const parameters of `emit_as`).
+const SEND: u8 = 0;
+const SEND_IMM: u8 = 1;
+const WRITE: u8 = 2;
+const WRITE_IMM: u8 = 3;
+const READ: u8 = 4;
+const COMPARE_SWAP: u8 = 5;
+const FETCH_ADD: u8 = 6;
+const NO_DATA: u8 = 0;
+const INLINE: u8 = 1;
+const ONE_SGE: u8 = 2;
+
+/// The writer of a request of `op`, inline or not, with or without its one SGE.
+pub(super) fn emitter(op: &SendOp, inline: bool, sge: bool) -> Emit {
+    fn with<const OP: u8>(inline: bool, sge: bool) -> Emit {
+        match (sge, inline) {
+            (false, _) => emit_as::<OP, NO_DATA>,
+            (true, true) => emit_as::<OP, INLINE>,
+            (true, false) => emit_as::<OP, ONE_SGE>,
+        }
+    }
+    match op {
+        SendOp::Send => with::<SEND>(inline, sge),
+        SendOp::SendImm(_) => with::<SEND_IMM>(inline, sge),
+        SendOp::Write(_) => with::<WRITE>(inline, sge),
+        SendOp::WriteImm(..) => with::<WRITE_IMM>(inline, sge),
+        SendOp::Read(_) => with::<READ>(inline, sge),
+        SendOp::CompareSwap { .. } => with::<COMPARE_SWAP>(inline, sge),
+        SendOp::FetchAdd { .. } => with::<FETCH_ADD>(inline, sge),
+    }
+}
+
+/// Writes `p`, an `OP` request with `DATA`, into an open span.
+///
+/// # Safety
+/// As [`emit`]'s, for `x` and `span`; `p` was prepared for `x`'s QP with this writer
+/// (its operands are those of an `OP` request).
+unsafe fn emit_as<const OP: u8, const DATA: u8>(
+    x: *mut sys::ibv_qp_ex,
+    span: &Span,
+    p: &PreparedSend,
+) {
+    let o = &p.operands;
+    // SAFETY: the caller's contract covers every call below.
+    unsafe {
+        match OP {
+            SEND => sys::ibv_wr_send(x),
+            SEND_IMM => sys::ibv_wr_send_imm(x, o.imm_be),
+            WRITE => sys::ibv_wr_rdma_write(x, o.rkey, o.addr),
+            WRITE_IMM => sys::ibv_wr_rdma_write_imm(x, o.rkey, o.addr, o.imm_be),
+            READ => sys::ibv_wr_rdma_read(x, o.rkey, o.addr),
+            COMPARE_SWAP => sys::ibv_wr_atomic_cmp_swp(x, o.rkey, o.addr, o.compare_add, o.swap),
+            _ => sys::ibv_wr_atomic_fetch_add(x, o.rkey, o.addr, o.compare_add),
+        }
+        let sge = &p.sge;
+        match DATA {
+            INLINE => sys::ibv_wr_set_inline_data(x, sge.addr as *mut _, sge.length as usize),
+            ONE_SGE => (span.set_sge)(x, sge.lkey, sge.addr, sge.length),
+            _ => sys::ibv_wr_set_sge_list(x, 0, ptr::null()),
         }
     }
 }

@@ -19,6 +19,7 @@ mod builder;
 mod common;
 mod extended;
 mod generic;
+mod receive;
 mod request;
 
 use std::mem::MaybeUninit;
@@ -31,6 +32,7 @@ pub use builder::{ExtendedQpError, QueuePairBuilder};
 pub use common::QueuePair;
 pub use extended::ExtendedQueuePair;
 pub use generic::GenericQueuePair;
+pub use receive::PreparedRecv;
 pub use request::{PreparedSend, SendFlags, SendOp, SendRequest, UdDest};
 
 /// Most scatter/gather entries one work request may carry through this layer.

@@ -7,6 +7,7 @@ use std::ptr::{self, NonNull};
 
 use super::super::{sys, AddressHandle, Error, LocalSlice, MemoryRegion};
 use super::common::QpCore;
+use super::extended::{emitter, Emit};
 use super::QpType;
 use crate::types::RemoteSlice;
 
@@ -268,11 +269,41 @@ pub struct PreparedSend {
     /// The request as `ibv_post_send` takes it (basic QPs).
     pub(super) wr: sys::ibv_send_wr,
     pub(super) sge: sys::ibv_sge,
-    pub(super) flags: SendFlags,
-    /// `flags` as verbs bits, less "signaled": each post adds that bit or not.
+    /// The request's flags as verbs bits, less "signaled": each post adds that bit or not.
     pub(super) quiet_bits: u32,
-    /// The operation as the `ibv_wr_*` builders take it (extended QPs).
-    pub(super) op: SendOp,
+    /// The operation's operands as the `ibv_wr_*` builders take them (extended QPs).
+    pub(super) operands: Operands,
+    /// Its writer into an extended QP's span.
+    pub(super) emit: Emit,
+}
+
+/// An operation's operands as the `ibv_wr_*` builders take them; those the operation
+/// has not are 0.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Operands {
+    pub(super) rkey: u32,
+    pub(super) addr: u64,
+    /// Immediate data, in network order.
+    pub(super) imm_be: u32,
+    pub(super) compare_add: u64,
+    pub(super) swap: u64,
+}
+
+impl Operands {
+    fn of(op: &SendOp) -> Self {
+        let at =
+            |t: &RemoteSlice| Operands { rkey: t.rkey(), addr: t.addr(), ..Default::default() };
+        match *op {
+            SendOp::Send => Operands::default(),
+            SendOp::SendImm(imm) => Operands { imm_be: imm.to_be(), ..Default::default() },
+            SendOp::Write(t) | SendOp::Read(t) => at(&t),
+            SendOp::WriteImm(t, imm) => Operands { imm_be: imm.to_be(), ..at(&t) },
+            SendOp::CompareSwap { remote, compare, swap } => {
+                Operands { compare_add: compare, swap, ..at(&remote) }
+            }
+            SendOp::FetchAdd { remote, add } => Operands { compare_add: add, ..at(&remote) },
+        }
+    }
 }
 
 // SAFETY: plain data; the pointers are identities (QP, region) checked on each post
@@ -299,9 +330,9 @@ impl PreparedSend {
                 .local
                 .first()
                 .map_or(sys::ibv_sge { addr: 0, length: 0, lkey: 0 }, LocalSlice::sge),
-            flags: r.flags,
             quiet_bits: SendFlags { signaled: false, ..r.flags }.raw(),
-            op: r.op,
+            operands: Operands::of(&r.op),
+            emit: emitter(&r.op, r.flags.inline, !r.local.is_empty()),
         })
     }
 
