@@ -5,6 +5,7 @@ use std::ptr::{self, NonNull};
 
 use super::super::{sys, Error, LocalSlice, MemoryRegion};
 use super::common::QpCore;
+use super::request::{Operands, NO_SGE};
 use super::{PreparedSend, QueuePair, SendOp, SendRequest};
 
 /// A queue pair that posts sends through the extended send API, as perftest does by
@@ -63,14 +64,19 @@ impl ExtendedQueuePair {
         // and releases it in ibv_wr_complete below, which is always reached.
         unsafe { (self.span.start)(x) };
         for r in requests {
-            let ud = r.ud.as_ref().map(|d| (d.ah.as_ptr(), d.remote_qpn, d.remote_qkey));
+            let operands = Operands::of(&r.op, r.ud.as_ref());
+            let sge = r.local.first().map_or(NO_SGE, LocalSlice::sge);
+            let write = emitter(&r.op, r.flags.inline, !r.local.is_empty(), r.ud.is_some());
             // SAFETY: between wr_start and wr_complete on a live extended QP; every
             // builder called is one this QP type was created with (check() refused the
-            // others), and every SGE names a live registered region the request
-            // borrows, which outlives the call (inline data is copied before it returns).
+            // others), its writer the one of its kind; every SGE names a live
+            // registered region the request borrows, which outlives the call (inline
+            // data is copied before it returns), and a UD destination a live address
+            // handle it borrows too.
             unsafe {
-                let sge = r.local.first().map(LocalSlice::sge);
-                emit(x, &self.span, r.wr_id, r.flags.raw(), r.flags.inline, &r.op, ud, sge);
+                (*x).wr_id = r.wr_id;
+                (*x).wr_flags = r.flags.raw();
+                write(x, &self.span, &operands, &sge);
             };
         }
         // SAFETY: closes the wr_start above on the same live QP.
@@ -132,7 +138,7 @@ impl QueuePair for ExtendedQueuePair {
             (self.span.start)(x);
             (*x).wr_id = wr_id;
             (*x).wr_flags = p.bits(signaled);
-            (p.emit)(x, &self.span, p);
+            (p.emit)(x, &self.span, &p.operands, &p.sge);
             (self.span.complete)(x)
         };
         if rc != 0 {
@@ -144,61 +150,10 @@ impl QueuePair for ExtendedQueuePair {
     }
 }
 
-/// Writes one request into an open `ibv_wr_start` … `ibv_wr_complete` span.
-///
-/// # Safety
-/// `x` is a live extended QP between `ibv_wr_start` and `ibv_wr_complete`, `span` its
-/// builders; `op` is one the QP was created for; `ud` names a live address handle (UD
-/// QPs only); `sge` names live registered memory (copied before return when inline).
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn emit(
-    x: *mut sys::ibv_qp_ex,
-    span: &Span,
-    wr_id: u64,
-    flag_bits: u32,
-    inline: bool,
-    op: &SendOp,
-    ud: Option<(*mut sys::ibv_ah, u32, u32)>,
-    sge: Option<sys::ibv_sge>,
-) {
-    // SAFETY: the caller's contract covers every call below.
-    unsafe {
-        (*x).wr_id = wr_id;
-        (*x).wr_flags = flag_bits;
-        match *op {
-            SendOp::Send => sys::ibv_wr_send(x),
-            SendOp::SendImm(imm) => sys::ibv_wr_send_imm(x, imm.to_be()),
-            SendOp::Write(t) => sys::ibv_wr_rdma_write(x, t.rkey(), t.addr()),
-            SendOp::WriteImm(t, imm) => {
-                sys::ibv_wr_rdma_write_imm(x, t.rkey(), t.addr(), imm.to_be())
-            }
-            SendOp::Read(t) => sys::ibv_wr_rdma_read(x, t.rkey(), t.addr()),
-            SendOp::CompareSwap { remote, compare, swap } => {
-                sys::ibv_wr_atomic_cmp_swp(x, remote.rkey(), remote.addr(), compare, swap)
-            }
-            SendOp::FetchAdd { remote, add } => {
-                sys::ibv_wr_atomic_fetch_add(x, remote.rkey(), remote.addr(), add)
-            }
-        }
-        if let Some((ah, qpn, qkey)) = ud {
-            sys::ibv_wr_set_ud_addr(x, ah, qpn, qkey);
-        }
-        // An extended QP takes at most one SGE (check() refused more).
-        match (inline, sge) {
-            (true, Some(sge)) => {
-                sys::ibv_wr_set_inline_data(x, sge.addr as *mut _, sge.length as usize)
-            }
-            (false, Some(sge)) => (span.set_sge)(x, sge.lkey, sge.addr, sge.length),
-            (_, None) => sys::ibv_wr_set_sge_list(x, 0, ptr::null()),
-        }
-    }
-}
-
-/// A prepared request's writer into an open span, after its id and flags: one function
-/// per kind of operation and of payload, chosen when the request is prepared, so a
-/// post matches on neither.
-pub(super) type Emit = unsafe fn(*mut sys::ibv_qp_ex, &Span, &PreparedSend);
+/// A request's writer into an open span, after its id and flags: one function per kind
+/// of operation, of payload and of destination, chosen once (when a request is
+/// prepared, or as it is posted), so the writing itself matches on nothing.
+pub(super) type Emit = unsafe fn(*mut sys::ibv_qp_ex, &Span, &Operands, &sys::ibv_sge);
 
 // The writers' kinds (const parameters of `emit_as`).
 const SEND: u8 = 0;
@@ -212,37 +167,44 @@ const NO_DATA: u8 = 0;
 const INLINE: u8 = 1;
 const ONE_SGE: u8 = 2;
 
-/// The writer of a request of `op`, inline or not, with or without its one SGE.
-pub(super) fn emitter(op: &SendOp, inline: bool, sge: bool) -> Emit {
-    fn with<const OP: u8>(inline: bool, sge: bool) -> Emit {
-        match (sge, inline) {
-            (false, _) => emit_as::<OP, NO_DATA>,
-            (true, true) => emit_as::<OP, INLINE>,
-            (true, false) => emit_as::<OP, ONE_SGE>,
+/// The writer of an `op` request, inline or not, with or without its one SGE, to a UD
+/// destination or not.
+pub(super) fn emitter(op: &SendOp, inline: bool, sge: bool, ud: bool) -> Emit {
+    fn with<const OP: u8>(inline: bool, sge: bool, ud: bool) -> Emit {
+        match (sge, inline, ud) {
+            (false, _, false) => emit_as::<OP, NO_DATA, false>,
+            (true, true, false) => emit_as::<OP, INLINE, false>,
+            (true, false, false) => emit_as::<OP, ONE_SGE, false>,
+            (false, _, true) => emit_as::<OP, NO_DATA, true>,
+            (true, true, true) => emit_as::<OP, INLINE, true>,
+            (true, false, true) => emit_as::<OP, ONE_SGE, true>,
         }
     }
     match op {
-        SendOp::Send => with::<SEND>(inline, sge),
-        SendOp::SendImm(_) => with::<SEND_IMM>(inline, sge),
-        SendOp::Write(_) => with::<WRITE>(inline, sge),
-        SendOp::WriteImm(..) => with::<WRITE_IMM>(inline, sge),
-        SendOp::Read(_) => with::<READ>(inline, sge),
-        SendOp::CompareSwap { .. } => with::<COMPARE_SWAP>(inline, sge),
-        SendOp::FetchAdd { .. } => with::<FETCH_ADD>(inline, sge),
+        SendOp::Send => with::<SEND>(inline, sge, ud),
+        SendOp::SendImm(_) => with::<SEND_IMM>(inline, sge, ud),
+        SendOp::Write(_) => with::<WRITE>(inline, sge, ud),
+        SendOp::WriteImm(..) => with::<WRITE_IMM>(inline, sge, ud),
+        SendOp::Read(_) => with::<READ>(inline, sge, ud),
+        SendOp::CompareSwap { .. } => with::<COMPARE_SWAP>(inline, sge, ud),
+        SendOp::FetchAdd { .. } => with::<FETCH_ADD>(inline, sge, ud),
     }
 }
 
-/// Writes `p`, an `OP` request with `DATA`, into an open span.
+/// Writes an `OP` request with `DATA` (and its UD destination when `UD`) into an open
+/// span: the operation's builder, the destination, then the payload.
 ///
 /// # Safety
-/// As [`emit`]'s, for `x` and `span`; `p` was prepared for `x`'s QP with this writer
-/// (its operands are those of an `OP` request).
-unsafe fn emit_as<const OP: u8, const DATA: u8>(
+/// `x` is a live extended QP between `ibv_wr_start` and `ibv_wr_complete`, `span` its
+/// builders; `OP` is an operation the QP was created for and `o` holds its operands
+/// (and, when `UD`, a live address handle); `sge` names live registered memory (copied
+/// before return when inline).
+unsafe fn emit_as<const OP: u8, const DATA: u8, const UD: bool>(
     x: *mut sys::ibv_qp_ex,
     span: &Span,
-    p: &PreparedSend,
+    o: &Operands,
+    sge: &sys::ibv_sge,
 ) {
-    let o = &p.operands;
     // SAFETY: the caller's contract covers every call below.
     unsafe {
         match OP {
@@ -254,7 +216,9 @@ unsafe fn emit_as<const OP: u8, const DATA: u8>(
             COMPARE_SWAP => sys::ibv_wr_atomic_cmp_swp(x, o.rkey, o.addr, o.compare_add, o.swap),
             _ => sys::ibv_wr_atomic_fetch_add(x, o.rkey, o.addr, o.compare_add),
         }
-        let sge = &p.sge;
+        if UD {
+            sys::ibv_wr_set_ud_addr(x, o.ah, o.remote_qpn, o.remote_qkey);
+        }
         match DATA {
             INLINE => sys::ibv_wr_set_inline_data(x, sge.addr as *mut _, sge.length as usize),
             ONE_SGE => (span.set_sge)(x, sge.lkey, sge.addr, sge.length),

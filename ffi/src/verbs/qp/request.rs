@@ -277,9 +277,9 @@ pub struct PreparedSend {
     pub(super) emit: Emit,
 }
 
-/// An operation's operands as the `ibv_wr_*` builders take them; those the operation
-/// has not are 0.
-#[derive(Clone, Copy, Default)]
+/// An operation's operands, and a UD request's destination, as the `ibv_wr_*` builders
+/// and setters take them; those a request has not are 0 (null).
+#[derive(Clone, Copy)]
 pub(super) struct Operands {
     pub(super) rkey: u32,
     pub(super) addr: u64,
@@ -287,15 +287,37 @@ pub(super) struct Operands {
     pub(super) imm_be: u32,
     pub(super) compare_add: u64,
     pub(super) swap: u64,
+    pub(super) ah: *mut sys::ibv_ah,
+    pub(super) remote_qpn: u32,
+    pub(super) remote_qkey: u32,
 }
 
 impl Operands {
-    fn of(op: &SendOp) -> Self {
-        let at =
-            |t: &RemoteSlice| Operands { rkey: t.rkey(), addr: t.addr(), ..Default::default() };
+    /// Those of `op`, to `ud` when given.
+    pub(super) fn of(op: &SendOp, ud: Option<&UdDest<'_>>) -> Self {
+        let none = Operands {
+            rkey: 0,
+            addr: 0,
+            imm_be: 0,
+            compare_add: 0,
+            swap: 0,
+            ah: ptr::null_mut(),
+            remote_qpn: 0,
+            remote_qkey: 0,
+        };
+        let to = match ud {
+            Some(d) => Operands {
+                ah: d.ah.as_ptr(),
+                remote_qpn: d.remote_qpn,
+                remote_qkey: d.remote_qkey,
+                ..none
+            },
+            None => none,
+        };
+        let at = |t: &RemoteSlice| Operands { rkey: t.rkey(), addr: t.addr(), ..to };
         match *op {
-            SendOp::Send => Operands::default(),
-            SendOp::SendImm(imm) => Operands { imm_be: imm.to_be(), ..Default::default() },
+            SendOp::Send => to,
+            SendOp::SendImm(imm) => Operands { imm_be: imm.to_be(), ..to },
             SendOp::Write(t) | SendOp::Read(t) => at(&t),
             SendOp::WriteImm(t, imm) => Operands { imm_be: imm.to_be(), ..at(&t) },
             SendOp::CompareSwap { remote, compare, swap } => {
@@ -305,6 +327,9 @@ impl Operands {
         }
     }
 }
+
+/// The SGE of a request without data.
+pub(super) const NO_SGE: sys::ibv_sge = sys::ibv_sge { addr: 0, length: 0, lkey: 0 };
 
 // SAFETY: plain data; the pointers are identities (QP, region) checked on each post
 // and addresses the adapter reads, never dereferenced by Rust.
@@ -326,13 +351,10 @@ impl PreparedSend {
             qp: qp.raw,
             region: r.local.first().map(|l| l.region().raw()),
             wr,
-            sge: r
-                .local
-                .first()
-                .map_or(sys::ibv_sge { addr: 0, length: 0, lkey: 0 }, LocalSlice::sge),
+            sge: r.local.first().map_or(NO_SGE, LocalSlice::sge),
             quiet_bits: SendFlags { signaled: false, ..r.flags }.raw(),
-            operands: Operands::of(&r.op),
-            emit: emitter(&r.op, r.flags.inline, !r.local.is_empty()),
+            operands: Operands::of(&r.op, None),
+            emit: emitter(&r.op, r.flags.inline, !r.local.is_empty(), false),
         })
     }
 
