@@ -505,6 +505,14 @@ pub enum VerbsRequest {
 }
 
 impl VerbsConnection {
+    /// Where a receive of up to `len` payload bytes at `offset` lands: on UD the GRH
+    /// takes the `recv_overhead` bytes in front of the payload.
+    #[inline(always)]
+    fn recv_slice(&self, offset: usize, len: u32) -> Result<LocalSlice<'_>, TransportError> {
+        let overhead = self.caps.recv_overhead as usize;
+        Ok(self.mr.slice(offset, overhead + len as usize)?)
+    }
+
     /// The queue pair (for tests and diagnostics).
     pub fn qp(&self) -> &GenericQueuePair {
         &self.qp
@@ -692,9 +700,7 @@ impl Connection for VerbsConnection {
 
     #[inline(always)]
     fn post_recv(&mut self, wr_id: u64, offset: usize, len: u32) -> Result<(), TransportError> {
-        // On UD the GRH lands in the `recv_overhead` bytes in front of the payload.
-        let overhead = self.caps.recv_overhead as usize;
-        let slice = self.mr.slice(offset, overhead + len as usize)?;
+        let slice = self.recv_slice(offset, len)?;
         // Under --use-srq the QP takes its receives from the shared queue it holds.
         match self.qp.srq() {
             Some(srq) => srq.post_recv(wr_id, &[slice])?,
@@ -710,9 +716,7 @@ impl Connection for VerbsConnection {
         offset: usize,
         len: u32,
     ) -> Result<ffi::verbs::PreparedRecv, TransportError> {
-        let overhead = self.caps.recv_overhead as usize;
-        let slice = self.mr.slice(offset, overhead + len as usize)?;
-        Ok(self.qp.prepare_recv(&slice)?)
+        Ok(self.qp.prepare_recv(&self.recv_slice(offset, len)?)?)
     }
 
     #[inline(always)]

@@ -83,6 +83,15 @@ impl SharedReceiveQueue {
         self.inner.raw.as_ptr()
     }
 
+    pub(crate) fn raw(&self) -> NonNull<sys::ibv_srq> {
+        self.inner.raw
+    }
+
+    /// The SGEs a receive here may have, and how this queue is named in errors.
+    pub(crate) fn recv_queue(&self) -> (&'static str, u32) {
+        ("the SRQ", self.inner.max_sge)
+    }
+
     /// Posts one receive into `local` (`ibv_post_srq_recv(3)`). Nothing is allocated.
     ///
     /// # Errors
@@ -90,8 +99,8 @@ impl SharedReceiveQueue {
     /// protection domain; ENOMEM from the library when the queue is full.
     #[inline]
     pub fn post_recv(&self, wr_id: u64, local: &[LocalSlice<'_>]) -> Result<(), Error> {
-        let queue = ("the SRQ", self.inner.max_sge);
-        let mut sges = RecvSges::new("ibv_post_srq_recv", local, queue, &self.inner.pd)?;
+        let mut sges =
+            RecvSges::new("ibv_post_srq_recv", local, self.recv_queue(), &self.inner.pd)?;
         let mut wr = sges.wr(wr_id);
         let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
         // SAFETY: live SRQ; `wr` and its initialised SGEs live across the call; the

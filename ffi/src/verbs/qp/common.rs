@@ -68,6 +68,12 @@ impl QpCore {
         }
     }
 
+    /// The SGEs a receive on its own queue may have, and how the queue is named in
+    /// errors.
+    pub(super) fn recv_queue(&self) -> (&'static str, u32) {
+        ("the QP", self.caps.max_recv_sge)
+    }
+
     pub(super) fn qp_num(&self) -> u32 {
         // SAFETY: live QP; plain field read.
         unsafe { self.raw.as_ref() }.qp_num
@@ -302,8 +308,7 @@ pub trait QueuePair: Send + Sync {
                 format!("QP {} takes its receives from a shared receive queue", self.qp_num()),
             ));
         }
-        let queue = ("the QP", core.caps.max_recv_sge);
-        let mut sges = RecvSges::new("ibv_post_recv", local, queue, &core.pd)?;
+        let mut sges = RecvSges::new("ibv_post_recv", local, core.recv_queue(), &core.pd)?;
         let mut wr = sges.wr(wr_id);
         let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
         // SAFETY: live QP; `wr` and its initialised SGEs live across the call; the

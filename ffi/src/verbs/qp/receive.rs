@@ -6,6 +6,7 @@ use std::ptr::{self, NonNull};
 
 use super::super::{sys, Error, LocalSlice, MemoryRegion};
 use super::common::QpCore;
+use crate::verbs::mr::RecvSges;
 
 type PostToQp = unsafe extern "C" fn(
     *mut sys::ibv_qp,
@@ -45,27 +46,20 @@ unsafe impl Send for PreparedRecv {}
 impl PreparedRecv {
     /// A receive into `local` on `qp`.
     pub(super) fn new(qp: &QpCore, local: &LocalSlice<'_>) -> Result<Self, Error> {
-        let verb = if qp.srq.is_some() { "ibv_post_srq_recv" } else { "ibv_post_recv" };
-        let pd = qp.srq.as_ref().map_or(&qp.pd, |s| s.pd());
-        if !ptr::eq(local.region().pd().as_ptr(), pd.as_ptr()) {
-            return Err(Error::invalid(
-                verb,
-                "the SGE is in a memory region of another protection domain",
-            ));
-        }
-        if qp.srq.is_none() && qp.caps.max_recv_sge == 0 {
-            return Err(Error::invalid(verb, format!("QP {} takes no receive SGEs", qp.qp_num())));
-        }
+        // The checks of any receive posted there (its queue's SGE limit and protection
+        // domain), made once.
+        let (verb, queue, pd) = match &qp.srq {
+            None => ("ibv_post_recv", qp.recv_queue(), &qp.pd),
+            Some(srq) => ("ibv_post_srq_recv", srq.recv_queue(), srq.pd()),
+        };
+        RecvSges::new(verb, std::slice::from_ref(local), queue, pd)?;
         let missing = || Error::invalid(verb, "the provider has no such call");
         // SAFETY: a live QP; its context and the context's ops table are the library's,
         // valid as long as the QP.
         let ops = unsafe { &(*(*qp.raw.as_ptr()).context).ops };
         let queue = match &qp.srq {
             None => RecvQueue::Own(ops.post_recv.ok_or_else(missing)?),
-            Some(srq) => RecvQueue::Shared(
-                NonNull::new(srq.as_ptr()).ok_or_else(missing)?,
-                ops.post_srq_recv.ok_or_else(missing)?,
-            ),
+            Some(srq) => RecvQueue::Shared(srq.raw(), ops.post_srq_recv.ok_or_else(missing)?),
         };
         Ok(PreparedRecv { qp: qp.raw, region: local.region().raw(), sge: local.sge(), queue })
     }
