@@ -459,6 +459,22 @@ fn ud_send_recv_through_an_address_handle<Q: QueuePair>(mut lb: Loopback<Q>) {
     let err =
         lb.a.qp.post_send(&SendRequest::new(3, SendOp::Write(remote), &src).to(dest)).unwrap_err();
     assert!(err.to_string().contains("not possible on a UD QP"), "{err}");
+    // A prepared UD send keeps its address handle: the caller's is dropped first, and
+    // two posts under new ids, with and without a completion, still reach b.
+    let mut p = lb.a.qp.prepare_send(&SendRequest::new(0, SendOp::SendImm(88), &src).to(dest));
+    drop(ah);
+    let p = p.as_mut().expect("a UD send can be prepared");
+    lb.a.mr.as_mut_slice()[..512].copy_from_slice(&pattern(512, 9));
+    for (wr_id, signaled) in [(61, false), (62, true)] {
+        lb.b.qp.post_recv(wr_id + 100, &[lb.b.mr.slice(0, GRH_LEN + 1024).unwrap()]).unwrap();
+        lb.a.qp.post_prepared(p, &lb.a.mr, wr_id, signaled).unwrap();
+        let r = ok(&lb.b.cq, wr_id + 100, WcOpcode::Recv);
+        assert_eq!(r.byte_len() as usize, GRH_LEN + 512);
+        assert_eq!(r.imm_data(), Some(88));
+        assert_eq!(&lb.b.mr.as_slice()[GRH_LEN..GRH_LEN + 512], &pattern(512, 9)[..]);
+    }
+    ok(&lb.a.cq, 62, WcOpcode::Send);
+    assert!(lb.a.cq.poll(&mut [Completion::default()]).unwrap() == 0, "61 was unsignaled");
 }
 
 #[test]

@@ -6,7 +6,9 @@ use crate::error::{Error, ErrorKind};
 use crate::measure::cpu::CpuSnapshot;
 use crate::measure::{self, BwStats, LatencyRecorder};
 use crate::perf::counters::PortCounters;
-use crate::perf::loops::{self, BwOutcome, BwPlan, Clock, LatPlan, LoopError, Pace, RecvPlan};
+use crate::perf::loops::{
+    self, BwOutcome, BwPlan, Clock, LatPlan, LoopError, LoopFailure, Pace, RecvPlan,
+};
 use crate::perf::report::SizeResult;
 use crate::session::connect::Heartbeat;
 use crate::session::protocol::{Channel, Message};
@@ -379,13 +381,13 @@ pub(crate) fn bw_result(
 
 impl From<LoopError> for Error {
     fn from(e: LoopError) -> Self {
-        match e {
-            LoopError::Transport(t) => t.into(),
-            LoopError::Completion { name, .. } => Error {
-                status: Some(name.to_string()),
-                ..Error::new(ErrorKind::Completion, e.to_string())
-            },
-            LoopError::Stalled { .. } => Error::new(ErrorKind::PeerSilent, e.to_string()),
+        let text = e.to_string();
+        match e.into_failure() {
+            LoopFailure::Transport(t) => t.into(),
+            LoopFailure::Completion { name, .. } => {
+                Error { status: Some(name.to_string()), ..Error::new(ErrorKind::Completion, text) }
+            }
+            LoopFailure::Stalled { .. } => Error::new(ErrorKind::PeerSilent, text),
         }
     }
 }

@@ -12,7 +12,7 @@ pub fn pin_for(cpus: &[usize], k: usize) -> Option<usize> {
 fn pin_thread(cpus: &[usize], k: usize) -> Result<(), LoopError> {
     if let Some(cpu) = pin_for(cpus, k) {
         ffi::os::pin_current_thread(cpu).map_err(|e| {
-            LoopError::Transport(TransportError::Broken(format!(
+            LoopError::from(TransportError::Broken(format!(
                 "--cpus: cannot pin stream {k} to CPU {cpu}: {e}"
             )))
         })?;
@@ -43,9 +43,7 @@ pub fn per_connection<C: Connection + Send, T: Send>(
             .into_iter()
             .map(|t| {
                 t.join().unwrap_or_else(|_| {
-                    Err(LoopError::Transport(TransportError::Broken(
-                        "a stream's thread panicked".into(),
-                    )))
+                    Err(TransportError::Broken("a stream's thread panicked".into()).into())
                 })
             })
             .collect()

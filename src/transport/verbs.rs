@@ -494,16 +494,6 @@ pub struct VerbsConnection {
     _cm: Option<CmConnection>,
 }
 
-/// A verbs request prepared by [`Connection::prepare`]: checked and encoded once on a
-/// connected QP; on UD, whose requests carry their destination, posted (and checked) as
-/// a new request each time.
-pub enum VerbsRequest {
-    /// Re-posted as encoded, with a new `wr_id`.
-    Encoded(PreparedSend),
-    /// Posted as a new request each time.
-    Datagram(WorkRequest),
-}
-
 impl VerbsConnection {
     /// Where a receive of up to `len` payload bytes at `offset` lands: on UD the GRH
     /// takes the `recv_overhead` bytes in front of the payload.
@@ -673,14 +663,11 @@ impl Connection for VerbsConnection {
         Ok(())
     }
 
-    type Prepared = VerbsRequest;
+    type Prepared = PreparedSend;
 
-    fn prepare(&mut self, wr: &WorkRequest) -> Result<VerbsRequest, TransportError> {
-        if self.ah.is_some() {
-            return Ok(VerbsRequest::Datagram(*wr));
-        }
+    fn prepare(&mut self, wr: &WorkRequest) -> Result<PreparedSend, TransportError> {
         let local = [self.local_slice(wr)?];
-        Ok(VerbsRequest::Encoded(self.qp.prepare_send(&self.request(wr, &local)?)?))
+        Ok(self.qp.prepare_send(&self.request(wr, &local)?)?)
     }
 
     // Inlined into the loops, down to the provider's calls (as `poll`): the latency
@@ -688,14 +675,11 @@ impl Connection for VerbsConnection {
     #[inline(always)]
     fn post_prepared(
         &mut self,
-        req: &mut VerbsRequest,
+        req: &mut PreparedSend,
         wr_id: u64,
         signaled: bool,
     ) -> Result<(), TransportError> {
-        match req {
-            VerbsRequest::Encoded(p) => Ok(self.qp.post_prepared(p, &self.mr, wr_id, signaled)?),
-            VerbsRequest::Datagram(wr) => self.post(&WorkRequest { wr_id, signaled, ..*wr }),
-        }
+        Ok(self.qp.post_prepared(req, &self.mr, wr_id, signaled)?)
     }
 
     #[inline(always)]

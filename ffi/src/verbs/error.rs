@@ -2,9 +2,14 @@ use std::fmt;
 use std::io;
 
 /// A failed verbs call: which verb, on what, and why (its errno, a request refused
-/// before it reached the library, or a timeout).
+/// before it reached the library, or a timeout). One pointer: a post's or poll's
+/// `Result` travels in a register, so the hot paths inlined into a loop test a register
+/// instead of storing, loading and testing a tag in memory.
 #[derive(Debug)]
-pub struct Error {
+pub struct Error(Box<Failure>);
+
+#[derive(Debug)]
+struct Failure {
     verb: &'static str,
     target: Option<String>,
     cause: Cause,
@@ -24,34 +29,40 @@ impl Error {
     }
 
     /// For calls that return the errno value itself (`ibv_query_device`, …).
+    #[cold]
     pub(crate) fn from_errno(verb: &'static str, errno: i32) -> Self {
-        Error { verb, target: None, cause: Cause::Os(io::Error::from_raw_os_error(errno)) }
+        Self::new(verb, Cause::Os(io::Error::from_raw_os_error(errno)))
     }
 
     /// A request refused before the library saw it (out-of-bounds SGE, wrong QP type).
+    #[cold]
     pub(crate) fn invalid(verb: &'static str, why: impl Into<String>) -> Self {
-        Error { verb, target: None, cause: Cause::Invalid(why.into()) }
+        Self::new(verb, Cause::Invalid(why.into()))
     }
 
     /// A wait that ran out of time.
     pub(crate) fn timeout(verb: &'static str, after: std::time::Duration) -> Self {
-        Error { verb, target: None, cause: Cause::Timeout(after) }
+        Self::new(verb, Cause::Timeout(after))
+    }
+
+    fn new(verb: &'static str, cause: Cause) -> Self {
+        Error(Box::new(Failure { verb, target: None, cause }))
     }
 
     /// Names the object the verb was applied to (`rxe0`, `rxe0 port 1`).
     pub(crate) fn on(mut self, target: impl Into<String>) -> Self {
-        self.target = Some(target.into());
+        self.0.target = Some(target.into());
         self
     }
 
     /// The C verb that failed, e.g. `ibv_open_device`.
     pub fn verb(&self) -> &'static str {
-        self.verb
+        self.0.verb
     }
 
     /// The errno value (0 when the failure was not an OS error).
     pub fn errno(&self) -> i32 {
-        match &self.cause {
+        match &self.0.cause {
             Cause::Os(e) => e.raw_os_error().unwrap_or(0),
             _ => 0,
         }
@@ -59,12 +70,12 @@ impl Error {
 
     /// Whether the request was refused before it reached the library.
     pub fn is_invalid_request(&self) -> bool {
-        matches!(self.cause, Cause::Invalid(_))
+        matches!(self.0.cause, Cause::Invalid(_))
     }
 
     /// Whether a wait timed out.
     pub fn is_timeout(&self) -> bool {
-        matches!(self.cause, Cause::Timeout(_))
+        matches!(self.0.cause, Cause::Timeout(_))
     }
 
     /// Whether the failure means "this machine has no RDMA stack": no kernel support
@@ -76,11 +87,11 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.verb)?;
-        if let Some(t) = &self.target {
+        write!(f, "{}", self.0.verb)?;
+        if let Some(t) = &self.0.target {
             write!(f, "({t})")?;
         }
-        match &self.cause {
+        match &self.0.cause {
             Cause::Os(e) => write!(f, " failed: {e}"),
             Cause::Invalid(why) => write!(f, " refused: {why}"),
             Cause::Timeout(after) => write!(f, " timed out after {after:?}"),
@@ -96,7 +107,7 @@ impl From<crate::types::RangeError> for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.cause {
+        match &self.0.cause {
             Cause::Os(e) => Some(e),
             _ => None,
         }

@@ -1,5 +1,6 @@
 //! Latency: write and send ping-pongs (half a round trip per sample) and read or
-//! atomic round trips, one operation in flight, one clock read per iteration.
+//! atomic round trips, one operation in flight, one clock read per iteration. Each
+//! loop is one function, never inlined: ci/bench-instructions finds it by name.
 
 use std::time::Duration;
 
@@ -83,6 +84,7 @@ fn wait_one<C: Connection, P: Pulse>(
 /// read_lat / atomic_lat: post one, wait for its completion, repeat. Each sample is a
 /// full round trip: as perftest, the time from one post to the next (one clock read
 /// per operation). The target only waits: `pulse` tells it this side is alive.
+#[inline(never)]
 pub fn lat_round_trip<C: Connection, S: Sampler>(
     conn: &mut C,
     op: Op,
@@ -121,6 +123,7 @@ pub struct PingPong {
 /// is perftest's (1, 2, … 255, 0, 1, …): the byte a side waits for always differs from
 /// the one it holds, and perftest can be the peer. Each sample is the time between two
 /// posts of the measuring side, halved.
+#[inline(never)]
 pub fn lat_write_pingpong<C: Connection, S: Sampler>(
     conn: &mut C,
     part: PingPong,
@@ -203,6 +206,7 @@ pub fn lat_write_pingpong<C: Connection, S: Sampler>(
 /// with immediate data). The initiator sends and waits for the answer; the responder
 /// answers each message. Receives, put up by [`post_receives`] before the run, are
 /// reposted as they are used.
+#[inline(never)]
 pub fn lat_send_pingpong<C: Connection, S: Sampler>(
     conn: &mut C,
     initiator: bool,

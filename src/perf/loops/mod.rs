@@ -1,6 +1,6 @@
 //! The test loops, written once against [`Connection`] and generic over it. The
 //! operation is fixed before a loop starts; nothing in a loop re-reads configuration.
-//! Every loop gives up with [`LoopError::Stalled`] when nothing progresses for the
+//! Every loop gives up with [`LoopFailure::Stalled`] when nothing progresses for the
 //! configured timeout, so a vanished peer ends a run instead of hanging it.
 //!
 //! - [`bw`]: the bandwidth sender and receiver, with their plans;
@@ -40,9 +40,15 @@ pub(crate) const END_MARKER: WorkRequest = WorkRequest {
     inline: false,
 };
 
-/// Why a loop stopped early.
+/// Why a loop stopped early: a [`LoopFailure`], boxed. The loops return it from every
+/// post and poll, and a pointer travels in a register where the enum would travel in
+/// memory, its tag stored and tested again on every operation's way back.
 #[derive(Debug)]
-pub enum LoopError {
+pub struct LoopError(Box<LoopFailure>);
+
+/// What stopped a loop.
+#[derive(Debug)]
+pub enum LoopFailure {
     /// Posting or polling failed.
     Transport(TransportError),
     /// Work completed with an error status.
@@ -63,14 +69,26 @@ pub enum LoopError {
     },
 }
 
+impl LoopError {
+    /// What stopped the loop.
+    pub fn failure(&self) -> &LoopFailure {
+        &self.0
+    }
+
+    /// What stopped the loop, unboxed.
+    pub fn into_failure(self) -> LoopFailure {
+        *self.0
+    }
+}
+
 impl std::fmt::Display for LoopError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LoopError::Transport(e) => write!(f, "{e}"),
-            LoopError::Completion { qp, name, meaning } => {
+        match self.failure() {
+            LoopFailure::Transport(e) => write!(f, "{e}"),
+            LoopFailure::Completion { qp, name, meaning } => {
                 write!(f, "work on QP {qp} failed: {name} ({meaning})")
             }
-            LoopError::Stalled { waiting_for, after } => {
+            LoopFailure::Stalled { waiting_for, after } => {
                 write!(
                     f,
                     "no progress for {} s waiting for {waiting_for}: is the peer still there?",
@@ -81,9 +99,17 @@ impl std::fmt::Display for LoopError {
     }
 }
 
+impl From<LoopFailure> for LoopError {
+    #[cold]
+    fn from(failure: LoopFailure) -> Self {
+        LoopError(Box::new(failure))
+    }
+}
+
 impl From<TransportError> for LoopError {
+    #[cold]
     fn from(e: TransportError) -> Self {
-        LoopError::Transport(e)
+        LoopFailure::Transport(e).into()
     }
 }
 
@@ -92,7 +118,7 @@ pub(crate) fn check(qp: usize, c: &impl Polled) -> Result<(), LoopError> {
     match c.status() {
         Status::Success => Ok(()),
         Status::Failed(f) => {
-            Err(LoopError::Completion { qp, name: f.name(), meaning: f.meaning() })
+            Err(LoopFailure::Completion { qp, name: f.name(), meaning: f.meaning() }.into())
         }
     }
 }
@@ -228,7 +254,7 @@ impl<P: Pulse> Stall<P> {
     #[inline]
     fn idle(&mut self, waiting_for: &'static str) -> Result<(), LoopError> {
         if self.counted() && self.lap() {
-            return Err(LoopError::Stalled { waiting_for, after: self.timeout });
+            return Err(LoopFailure::Stalled { waiting_for, after: self.timeout }.into());
         }
         Ok(())
     }
@@ -305,7 +331,7 @@ pub(crate) fn poll_or_wait<C: Connection, P: Pulse>(
         return Ok(got);
     }
     if !stall.wait(conn)? {
-        return Err(LoopError::Stalled { waiting_for, after: stall.timeout });
+        return Err(LoopFailure::Stalled { waiting_for, after: stall.timeout }.into());
     }
     let got = conn.poll(wcs)?;
     stall.progressed();
@@ -362,7 +388,10 @@ mod tests {
         let mut stall = Stall::beating(Duration::from_millis(1), Beats(0));
         std::thread::sleep(Duration::from_millis(5));
         let e = (0..=MAX_LAP).try_for_each(|_| stall.idle("the peer's answer")).unwrap_err();
-        assert!(matches!(e, LoopError::Stalled { waiting_for: "the peer's answer", .. }), "{e}");
+        assert!(
+            matches!(e.failure(), LoopFailure::Stalled { waiting_for: "the peer's answer", .. }),
+            "{e}"
+        );
     }
 
     #[test]

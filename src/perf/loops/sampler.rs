@@ -39,8 +39,15 @@ enum StampClock {
 /// counts; the intervals are taken after the run, so no clock arithmetic and no
 /// histogram update is timed.
 pub struct CountedSampler {
-    /// The start of each iteration; room for the whole run is reserved at the first
-    /// tick (a responder never ticks, and allocates nothing).
+    /// Counter stamps by iteration, when the run is stamped with the counter: room for
+    /// the whole run, allocated at the first tick (a responder never ticks, and
+    /// allocates nothing). A tick is then an index check, a counter read and a store.
+    counts: Box<[u64]>,
+    /// The first and the last iteration stamped into `counts` (a caller may leave the
+    /// first ticks out).
+    first_count: usize,
+    last_count: usize,
+    /// Monotonic stamps (ns since the first tick) while there is room, otherwise.
     stamps: Vec<u64>,
     /// Stamps the run needs: `iters + 1`, or 0 for runs over [`MAX_STAMPS`].
     room: usize,
@@ -72,6 +79,9 @@ impl CountedSampler {
         }
         let whole = room as u64 > plan.iters;
         CountedSampler {
+            counts: Box::default(),
+            first_count: 0,
+            last_count: 0,
             stamps: Vec::new(),
             room,
             clock: if tsc && whole { StampClock::Tsc } else { StampClock::Monotonic },
@@ -83,27 +93,37 @@ impl CountedSampler {
         }
     }
 
-    #[inline]
-    fn read(&self) -> u64 {
-        match self.clock {
-            StampClock::Tsc => ffi::tsc::read(),
-            StampClock::Monotonic => self.origin.0.elapsed().as_nanos() as u64,
-        }
-    }
-
     fn record(&mut self, ns: u64) {
         self.rec.record(ns / self.factor);
     }
 
-    /// A tick with no reserved room left: the first one reserves it; past it, the
-    /// interval since the previous tick is recorded at once.
-    fn spill(&mut self, now: u64) {
-        if self.stamps.is_empty() && self.room > 0 {
-            self.stamps.reserve_exact(self.room);
+    /// A tick off the counter's path: the first one of a counter run makes its room; a
+    /// monotonic run stores its stamps while there is room, the first one reserving it,
+    /// and past it records the interval since the previous tick at once.
+    #[inline(never)]
+    fn spill(&mut self, i: u64) {
+        let first = self.counts.is_empty() && self.stamps.is_empty() && self.room > 0;
+        if first {
+            if self.clock == StampClock::Tsc {
+                self.counts = vec![0; self.room].into_boxed_slice();
+                self.first_count = i as usize;
+            } else {
+                self.stamps.reserve_exact(self.room);
+            }
             // The first iteration starts after the allocation, not before it.
             self.origin = (Instant::now(), ffi::tsc::read());
-            let first = self.read();
-            self.stamps.push(first);
+        }
+        if self.clock == StampClock::Tsc {
+            // Counter runs have room for every tick (`with_room`).
+            if let Some(slot) = self.counts.get_mut(i as usize) {
+                *slot = ffi::tsc::read();
+                self.last_count = i as usize;
+            }
+            return;
+        }
+        let now = self.origin.0.elapsed().as_nanos() as u64;
+        if self.stamps.len() < self.room {
+            self.stamps.push(now);
             return;
         }
         if let Some(prev) = self.last.or_else(|| self.stamps.last().copied()) {
@@ -112,36 +132,38 @@ impl CountedSampler {
         self.last = Some(now);
     }
 
-    /// ns per stamp unit: 1 on the monotonic clock; on the counter, the monotonic
-    /// clock's ns over the counter's counts since the first tick.
-    fn ns_per_unit(&self) -> f64 {
-        match self.clock {
-            StampClock::Monotonic => 1.0,
-            StampClock::Tsc => {
-                let (ns, counts) = (self.origin.0.elapsed(), ffi::tsc::read());
-                ns.as_nanos() as f64 / counts.saturating_sub(self.origin.1).max(1) as f64
-            }
-        }
+    /// ns per count of the counter: the monotonic clock's time over the counter's
+    /// counts since the first tick.
+    fn ns_per_count(&self) -> f64 {
+        let (ns, counts) = (self.origin.0.elapsed(), ffi::tsc::read());
+        ns.as_nanos() as f64 / counts.saturating_sub(self.origin.1).max(1) as f64
     }
 }
 
 impl Sampler for CountedSampler {
     #[inline]
     fn tick(&mut self, i: u64) -> bool {
-        let now = self.read();
-        if self.stamps.len() < self.stamps.capacity() {
-            self.stamps.push(now);
-        } else {
-            self.spill(now);
+        match self.counts.get_mut(i as usize) {
+            Some(slot) => {
+                *slot = ffi::tsc::read();
+                self.last_count = i as usize;
+            }
+            None => self.spill(i),
         }
         i < self.iters
     }
 
     fn finish(mut self) -> LatencyRecorder {
-        let scale = self.ns_per_unit();
-        let stamps = std::mem::take(&mut self.stamps);
-        for w in stamps.windows(2) {
-            self.record((w[1].saturating_sub(w[0]) as f64 * scale) as u64);
+        let (counts, stamps) = (std::mem::take(&mut self.counts), std::mem::take(&mut self.stamps));
+        let (stamped, ns_per_unit) = match self.clock {
+            StampClock::Tsc => (
+                counts.get(self.first_count..=self.last_count).unwrap_or_default(),
+                self.ns_per_count(),
+            ),
+            StampClock::Monotonic => (&stamps[..], 1.0),
+        };
+        for w in stamped.windows(2) {
+            self.record((w[1].saturating_sub(w[0]) as f64 * ns_per_unit) as u64);
         }
         self.rec
     }
@@ -243,7 +265,44 @@ mod tests {
         }
         let whole = CountedSampler::new(&plan(MAX_STAMPS + 1, None, 1));
         assert_eq!(whole.room, 0, "runs longer than MAX_STAMPS record as they go");
-        assert!(whole.stamps.capacity() == 0, "nothing is allocated before the first tick");
+        assert!(
+            whole.stamps.capacity() == 0 && whole.counts.is_empty(),
+            "nothing is allocated before the first tick"
+        );
+    }
+
+    #[test]
+    fn a_run_that_stops_early_counts_only_the_intervals_it_ticked() {
+        // A side that ends before its last tick (a responder's last post): the room
+        // past its ticks is neither an interval nor zero-length samples. Both clocks.
+        for tsc in [true, false] {
+            let mut s = CountedSampler::with_room(&plan(10, None, 1), 11, tsc);
+            for i in 0..5 {
+                assert!(s.tick(i));
+            }
+            let st = s.finish().stats();
+            assert_eq!(st.samples, 4, "tsc {tsc}: five ticks are four intervals");
+            assert!(st.t_min_us >= 0.0 && st.t_max_us < 1_000_000.0, "tsc {tsc}: {st:?}");
+        }
+    }
+
+    #[test]
+    fn a_run_whose_first_tick_is_left_out_counts_from_its_second() {
+        // perftest's write_lat server leaves out the tick before its first post (the
+        // sample it would open is the set-up's): ticks 1..=n are n - 1 intervals.
+        for tsc in [true, false] {
+            let mut s = CountedSampler::with_room(&plan(6, None, 1), 7, tsc);
+            for i in 1..6 {
+                assert!(s.tick(i));
+            }
+            assert!(!s.tick(6));
+            let st = s.finish().stats();
+            assert_eq!(st.samples, 5, "tsc {tsc}");
+            assert!(
+                st.t_max_us < 1_000_000.0,
+                "tsc {tsc}: no interval from before the run: {st:?}"
+            );
+        }
     }
 
     #[test]

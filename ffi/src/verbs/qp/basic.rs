@@ -50,9 +50,7 @@ impl BasicQueuePair {
         // the caller guarantees.
         let rc = unsafe { sys::ibv_post_send(self.core.raw.as_ptr(), wr, &mut bad) };
         if rc != 0 {
-            return Err(
-                Error::from_errno("ibv_post_send", rc).on(format!("QP {}", self.core.qp_num()))
-            );
+            return Err(post_failed(&self.core, rc));
         }
         Ok(())
     }
@@ -201,7 +199,8 @@ impl QueuePair for BasicQueuePair {
         p.wr.next = ptr::null_mut();
         p.wr.sg_list = if p.region.is_some() { &mut p.sge } else { ptr::null_mut() };
         // SAFETY: checked when prepared; `p.wr` and its one SGE live across the call;
-        // the SGE names `region`, live and borrowed (identity checked above).
+        // the SGE names `region`, live and borrowed (identity checked above); a UD
+        // destination's address handle is kept alive by `p`.
         unsafe { self.post_one(&mut p.wr) }
     }
 }
@@ -282,4 +281,10 @@ impl<'a> SendBatch<'a> {
         self.sges.clear();
         self.first_sge.clear();
     }
+}
+
+#[cold]
+#[inline(never)]
+fn post_failed(qp: &QpCore, rc: i32) -> Error {
+    Error::from_errno("ibv_post_send", rc).on(format!("QP {}", qp.qp_num()))
 }

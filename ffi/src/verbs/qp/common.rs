@@ -368,8 +368,7 @@ pub trait QueuePair: Send + Sync {
     /// Checks and encodes `r` once, for [`post_prepared`](Self::post_prepared).
     ///
     /// # Errors
-    /// As [`post_send`](Self::post_send)'s checks; also refused for UD destinations
-    /// and for more than one SGE.
+    /// As [`post_send`](Self::post_send)'s checks; also refused for more than one SGE.
     fn prepare_send(&self, r: &SendRequest<'_>) -> Result<PreparedSend, Error> {
         PreparedSend::new(self.core(), r)
     }

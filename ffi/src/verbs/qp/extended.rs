@@ -133,7 +133,8 @@ impl QueuePair for ExtendedQueuePair {
         // SAFETY: a live extended QP; wr_start/complete bracket one request that
         // check() accepted for this QP when it was prepared, written by the writer
         // chosen for it then; its SGE names `region`, live and borrowed across the call
-        // (the identity was checked above).
+        // (the identity was checked above); a UD destination's address handle is kept
+        // alive by `p`.
         let rc = unsafe {
             (self.span.start)(x);
             (*x).wr_id = wr_id;
@@ -142,12 +143,16 @@ impl QueuePair for ExtendedQueuePair {
             (self.span.complete)(x)
         };
         if rc != 0 {
-            return Err(
-                Error::from_errno("ibv_wr_complete", rc).on(format!("QP {}", self.core.qp_num()))
-            );
+            return Err(complete_failed(&self.core, rc));
         }
         Ok(())
     }
+}
+
+#[cold]
+#[inline(never)]
+fn complete_failed(qp: &QpCore, rc: i32) -> Error {
+    Error::from_errno("ibv_wr_complete", rc).on(format!("QP {}", qp.qp_num()))
 }
 
 /// A request's writer into an open span, after its id and flags: one function per kind
