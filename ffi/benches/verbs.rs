@@ -88,6 +88,7 @@ mod linux {
     ) -> impl FnMut() -> u64 + '_ {
         let local = [lb.a.mr.slice(0, 8).expect("8 bytes fit")];
         let mut wc = [Completion::default()];
+        #[inline(always)]
         move || {
             let mut wr = SendRequest::new(1, SendOp::Write(remote), &local).signaled();
             wr.flags.inline = inline;
@@ -108,6 +109,7 @@ mod linux {
         let mut sge = sys::ibv_sge { addr: lb.a.mr.addr(), length: 8, lkey: lb.a.mr.lkey() };
         // SAFETY: ibv_wc is plain data; all-zero is valid.
         let mut wc: sys::ibv_wc = unsafe { MaybeUninit::zeroed().assume_init() };
+        #[inline(always)]
         move || {
             let mut wr = raw_write(remote, inline);
             wr.wr_id = 1;
@@ -132,6 +134,7 @@ mod linux {
         let mut prepared = lb.a.qp.prepare_send(&wr).expect("prepare");
         let mut wc = [Completion::default()];
         let mut id = 0u64;
+        #[inline(always)]
         move || {
             id += 1;
             lb.a.qp.post_prepared(black_box(&mut prepared), &lb.a.mr, id, true).expect("post");
@@ -151,6 +154,7 @@ mod linux {
         let mut wr = raw_write(remote, inline);
         // SAFETY: ibv_wc is plain data; all-zero is valid.
         let mut wc: sys::ibv_wc = unsafe { MaybeUninit::zeroed().assume_init() };
+        #[inline(always)]
         move || {
             wr.wr_id += 1;
             // (Set on each call: the closure may have moved since it was made.)
@@ -219,7 +223,10 @@ mod linux {
     }
 
     /// `n` round trips of `round_trip`, counting the polls that found nothing: under
-    /// callgrind (`--instructions`), this function's inclusive cost is the figure.
+    /// callgrind (`--instructions`), this function's inclusive cost is the figure. Every
+    /// side's round trip is inlined into its rounds (`#[inline(always)]` on the
+    /// closures), as a hot loop inlines its posts: a call only one side paid would count
+    /// as the layer's cost.
     #[inline(never)]
     fn safe_rounds(round_trip: &mut impl FnMut() -> u64, n: u64) -> u64 {
         (0..n).map(|_| round_trip()).sum()

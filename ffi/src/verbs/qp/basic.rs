@@ -196,8 +196,9 @@ impl QueuePair for BasicQueuePair {
         p.check_target(&self.core, region)?;
         p.wr.wr_id = wr_id;
         p.wr.send_flags = p.bits(signaled);
-        p.wr.next = ptr::null_mut();
-        p.wr.sg_list = if p.region.is_some() { &mut p.sge } else { ptr::null_mut() };
+        // `p` may have moved since the last post; without data `num_sge` is 0 and the
+        // library reads no SGE. (`next` stays null: prepared so, and never written.)
+        p.wr.sg_list = &mut p.sge;
         // SAFETY: checked when prepared; `p.wr` and its one SGE live across the call;
         // the SGE names `region`, live and borrowed (identity checked above); a UD
         // destination's address handle is kept alive by `p`.
