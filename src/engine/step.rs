@@ -381,13 +381,13 @@ pub(crate) fn bw_result(
 
 impl From<LoopError> for Error {
     fn from(e: LoopError) -> Self {
-        let text = e.to_string();
         match e.into_failure() {
             LoopFailure::Transport(t) => t.into(),
-            LoopFailure::Completion { name, .. } => {
-                Error { status: Some(name.to_string()), ..Error::new(ErrorKind::Completion, text) }
-            }
-            LoopFailure::Stalled { .. } => Error::new(ErrorKind::PeerSilent, text),
+            f @ LoopFailure::Completion { name, .. } => Error {
+                status: Some(name.to_string()),
+                ..Error::new(ErrorKind::Completion, f.to_string())
+            },
+            f @ LoopFailure::Stalled { .. } => Error::new(ErrorKind::PeerSilent, f.to_string()),
         }
     }
 }

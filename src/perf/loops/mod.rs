@@ -83,7 +83,13 @@ impl LoopError {
 
 impl std::fmt::Display for LoopError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.failure() {
+        self.failure().fmt(f)
+    }
+}
+
+impl std::fmt::Display for LoopFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
             LoopFailure::Transport(e) => write!(f, "{e}"),
             LoopFailure::Completion { qp, name, meaning } => {
                 write!(f, "work on QP {qp} failed: {name} ({meaning})")

@@ -266,7 +266,7 @@ pub(super) fn build_wr(r: &SendRequest<'_>) -> sys::ibv_send_wr {
 /// request keeps its address handle (a clone) alive with it.
 pub struct PreparedSend {
     qp: NonNull<sys::ibv_qp>,
-    pub(super) region: Option<NonNull<sys::ibv_mr>>,
+    region: Option<NonNull<sys::ibv_mr>>,
     /// A UD request's destination, which `wr` and `operands` point at.
     _ah: Option<AddressHandle>,
     /// The request as `ibv_post_send` takes it (basic QPs).
