@@ -2,10 +2,12 @@
 //! a loopback RC pair, through `BasicQueuePair::post_send` + `CompletionQueue::poll` and
 //! through direct rdma-sys calls on the same QP, side by side, inline and not.
 //!
-//! Two pairs: one-shot (the safe side checks and encodes each request, the raw side
-//! fills a fresh `ibv_send_wr`) and prepared (`prepare_send` once, `post_prepared`
-//! each time, against a raw `ibv_send_wr` built once whose `wr_id` each post sets:
-//! perftest's way). A hot loop uses the prepared pair's calls.
+//! Three pairs: one-shot (the safe side checks and encodes each request, the raw side
+//! fills a fresh `ibv_send_wr`), prepared (`prepare_send` once, `post_prepared` each
+//! time, against a raw `ibv_send_wr` built once whose `wr_id` each post sets:
+//! perftest's way) and bound (the prepared request bound to its QP and region once,
+//! `bind_send`, so a post checks nothing; against the same raw side). A hot loop uses
+//! the prepared or the bound calls.
 //!
 //! Lab: `ci/bench-verbs` (builds, boots the lab, runs this, prints the ratios).
 //! Needs a device (RDMABENCH_DEVICE, default: the first); without one it says so and
@@ -27,7 +29,8 @@ mod linux {
     use criterion::{BenchmarkId, Criterion};
     use rdmabench_ffi::verbs::loopback::{Loopback, LoopbackConfig};
     use rdmabench_ffi::verbs::{
-        sys, Completion, QpCaps, QueuePair, RemoteSlice, SendOp, SendRequest,
+        sys, BasicQueuePair, BoundSend, Completion, PreparedSend, QpCaps, QueuePair, RemoteSlice,
+        SendOp, SendRequest,
     };
 
     fn loopback() -> Loopback {
@@ -85,12 +88,12 @@ mod linux {
         lb: &Loopback,
         remote: RemoteSlice,
         inline: bool,
-    ) -> impl FnMut() -> u64 + '_ {
+    ) -> impl FnMut(u64) -> u64 + '_ {
         let local = [lb.a.mr.slice(0, 8).expect("8 bytes fit")];
         let mut wc = [Completion::default()];
         #[inline(always)]
-        move || {
-            let mut wr = SendRequest::new(1, SendOp::Write(remote), &local).signaled();
+        move |id| {
+            let mut wr = SendRequest::new(id, SendOp::Write(remote), &local).signaled();
             wr.flags.inline = inline;
             lb.a.qp.post_send(black_box(&wr)).expect("post");
             safe_wait(lb, &mut wc)
@@ -103,16 +106,16 @@ mod linux {
         lb: &Loopback,
         remote: RemoteSlice,
         inline: bool,
-    ) -> impl FnMut() -> u64 + '_ {
+    ) -> impl FnMut(u64) -> u64 + '_ {
         let qp = lb.a.qp.as_raw();
         let cq = lb.a.cq.as_raw();
         let mut sge = sys::ibv_sge { addr: lb.a.mr.addr(), length: 8, lkey: lb.a.mr.lkey() };
         // SAFETY: ibv_wc is plain data; all-zero is valid.
         let mut wc: sys::ibv_wc = unsafe { MaybeUninit::zeroed().assume_init() };
         #[inline(always)]
-        move || {
+        move |id| {
             let mut wr = raw_write(remote, inline);
-            wr.wr_id = 1;
+            wr.wr_id = id;
             wr.sg_list = &mut sge;
             let mut bad = ptr::null_mut();
             // SAFETY: `qp` is live (the loopback outlives the closure); `wr` points at
@@ -127,19 +130,46 @@ mod linux {
         lb: &Loopback,
         remote: RemoteSlice,
         inline: bool,
-    ) -> impl FnMut() -> u64 + '_ {
-        let local = [lb.a.mr.slice(0, 8).expect("8 bytes fit")];
-        let mut wr = SendRequest::new(1, SendOp::Write(remote), &local).signaled();
-        wr.flags.inline = inline;
-        let mut prepared = lb.a.qp.prepare_send(&wr).expect("prepare");
+    ) -> impl FnMut(u64) -> u64 + '_ {
+        let mut prepared = prepared_write(lb, remote, inline);
         let mut wc = [Completion::default()];
-        let mut id = 0u64;
         #[inline(always)]
-        move || {
-            id += 1;
+        move |id| {
             lb.a.qp.post_prepared(black_box(&mut prepared), &lb.a.mr, id, true).expect("post");
             safe_wait(lb, &mut wc)
         }
+    }
+
+    /// The bound pair's safe side: a request prepared once and bound to its QP and
+    /// region (`bind_send`), so a post checks nothing; against the prepared pair's raw
+    /// side.
+    fn safe_bound_round_trip<'a>(
+        lb: &'a Loopback,
+        mut bound: BoundSend<'a, BasicQueuePair>,
+    ) -> impl FnMut(u64) -> u64 + 'a {
+        let mut wc = [Completion::default()];
+        #[inline(always)]
+        move |id| {
+            bound.post(id).expect("post");
+            safe_wait(lb, &mut wc)
+        }
+    }
+
+    /// The request the prepared and bound pairs' safe sides post.
+    fn prepared_write(lb: &Loopback, remote: RemoteSlice, inline: bool) -> PreparedSend {
+        let local = [lb.a.mr.slice(0, 8).expect("8 bytes fit")];
+        let mut wr = SendRequest::new(1, SendOp::Write(remote), &local).signaled();
+        wr.flags.inline = inline;
+        lb.a.qp.prepare_send(&wr).expect("prepare")
+    }
+
+    /// The same request, bound to the loopback's QP and region.
+    fn bound_write(
+        lb: &Loopback,
+        remote: RemoteSlice,
+        inline: bool,
+    ) -> BoundSend<'_, BasicQueuePair> {
+        lb.a.qp.bind_send(prepared_write(lb, remote, inline), &lb.a.mr).expect("bind")
     }
 
     /// Its raw side: one `ibv_send_wr`, built once; each post sets its `wr_id`.
@@ -147,7 +177,7 @@ mod linux {
         lb: &Loopback,
         remote: RemoteSlice,
         inline: bool,
-    ) -> impl FnMut() -> u64 + '_ {
+    ) -> impl FnMut(u64) -> u64 + '_ {
         let qp = lb.a.qp.as_raw();
         let cq = lb.a.cq.as_raw();
         let mut sge = sys::ibv_sge { addr: lb.a.mr.addr(), length: 8, lkey: lb.a.mr.lkey() };
@@ -155,8 +185,8 @@ mod linux {
         // SAFETY: ibv_wc is plain data; all-zero is valid.
         let mut wc: sys::ibv_wc = unsafe { MaybeUninit::zeroed().assume_init() };
         #[inline(always)]
-        move || {
-            wr.wr_id += 1;
+        move |id| {
+            wr.wr_id = id;
             // (Set on each call: the closure may have moved since it was made.)
             wr.sg_list = &mut sge;
             let mut bad = ptr::null_mut();
@@ -171,32 +201,44 @@ mod linux {
         for inline in [false, true] {
             let mode = if inline { "inline" } else { "sge" };
             group.bench_function(BenchmarkId::new("safe", mode), |b| {
-                b.iter(safe_round_trip(lb, remote, inline))
+                b.iter(ids(safe_round_trip(lb, remote, inline)))
             });
             group.bench_function(BenchmarkId::new("raw", mode), |b| {
-                b.iter(raw_round_trip(lb, remote, inline))
+                b.iter(ids(raw_round_trip(lb, remote, inline)))
             });
             group.bench_function(BenchmarkId::new("safe_prepared", mode), |b| {
-                b.iter(safe_prepared_round_trip(lb, remote, inline))
+                b.iter(ids(safe_prepared_round_trip(lb, remote, inline)))
             });
             group.bench_function(BenchmarkId::new("raw_prepared", mode), |b| {
-                b.iter(raw_prepared_round_trip(lb, remote, inline))
+                b.iter(ids(raw_prepared_round_trip(lb, remote, inline)))
+            });
+            group.bench_function(BenchmarkId::new("safe_bound", mode), |b| {
+                b.iter(ids(safe_bound_round_trip(lb, bound_write(lb, remote, inline))))
             });
         }
         group.finish();
     }
 
+    /// `round_trip` under ids 1, 2, …, for criterion.
+    fn ids(mut round_trip: impl FnMut(u64) -> u64) -> impl FnMut() -> u64 {
+        let mut id = 0;
+        move || {
+            id += 1;
+            round_trip(id)
+        }
+    }
+
     /// Interleaved A/B: median over rounds of (safe time / raw time).
     fn wrapper_cost(
-        mut safe: impl FnMut() -> u64,
-        mut raw: impl FnMut() -> u64,
+        mut safe: impl FnMut(u64) -> u64,
+        mut raw: impl FnMut(u64) -> u64,
         rounds: usize,
         per_round: usize,
     ) -> ([f64; 3], f64, f64) {
-        let time = |f: &mut dyn FnMut() -> u64| {
+        let time = |f: &mut dyn FnMut(u64) -> u64| {
             let start = Instant::now();
-            for _ in 0..per_round {
-                black_box(f());
+            for id in 1..=per_round as u64 {
+                black_box(f(id));
             }
             start.elapsed().as_secs_f64()
         };
@@ -228,26 +270,52 @@ mod linux {
     /// closures), as a hot loop inlines its posts: a call only one side paid would count
     /// as the layer's cost.
     #[inline(never)]
-    fn safe_rounds(round_trip: &mut impl FnMut() -> u64, n: u64) -> u64 {
-        (0..n).map(|_| round_trip()).sum()
+    fn safe_rounds(round_trip: &mut impl FnMut(u64) -> u64, n: u64) -> u64 {
+        let mut empty = 0;
+        for i in 0..n {
+            empty += round_trip(i + 1);
+        }
+        empty
     }
 
     /// As [`safe_rounds`], for the raw calls (a function of its own, to be told apart).
     #[inline(never)]
-    fn raw_rounds(round_trip: &mut impl FnMut() -> u64, n: u64) -> u64 {
-        (0..n).map(|_| round_trip()).sum()
+    fn raw_rounds(round_trip: &mut impl FnMut(u64) -> u64, n: u64) -> u64 {
+        let mut empty = 0;
+        for i in 0..n {
+            empty += round_trip(i + 1);
+        }
+        empty
     }
 
     /// As [`safe_rounds`], for the prepared pair's safe side.
     #[inline(never)]
-    fn safe_prepared_rounds(round_trip: &mut impl FnMut() -> u64, n: u64) -> u64 {
-        (0..n).map(|_| round_trip()).sum()
+    fn safe_prepared_rounds(round_trip: &mut impl FnMut(u64) -> u64, n: u64) -> u64 {
+        let mut empty = 0;
+        for i in 0..n {
+            empty += round_trip(i + 1);
+        }
+        empty
+    }
+
+    /// As [`safe_rounds`], for the bound pair's safe side.
+    #[inline(never)]
+    fn safe_bound_rounds(round_trip: &mut impl FnMut(u64) -> u64, n: u64) -> u64 {
+        let mut empty = 0;
+        for i in 0..n {
+            empty += round_trip(i + 1);
+        }
+        empty
     }
 
     /// As [`safe_rounds`], for the prepared pair's raw side.
     #[inline(never)]
-    fn raw_prepared_rounds(round_trip: &mut impl FnMut() -> u64, n: u64) -> u64 {
-        (0..n).map(|_| round_trip()).sum()
+    fn raw_prepared_rounds(round_trip: &mut impl FnMut(u64) -> u64, n: u64) -> u64 {
+        let mut empty = 0;
+        for i in 0..n {
+            empty += round_trip(i + 1);
+        }
+        empty
     }
 
     /// `n` polls of an empty CQ through the safe layer: what one pass of waiting costs.
@@ -284,6 +352,12 @@ mod linux {
         println!(
             "empty polls: safe_prepared {empty_safe} raw_prepared {empty_raw} of {n} round trips"
         );
+        let bound = bound_write(lb, remote, inline);
+        let empty_bound = safe_bound_rounds(&mut safe_bound_round_trip(lb, bound), n);
+        // Against the prepared pair's raw rounds, counted once.
+        println!(
+            "empty polls: safe_bound {empty_bound} raw_prepared {empty_raw} of {n} round trips"
+        );
         safe_empty_polls(lb, n);
         raw_empty_polls(lb, n);
     }
@@ -316,9 +390,15 @@ mod linux {
                 ROUNDS,
                 200,
             );
+            let bound = wrapper_cost(
+                safe_bound_round_trip(&lb, bound_write(&lb, remote, inline)),
+                raw_prepared_round_trip(&lb, remote, inline),
+                ROUNDS,
+                200,
+            );
             let pct = |r: f64| (r - 1.0) * 100.0;
             for (pair, ([q1, median, q3], safe_ns, raw_ns)) in
-                [("", one_shot), (", prepared", prepared)]
+                [("", one_shot), (", prepared", prepared), (", bound", bound)]
             {
                 println!(
                     "wrapper cost ({mode}{pair}): {:+.2} % median of {ROUNDS} interleaved rounds (quartiles {:+.2} % .. {:+.2} %); \

@@ -855,6 +855,60 @@ fn lab_prepared_requests_repost_with_new_ids_on_both_kinds() {
     assert!(err.to_string().contains("at most one SGE"), "{err}");
 }
 
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_bound_requests_post_without_checks_on_both_kinds() {
+    let cfg = LoopbackConfig { buf_len: 8192, ..Default::default() };
+    bound_requests_post(lab(cfg.clone()), "basic");
+    bound_requests_post(lab_ext(cfg), "extended");
+}
+
+fn bound_requests_post<Q: QueuePair>(mut lb: Loopback<Q>, kind: &str) {
+    let remote = lb.b.mr.remote();
+    // A read bound once, posted three times: each brings b's current bytes.
+    let dst = [lb.a.mr.slice(4096, 16).unwrap()];
+    let read = SendRequest::new(0, SendOp::Read(remote.slice(0, 16).unwrap()), &dst).signaled();
+    let mut bound = lb.a.qp.bind_send(lb.a.qp.prepare_send(&read).unwrap(), &lb.a.mr).unwrap();
+    for id in [11u64, 12, 13] {
+        lb.b.mr.as_mut_slice()[..16].copy_from_slice(&pattern(16, id as u8));
+        bound.post(id).unwrap();
+        assert_eq!(ok(&lb.a.cq, id, WcOpcode::RdmaRead).byte_len(), 16, "{kind}");
+        assert_eq!(&lb.a.mr.as_slice()[4096..4112], &pattern(16, id as u8)[..], "{kind}");
+    }
+    // Its flags are the request's: a write bound unsignaled, then one bound signaled;
+    // only the signaled one completes, and both wrote.
+    let src = [lb.a.mr.slice(0, 8).unwrap(), lb.a.mr.slice(8, 8).unwrap()];
+    let write = |i: usize| {
+        SendRequest::new(
+            0,
+            SendOp::Write(remote.slice(100 + 8 * i as u64, 8).unwrap()),
+            &src[i..=i],
+        )
+    };
+    let mut quiet = lb.a.qp.bind_send(lb.a.qp.prepare_send(&write(0)).unwrap(), &lb.a.mr).unwrap();
+    let mut loud =
+        lb.a.qp.bind_send(lb.a.qp.prepare_send(&write(1).signaled()).unwrap(), &lb.a.mr).unwrap();
+    quiet.post(20).unwrap();
+    loud.post(21).unwrap();
+    ok(&lb.a.cq, 21, WcOpcode::RdmaWrite);
+    assert_eq!(
+        lb.a.cq.poll(&mut [Completion::default()]).unwrap(),
+        0,
+        "{kind}: the quiet write completed"
+    );
+    assert_eq!(&lb.b.mr.as_slice()[100..116], &lb.a.mr.as_slice()[..16], "{kind}");
+    // Unbound, it posts through the checked call as before.
+    let mut p = quiet.into_prepared();
+    lb.a.qp.post_prepared(&mut p, &lb.a.mr, 22, true).unwrap();
+    ok(&lb.a.cq, 22, WcOpcode::RdmaWrite);
+    // Binding it to another QP, or over another region, is refused.
+    let err = lb.b.qp.bind_send(p, &lb.a.mr).err().unwrap();
+    assert!(err.to_string().contains("another QP or region"), "{kind}: {err}");
+    let p = lb.a.qp.prepare_send(&write(0)).unwrap();
+    let err = lb.a.qp.bind_send(p, &lb.b.mr).err().unwrap();
+    assert!(err.to_string().contains("another QP or region"), "{kind}: {err}");
+}
+
 fn prepared_requests_repost<Q: QueuePair>(mut lb: Loopback<Q>, kind: &str) {
     let remote = lb.b.mr.remote();
     // A read prepared once, posted three times: each brings b's current bytes.

@@ -28,7 +28,7 @@ pub use error::Error;
 pub use mr::{Access, LocalSlice, MemoryRegion};
 pub use pd::ProtectionDomain;
 pub use qp::{
-    AddressVector, BasicQueuePair, ExtendedQpError, ExtendedQueuePair, GenericQueuePair,
+    AddressVector, BasicQueuePair, BoundSend, ExtendedQpError, ExtendedQueuePair, GenericQueuePair,
     GlobalRoute, InitAttr, Mtu, PathClass, PreparedRecv, PreparedSend, QpCaps, QpState, QpType,
     QueuePair, QueuePairBuilder, RtrAttr, RtsAttr, SendBatch, SendFlags, SendOp, SendRequest,
     UdDest, DEFAULT_QKEY, GRH_LEN, MAX_POST_LIST, MAX_SGE,

@@ -186,22 +186,22 @@ impl QueuePair for BasicQueuePair {
     }
 
     #[inline(always)]
-    fn post_prepared(
+    unsafe fn post_prepared_unchecked(
         &self,
         p: &mut PreparedSend,
-        region: &MemoryRegion,
         wr_id: u64,
-        signaled: bool,
+        bits: Option<u32>,
     ) -> Result<(), Error> {
-        p.check_target(&self.core, region)?;
         p.wr.wr_id = wr_id;
-        p.wr.send_flags = p.bits(signaled);
+        if let Some(bits) = bits {
+            p.wr.send_flags = bits;
+        }
         // `p` may have moved since the last post; without data `num_sge` is 0 and the
         // library reads no SGE. (`next` stays null: prepared so, and never written.)
         p.wr.sg_list = &mut p.sge;
-        // SAFETY: checked when prepared; `p.wr` and its one SGE live across the call;
-        // the SGE names `region`, live and borrowed (identity checked above); a UD
-        // destination's address handle is kept alive by `p`.
+        // SAFETY: checked when prepared, on this QP (the caller's promise); `p.wr` and
+        // its one SGE live across the call; the SGE names a region live across it (the
+        // caller's promise); a UD destination's address handle is kept alive by `p`.
         unsafe { self.post_one(&mut p.wr) }
     }
 }

@@ -10,8 +10,8 @@ use super::super::{
     SharedReceiveQueue,
 };
 use super::{
-    sys::ibv_qp_attr_mask as mask, InitAttr, PreparedRecv, PreparedSend, QpCaps, QpState, QpType,
-    RtrAttr, RtsAttr, SendRequest,
+    sys::ibv_qp_attr_mask as mask, BoundSend, InitAttr, PreparedRecv, PreparedSend, QpCaps,
+    QpState, QpType, RtrAttr, RtsAttr, SendRequest,
 };
 use crate::types::{Gid, QpEndpoint};
 use crate::verbs::mr::RecvSges;
@@ -380,11 +380,51 @@ pub trait QueuePair: Send + Sync {
     /// # Errors
     /// Refused when `p` was prepared on another QP or over another region; from the
     /// library as [`post_send`](Self::post_send).
+    #[inline(always)]
     fn post_prepared(
         &self,
         p: &mut PreparedSend,
         region: &MemoryRegion,
         wr_id: u64,
         signaled: bool,
+    ) -> Result<(), Error> {
+        p.check_target(self.core(), region)?;
+        let bits = p.bits(signaled);
+        // SAFETY: prepared on this QP and over `region` (checked above), which is
+        // borrowed across the call.
+        unsafe { self.post_prepared_unchecked(p, wr_id, Some(bits)) }
+    }
+
+    /// Binds a prepared request to this QP and the region its SGE names, both borrowed
+    /// for as long as the binding lives: its posts then check nothing (what a post of
+    /// [`post_prepared`](Self::post_prepared) checks, the borrows now guarantee), and
+    /// carry the flags it was prepared with (signaled or not).
+    ///
+    /// # Errors
+    /// Refused when `p` was prepared on another QP or over another region.
+    fn bind_send<'a>(
+        &'a self,
+        p: PreparedSend,
+        region: &'a MemoryRegion,
+    ) -> Result<BoundSend<'a, Self>, Error>
+    where
+        Self: Sized,
+    {
+        p.check_target(self.core(), region)?;
+        Ok(BoundSend::new(self, p))
+    }
+
+    /// Posts `p` under `wr_id` with the verbs flag bits `bits`, or with those it holds
+    /// (`None`: as [`bind_send`](Self::bind_send) left them), checking nothing.
+    ///
+    /// # Safety
+    /// `p` was prepared on this QP, and the region its SGE names (if it has one) lives
+    /// across the call.
+    #[doc(hidden)]
+    unsafe fn post_prepared_unchecked(
+        &self,
+        p: &mut PreparedSend,
+        wr_id: u64,
+        bits: Option<u32>,
     ) -> Result<(), Error>;
 }

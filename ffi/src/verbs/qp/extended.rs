@@ -3,7 +3,7 @@
 
 use std::ptr::{self, NonNull};
 
-use super::super::{sys, Error, LocalSlice, MemoryRegion};
+use super::super::{sys, Error, LocalSlice};
 use super::common::QpCore;
 use super::request::{Operands, NO_SGE};
 use super::{PreparedSend, QueuePair, SendOp, SendRequest};
@@ -121,24 +121,22 @@ impl QueuePair for ExtendedQueuePair {
     }
 
     #[inline(always)]
-    fn post_prepared(
+    unsafe fn post_prepared_unchecked(
         &self,
         p: &mut PreparedSend,
-        region: &MemoryRegion,
         wr_id: u64,
-        signaled: bool,
+        bits: Option<u32>,
     ) -> Result<(), Error> {
-        p.check_target(&self.core, region)?;
         let x = self.qpx.as_ptr();
         // SAFETY: a live extended QP; wr_start/complete bracket one request that
-        // check() accepted for this QP when it was prepared, written by the writer
-        // chosen for it then; its SGE names `region`, live and borrowed across the call
-        // (the identity was checked above); a UD destination's address handle is kept
+        // check() accepted for this QP when it was prepared (the caller's promise),
+        // written by the writer chosen for it then; its SGE names a region live across
+        // the call (the caller's promise); a UD destination's address handle is kept
         // alive by `p`.
         let rc = unsafe {
             (self.span.start)(x);
             (*x).wr_id = wr_id;
-            (*x).wr_flags = p.bits(signaled);
+            (*x).wr_flags = bits.unwrap_or(p.wr.send_flags);
             (p.emit)(x, &self.span, &p.operands, &p.sge);
             (self.span.complete)(x)
         };

@@ -73,4 +73,20 @@ impl QueuePair for GenericQueuePair {
             GenericQueuePair::Extended(qp) => qp.post_prepared(p, region, wr_id, signaled),
         }
     }
+
+    #[inline(always)]
+    unsafe fn post_prepared_unchecked(
+        &self,
+        p: &mut PreparedSend,
+        wr_id: u64,
+        bits: Option<u32>,
+    ) -> Result<(), Error> {
+        // SAFETY: the caller's promise, passed on to the kind it is.
+        unsafe {
+            match self {
+                GenericQueuePair::Basic(qp) => qp.post_prepared_unchecked(p, wr_id, bits),
+                GenericQueuePair::Extended(qp) => qp.post_prepared_unchecked(p, wr_id, bits),
+            }
+        }
+    }
 }

@@ -15,6 +15,7 @@
 //! [`GenericQueuePair`] holds either kind, chosen once at set-up.
 
 mod basic;
+mod bound;
 mod builder;
 mod common;
 mod extended;
@@ -28,6 +29,7 @@ use super::sys;
 use crate::types::{Gid, QpEndpoint};
 
 pub use basic::{BasicQueuePair, SendBatch};
+pub use bound::BoundSend;
 pub use builder::{ExtendedQpError, QueuePairBuilder};
 pub use common::QueuePair;
 pub use extended::ExtendedQueuePair;

@@ -274,6 +274,8 @@ pub struct PreparedSend {
     pub(super) sge: sys::ibv_sge,
     /// The request's flags as verbs bits, less "signaled": each post adds that bit or not.
     pub(super) quiet_bits: u32,
+    /// Whether it was prepared signaled (what a bound post asks).
+    pub(super) signaled: bool,
     /// The operation's operands as the `ibv_wr_*` builders take them (extended QPs).
     pub(super) operands: Operands,
     /// Its writer into an extended QP's span.
@@ -355,6 +357,7 @@ impl PreparedSend {
             wr,
             sge: r.local.first().map_or(NO_SGE, LocalSlice::sge),
             quiet_bits: SendFlags { signaled: false, ..r.flags }.raw(),
+            signaled: r.flags.signaled,
             operands: Operands::of(&r.op, r.ud.as_ref()),
             emit: emitter(&r.op, r.flags.inline, !r.local.is_empty(), r.ud.is_some()),
         })
