@@ -34,6 +34,7 @@ fn main() {
         println!("cargo:rustc-env={var}={}", version.unwrap_or_default());
     }
     order_text();
+    pack_relocations();
 }
 
 /// Links the functions a test client runs (src/text-order.txt, written by ci/text-order)
@@ -61,6 +62,41 @@ fn order_text() {
         println!("cargo:rustc-link-arg-bin=rdmabench=-Wl,--symbol-ordering-file={list}");
         println!("cargo:rustc-link-arg-bin=rdmabench=-Wl,--no-warn-symbol-ordering");
     }
+}
+
+/// Packs the binary's relative relocations (DT_RELR, `-z pack-relative-relocs`): a
+/// position-independent binary's ~4,300 pointers into itself are fixed up at start from
+/// a bitmap of a few KiB instead of a 100 KiB table of 24-byte entries, which the loader
+/// reads whole, so it stays resident (docs/results.md, peak RSS). Only where the C
+/// library building it loads such binaries (glibc 2.36 on); the binary then names that
+/// need, and an older glibc refuses it at start with a clear message. Any linker that
+/// knows the option (lld, GNU ld from 2.38) packs; an older one ignores it with a warning.
+fn pack_relocations() {
+    println!("cargo:rerun-if-env-changed=RDMABENCH_PACK_RELOCS");
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    if var("CARGO_CFG_TARGET_OS") != "linux"
+        || var("CARGO_CFG_TARGET_ENV") != "gnu"
+        || var("RDMABENCH_PACK_RELOCS") == "0"
+        || !glibc_at_least(2, 36)
+    {
+        return;
+    }
+    println!("cargo:rustc-link-arg-bin=rdmabench=-Wl,-z,pack-relative-relocs");
+}
+
+/// Whether the C library of this build (`getconf GNU_LIBC_VERSION`: `glibc 2.36`) is at
+/// least `major.minor`; not for a cross build, whose target's C library is not this one.
+fn glibc_at_least(major: u32, minor: u32) -> bool {
+    if std::env::var("HOST").ok() != std::env::var("TARGET").ok() {
+        return false;
+    }
+    let Ok(out) = Command::new("getconf").arg("GNU_LIBC_VERSION").output() else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut version = text.trim().trim_start_matches("glibc ").split('.');
+    let mut next = || version.next().and_then(|v| v.parse::<u32>().ok());
+    matches!((next(), next()), (Some(a), Some(b)) if (a, b) >= (major, minor))
 }
 
 /// The minor version of the rustc building this crate (`rustc 1.95.0 (…)` → 95).

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    ffi::os::fix_malloc_thresholds();
     let cli = match rdmabench::cli::parse(std::env::args_os()) {
         Ok(Some(cli)) => cli,
         Ok(None) => return ExitCode::SUCCESS,

@@ -263,12 +263,22 @@ pub struct LatencyRecorder {
     samples: Option<Vec<u64>>,
 }
 
+/// The longest latency the histogram tells apart (1 hour): a longer sample counts there,
+/// never dropped.
+const HIST_MAX_NS: u64 = 3_600_000_000_000;
+
+/// The range the histogram starts with (1 ns .. 1 ms, 90 KB of counts). It grows, once
+/// per doubling, when a longer sample comes: made for the full hour at once, its 270 KB
+/// of counts were written through when made (a third of a latency client's heap).
+const HIST_START_NS: u64 = 1_000_000;
+
 impl Default for LatencyRecorder {
     fn default() -> Self {
+        let mut hist =
+            Histogram::new_with_bounds(1, HIST_START_NS, 3).expect("valid histogram bounds");
+        hist.auto(true);
         LatencyRecorder {
-            // 1 ns .. 1 hour: a sample outside is clamped, never dropped.
-            hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
-                .expect("valid histogram bounds"),
+            hist,
             count: 0,
             sum: 0.0,
             sum_sq: 0.0,
@@ -309,7 +319,10 @@ impl LatencyRecorder {
     #[inline]
     pub fn record(&mut self, ns: u64) {
         let ns = ns.max(1);
-        self.hist.saturating_record(ns);
+        if self.hist.record(ns.min(HIST_MAX_NS)).is_err() {
+            // Growing failed (only where usize cannot index it): count it at the top.
+            self.hist.saturating_record(ns);
+        }
         self.count += 1;
         let x = ns as f64;
         self.sum += x;
@@ -470,6 +483,26 @@ mod tests {
         assert!((s.t_typical_us - 3.0).abs() < 0.01, "{}", s.t_typical_us);
         assert!(s.p99_us <= s.t_max_us && s.p99_9_us <= s.t_max_us);
         assert_eq!(s.histogram.iter().map(|b| b[1]).sum::<u64>(), 5);
+    }
+
+    #[test]
+    fn the_histogram_grows_past_its_first_range_and_stops_at_an_hour() {
+        let mut r = LatencyRecorder::default();
+        let small = r.hist.len();
+        // A second, a minute: beyond the first millisecond, each in its own bucket.
+        for ns in [2_000u64, 1_000_000_000, 60_000_000_000] {
+            r.record(ns);
+        }
+        assert!(r.hist.len() > small, "grown: {} counts, from {small}", r.hist.len());
+        assert_eq!(r.hist.count_between(900_000_000, 1_100_000_000), 1);
+        assert_eq!(r.hist.count_between(59_000_000_000, 61_000_000_000), 1);
+        // Two hours counts at the hour, kept and not dropped; max stays exact.
+        r.record(2 * HIST_MAX_NS);
+        let s = r.stats();
+        assert_eq!(s.samples, 4);
+        assert_eq!(s.t_max_us, 2.0 * HIST_MAX_NS as f64 / 1e3);
+        assert_eq!(r.hist.count_between(HIST_MAX_NS / 2, u64::MAX), 1);
+        assert_eq!(s.histogram.iter().map(|b| b[1]).sum::<u64>(), 4);
     }
 
     #[test]

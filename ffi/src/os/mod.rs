@@ -3,8 +3,8 @@
 //! `GetProcessTimes` and `GetProcessMemoryInfo`), the machine's counters on Windows
 //! (`GetSystemTimes`, `NtQuerySystemInformation`: Linux reads /proc/stat), pinning a
 //! thread to a CPU (`sched_setaffinity`, `SetThreadGroupAffinity`), the addresses of
-//! the network interfaces (`getifaddrs`), and noting termination signals
-//! (`sigaction`) instead of dying of them.
+//! the network interfaces (`getifaddrs`), noting termination signals (`sigaction`)
+//! instead of dying of them, and fixing glibc's allocation thresholds (`mallopt`).
 //! On platforms without them each function says so instead of guessing.
 
 use std::io;
@@ -164,6 +164,28 @@ pub fn process_usage() -> io::Result<ProcessUsage> {
 #[cfg(not(any(unix, windows)))]
 pub fn process_usage() -> io::Result<ProcessUsage> {
     Err(io::Error::new(io::ErrorKind::Unsupported, "no process usage on this platform"))
+}
+
+/// Fixes glibc's thresholds for serving a large allocation from its own mapping (128
+/// KiB) and for giving the heap's free top back (128 KiB), as `mallopt(3)` does when
+/// either is set. Left alone, both move up when a large block is freed: after a
+/// library's one-off buffer goes (libibverbs' device scan opens a directory whose
+/// buffer is sized by the file system, 508 KiB on the lab's root), every later
+/// allocation up to that size comes from the heap, which then keeps those pages (a
+/// latency histogram's counts: written through by `calloc` there, untouched in a
+/// mapping of their own). Call it first in `main`, before any thread. Elsewhere (musl,
+/// other systems) it does nothing.
+pub fn fix_malloc_thresholds() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        const LARGE: libc::c_int = 128 * 1024;
+        // SAFETY: mallopt takes plain integers; called before any other thread exists
+        // (the caller's promise, and harmless if not: glibc locks its arena).
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, LARGE);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, LARGE);
+        }
+    }
 }
 
 /// Pins the calling thread to CPU `cpu`.
