@@ -170,11 +170,10 @@ pub fn process_usage() -> io::Result<ProcessUsage> {
 /// KiB) and for giving the heap's free top back (128 KiB), as `mallopt(3)` does when
 /// either is set. Left alone, both move up when a large block is freed: after a
 /// library's one-off buffer goes (libibverbs' device scan opens a directory whose
-/// buffer is sized by the file system, 508 KiB on the lab's root), every later
-/// allocation up to that size comes from the heap, which then keeps those pages (a
-/// latency histogram's counts: written through by `calloc` there, untouched in a
-/// mapping of their own). Call it first in `main`, before any thread. Elsewhere (musl,
-/// other systems) it does nothing.
+/// buffer is sized by the file system, 508 KiB on the lab's root), every later block up
+/// to that size comes from the heap, whose pages stay resident after the block is
+/// freed; a block of its own mapping is unmapped when freed. Call it first in `main`,
+/// before any thread. Elsewhere (musl, other systems) it does nothing.
 pub fn fix_malloc_thresholds() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
