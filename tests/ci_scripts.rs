@@ -1,0 +1,140 @@
+//! ci/test's own logic: `ci/lab-count`, which lists the lab tests on the host and checks
+//! that every one of them passed in the lab. Fake test binaries (shell scripts answering
+//! `--ignored --list` as libtest does) stand in for the real ones.
+#![cfg(unix)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rdmabench-ci-scripts-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A fake test binary: prints `listing` to `--list` and exits with `status`.
+fn fake_binary(dir: &Path, name: &str, listing: &str, status: i32) -> PathBuf {
+    let path = dir.join(name);
+    let script = format!(
+        "#!/bin/sh\ncat <<'EOF'\n{listing}EOF\n[ {status} = 0 ] || echo \"thread 'main' panicked at src/lib.rs:1:1\" >&2\nexit {status}\n"
+    );
+    fs::write(&path, script).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn lab_count(args: &[&str]) -> Output {
+    Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/lab-count"))
+        .args(args)
+        .output()
+        .expect("ci/lab-count runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+const PERF: &str = "lab_write_bw: test\nlab_read_lat: test\nhosts_pair: test\n\n3 tests, 0 benchmarks\n";
+const QP: &str = "tests::lab_qp_rc: test\nnot_lab_thing: test\n\n2 tests, 0 benchmarks\n";
+
+/// The binaries' list file and the `EXE<TAB>TEST` rows ci/lab-count makes of it.
+fn listed(dir: &Path, exes: &[&Path], prefix: &str) -> Output {
+    let binaries = dir.join("binaries");
+    let names: Vec<String> = exes.iter().map(|e| e.display().to_string()).collect();
+    fs::write(&binaries, names.join("\n") + "\n").unwrap();
+    lab_count(&["list", prefix, binaries.to_str().unwrap()])
+}
+
+#[test]
+fn a_binary_that_cannot_list_its_tests_fails_the_listing_by_name() {
+    let dir = scratch("broken");
+    let perf = fake_binary(&dir, "lab_perf-1", PERF, 0);
+    let broken = fake_binary(&dir, "lab_faults-2", "", 101);
+    let out = listed(&dir, &[&perf, &broken], "lab_");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert!(stderr.contains("cannot list the tests of") && stderr.contains("lab_faults-2 (exit 101)"), "{stderr}");
+    assert!(stderr.contains("panicked"), "the binary's own last words are shown: {stderr}");
+    assert!(!stderr.contains("lab_perf-1"), "{stderr}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_listing_names_each_prefixed_test_with_its_binary() {
+    let dir = scratch("list");
+    let perf = fake_binary(&dir, "lab_perf-1", PERF, 0);
+    let qp = fake_binary(&dir, "lab_qp-2", QP, 0);
+    let out = listed(&dir, &[&perf, &qp], "lab_");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = text(&out.stdout);
+    let expected = format!(
+        "{0}\tlab_write_bw\n{0}\tlab_read_lat\n{1}\ttests::lab_qp_rc\n",
+        perf.display(),
+        qp.display()
+    );
+    assert_eq!(rows, expected);
+    // '' lists every ignored test (ci/lab-vm's own, run on the host).
+    let all = text(&listed(&dir, &[&qp], "").stdout);
+    assert_eq!(all.lines().count(), 2, "{all}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// ci/lab-count check over `log` against the listing of the two fake binaries.
+fn check(dir: &Path, log: &str) -> Output {
+    let perf = fake_binary(dir, "lab_perf-1", PERF, 0);
+    let qp = fake_binary(dir, "lab_qp-2", QP, 0);
+    let expected = dir.join("expected");
+    fs::write(&expected, listed(dir, &[&perf, &qp], "lab_").stdout).unwrap();
+    let log_path = dir.join("lab.log");
+    fs::write(&log_path, log).unwrap();
+    lab_count(&["check", expected.to_str().unwrap(), log_path.to_str().unwrap()])
+}
+
+#[test]
+fn every_listed_test_must_pass_and_the_missing_are_named() {
+    let dir = scratch("check");
+    let all_passed = "running 2 tests\ntest lab_write_bw ... ok <12.5s>\ntest lab_read_lat ... ok <3.0s>\n\
+                      test tests::lab_qp_rc ... ok\n\ntest result: ok. 3 passed; 0 failed\n";
+    let out = check(&dir, all_passed);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("3 passed of the 3 listed"), "{}", text(&out.stdout));
+
+    // A binary that vanished in the lab (its tests never ran), and one test failed.
+    let one_failed = "test lab_write_bw ... ok\ntest lab_read_lat ... FAILED\n";
+    let out = check(&dir, one_failed);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(text(&out.stdout).contains("1 passed of the 3 listed"), "{}", text(&out.stdout));
+    assert!(stderr.contains("did not pass: lab_read_lat") && stderr.contains("did not pass: tests::lab_qp_rc"));
+    assert!(stderr.contains("lab_qp-2"), "the binary is named: {stderr}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_test_passed_twice_or_unlisted_does_not_make_up_for_a_missing_one() {
+    let dir = scratch("extra");
+    let log = "[node1] test lab_write_bw ... ok\n[node1] test lab_write_bw ... ok\n\
+               test tests::lab_qp_rc ... ok\ntest lab_other ... ok\n";
+    let out = check(&dir, log);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("did not pass: lab_read_lat"), "{stderr}");
+    assert!(stderr.contains("passed but not listed: lab_other"), "{stderr}");
+    assert!(stderr.contains("passed more often than listed: lab_write_bw"), "{stderr}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_slowest_tests_come_from_the_reported_times() {
+    let dir = scratch("slowest");
+    let log = dir.join("lab.log");
+    fs::write(&log, "test a ... ok <1.0s>\ntest b ... ok <30.2s>\n[node1] test c ... FAILED <7.5s>\ntest d ... ok\n")
+        .unwrap();
+    let out = lab_count(&["slowest", "2", log.to_str().unwrap()]);
+    assert!(out.status.success());
+    assert_eq!(text(&out.stdout), "    30.2 s  b\n     7.5 s  c\n");
+    fs::remove_dir_all(&dir).unwrap();
+}
