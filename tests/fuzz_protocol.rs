@@ -7,8 +7,9 @@
 //! server does before it allocates anything (`TestSpec::validate` and everything the
 //! engine derives from a validated spec). Nothing may panic, and a validated spec stays
 //! within the limits of `spec::rules`. In process, no sockets: a million inputs take
-//! seconds. `RDMABENCH_FUZZ_INPUTS` (default 20 000) and `RDMABENCH_FUZZ_SEED` choose
-//! how many and which; `ci/test` runs a million.
+//! seconds. `RDMABENCH_FUZZ_INPUTS` (default 20 000) chooses how many; each run takes a
+//! fresh seed, which it prints first, and `RDMABENCH_FUZZ_SEED` replays one. `ci/test`
+//! runs a million and checks the count this test prints.
 //!
 //! `serve_outlives_hostile_sessions`: a few dozen hostile sessions against a live
 //! `rdmabench serve`, which must stay up and serve a normal client at the end.
@@ -19,7 +20,7 @@ use std::cell::{Cell, RefCell};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{self, AssertUnwindSafe};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -1006,6 +1007,13 @@ fn install_hook() {
     });
 }
 
+/// A seed of its own for each run (the clock's nanoseconds and the process id, mixed):
+/// every run explores inputs the earlier ones did not.
+fn fresh_seed() -> u64 {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    Rng::for_input(nanos, u64::from(std::process::id())).next()
+}
+
 fn env_u64(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
         Err(_) => default,
@@ -1051,7 +1059,9 @@ fn report(seed: u64, index: u64, g: usize, input: Option<&[u8]>, why: &str) {
 #[test]
 fn fuzz_decoders() {
     let inputs = env_u64("RDMABENCH_FUZZ_INPUTS", 20_000);
-    let seed = env_u64("RDMABENCH_FUZZ_SEED", 0x5eed_2026_0012);
+    let seed = env_u64("RDMABENCH_FUZZ_SEED", fresh_seed());
+    // Printed before the run: a run that hangs or is killed can be replayed too.
+    println!("fuzz: seed {seed:#x} (again: RDMABENCH_FUZZ_SEED={seed:#x})");
     install_hook();
     let ctx = Ctx { environment: Environment::host() };
     let mut seen = Seen::default();
