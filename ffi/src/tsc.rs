@@ -54,11 +54,14 @@ pub fn read() -> u64 {
 mod tests {
     use super::*;
 
+    // The counter itself moves on any x86-64 (a VM's and wine's too), whether or not
+    // the kernel trusts it as its clocksource (`usable`).
     #[test]
-    fn a_usable_counter_moves_forward() {
+    #[cfg(target_arch = "x86_64")]
+    fn the_counter_moves_forward() {
         let a = read();
         std::thread::sleep(std::time::Duration::from_millis(2));
         let b = read();
-        assert!(!usable() || b > a, "{a} then {b}");
+        assert!(b > a, "{a} then {b}");
     }
 }

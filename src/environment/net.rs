@@ -88,10 +88,8 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn loopback_on_this_machine_is_lo() {
-        if !cfg!(target_os = "linux") {
-            return;
-        }
         let lo =
             InterfaceEnvironment::for_ip("127.0.0.1".parse().unwrap(), Path::new("/")).unwrap();
         assert_eq!(lo.name, "lo");
