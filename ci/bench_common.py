@@ -1,5 +1,8 @@
-"""What the lab's benchmark scripts share: running a client against a started server, and
-reading a row of perftest's (and rdmabench's) table."""
+"""What the lab's benchmark scripts share: running a client against a started server,
+reading a row of perftest's (and rdmabench's) table, and judging and recording the
+targets (Verdicts)."""
+import json
+import os
 import re
 import subprocess
 import sys
@@ -52,3 +55,46 @@ def listening(port):
             if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
                 return True
     return False
+
+
+class Verdicts:
+    """The targets a bench judges, each printed `met` or `MISSED` where it is shown, then
+    written together to target/bench/BENCH.json for ci/results-table. `finish` ends the
+    bench: exit 1 when a target was missed. A run of part of the bench (BENCH_ONLY, or
+    rounds other than the bench's own) is marked partial: ci/results-table takes no
+    figure from it, so a miss is answered by a whole new run, never by rerunning it alone."""
+
+    def __init__(self, bench, partial=""):
+        self.bench, self.partial, self.rows = bench, partial, []
+
+    def judge(self, figure, value, target, met, note=""):
+        """Records one figure against its target; returns the word to print."""
+        self.rows.append({"figure": figure, "value": value, "target": target, "met": bool(met), "note": note})
+        return "met" if met else "MISSED"
+
+    def finish(self, about):
+        missed = [r["figure"] for r in self.rows if not r["met"]]
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        record = {
+            "bench": self.bench,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "commit": commit,
+            "partial": self.partial,
+            "about": about,
+            "rows": self.rows,
+        }
+        os.makedirs("target/bench", exist_ok=True)
+        with open(f"target/bench/{self.bench}.json", "w") as f:
+            json.dump(record, f, indent=1)
+        if self.partial:
+            print(f"partial run ({self.partial}): not a result (ci/results-table skips it)")
+        print("all targets met" if not missed else f"some targets missed: {', '.join(missed)}")
+        sys.exit(1 if missed else 0)
+
+
+def partial_run(rounds, default_rounds, only):
+    """Why a run is not the bench's whole run ('' when it is)."""
+    why = [f"BENCH_ONLY={only}"] if only else []
+    if rounds != default_rounds:
+        why.append(f"BENCH_ROUNDS={rounds}, not {default_rounds}")
+    return ", ".join(why)

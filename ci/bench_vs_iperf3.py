@@ -10,7 +10,11 @@ import sys
 import tempfile
 import time
 
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+from bench_common import Verdicts, partial_run
+
+# The bench's rounds, fixed before the run (a rerun reruns all of them).
+DEFAULT_ROUNDS = 3
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", str(DEFAULT_ROUNDS)))
 SECS = os.environ.get("BENCH_SECS", "3")
 RDMABENCH = os.environ.get("RDMABENCH", "target/release/rdmabench")
 MIB = 1048576.0
@@ -98,7 +102,7 @@ def main():
                 print(f"round {rnd} {test} qperf: latency {v:.2f} usec", flush=True)
     print()
     print(f"{'test':<8} {'reference':>22} {'rdmabench':>14} {'ratio':>7}  target")
-    ok = True
+    verdicts = Verdicts("vs-iperf3", partial_run(ROUNDS, DEFAULT_ROUNDS, "") or ("" if SECS == "3" else f"BENCH_SECS={SECS}"))
     for test, ref, unit, better in (("tcp_bw", "iperf3", "MiB/s", "higher"), ("tcp_lat", "qperf", "usec", "lower")):
         p = statistics.median(res[(test, ref)])
         r = statistics.median(res[(test, "rdmabench")])
@@ -107,12 +111,13 @@ def main():
             target, met = ">= 0.95", ratio >= 0.95
         else:
             target, met = "<= 1.05", ratio <= 1.05
-        ok &= met
-        print(f"{test:<8} {ref:>6} {p:>9.2f} {unit:<5} {r:>8.2f} {unit:<5} {ratio:>7.3f}  {target} {'met' if met else 'MISSED'}")
-    print(f"\n{ROUNDS} rounds, medians, {SECS} s each, server on CPU 0, client on CPU 1. tcp_bw: 1 stream, "
-          "64 KiB writes, iperf3's sender figure against rdmabench's BW average; tcp_lat: 2 B, "
-          "qperf's latency (average, half round trip) against rdmabench's t_avg.")
-    print("all targets met" if ok else "some targets missed")
+        word = verdicts.judge(f"{test} rdmabench/{ref}", round(ratio, 3), target, met)
+        print(f"{test:<8} {ref:>6} {p:>9.2f} {unit:<5} {r:>8.2f} {unit:<5} {ratio:>7.3f}  {target} {word}")
+    about = (f"{ROUNDS} rounds, medians, {SECS} s each, server on CPU 0, client on CPU 1. tcp_bw: 1 stream, "
+             "64 KiB writes, iperf3's sender figure against rdmabench's BW average; tcp_lat: 2 B, "
+             "qperf's latency (average, half round trip) against rdmabench's t_avg.")
+    print(f"\n{about}")
+    verdicts.finish(about)
 
 
 main()

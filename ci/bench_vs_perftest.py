@@ -5,9 +5,11 @@ import statistics
 import subprocess
 import time
 
-from bench_common import await_listening, client_against, table_row
+from bench_common import Verdicts, await_listening, client_against, partial_run, table_row
 
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "9"))
+# The bench's rounds, fixed before the run (a rerun reruns all of them).
+DEFAULT_ROUNDS = 9
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", str(DEFAULT_ROUNDS)))
 ITERS = os.environ.get("BENCH_ITERS", "2000")
 DEV = os.environ.get("RDMABENCH_DEVICE", "rxe0")
 FLAGS = ["-d", DEV, "-x", "1", "-n", ITERS]
@@ -93,7 +95,7 @@ def main():
                 print(f"round {rnd} {test} {name}: {value:.{4 if kind == 'bw' and size == 2 else 2}f}", flush=True)
     print()
     print(f"{'test':<12} {'perftest':>12} {'rdmabench':>12} {'ratio':>7}  {'best-of-rounds':>14}  target (on medians)")
-    ok = True
+    verdicts = Verdicts("vs-perftest" + ("-wire" if WIRE else ""), partial_run(ROUNDS, DEFAULT_ROUNDS, ONLY))
     for test, _, kind, _, _, _, higher in TESTS:
         if (test, "perftest") not in results:
             continue
@@ -108,24 +110,23 @@ def main():
         met = ratio >= floor if higher else ratio <= 1.05
         target = f">= {floor:.2f}" if higher else "<= 1.05"
         unit = "Mpps" if test.endswith("_rate") else "MiB/s" if higher else "usec"
-        ok &= met
+        word = verdicts.judge(f"{test} rdmabench/perftest", round(ratio, 3), target, met)
         digits = 4 if unit == "Mpps" else 2  # soft-RoCE's rates are hundredths of a Mpps
         print(
             f"{test:<12} {p:>6.{digits}f} {unit:<5} {r:>6.{digits}f} {unit:<5} {ratio:>7.3f}  {best:>14.3f}  "
-            f"{target} {'met' if met else 'MISSED'}"
+            f"{target} {word}"
         )
         for name, _ in CONTESTANTS[2:]:
             w = statistics.median(results[(test, name)])
             wratio = w / p
             wmet = wratio >= floor if higher else wratio <= 1.05
-            ok &= wmet
-            print(
-                f"  {name:<21} {w:>6.2f} {unit:<5} ratio to perftest-perftest {wratio:.3f}  "
-                f"{target} {'met' if wmet else 'MISSED'}"
-            )
-    print(f"\n{ROUNDS} rounds, medians, server pinned to CPU 0 and client to CPU 1; perftest {subprocess.run(['ib_write_bw', '--version'], capture_output=True, text=True).stdout.strip()}; "
-          f"flags {' '.join(FLAGS)}; 64 KiB bandwidth (BW average), 2 B message rate (MsgRate), 2 B latency (t_typical)")
-    print("all targets met" if ok else "some targets missed")
+            wword = verdicts.judge(f"{test} {name}/perftest", round(wratio, 3), target, wmet)
+            print(f"  {name:<21} {w:>6.2f} {unit:<5} ratio to perftest-perftest {wratio:.3f}  {target} {wword}")
+    version = subprocess.run(['ib_write_bw', '--version'], capture_output=True, text=True).stdout.strip()
+    about = (f"{ROUNDS} rounds, medians, server pinned to CPU 0 and client to CPU 1; perftest {version}; "
+             f"flags {' '.join(FLAGS)}; 64 KiB bandwidth (BW average), 2 B message rate (MsgRate), 2 B latency (t_typical)")
+    print(f"\n{about}")
+    verdicts.finish(about)
 
 
 main()

@@ -138,3 +138,37 @@ fn the_slowest_tests_come_from_the_reported_times() {
     assert_eq!(text(&out.stdout), "    30.2 s  b\n     7.5 s  c\n");
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The benches' verdicts (ci/bench_common.py's Verdicts): a missed target ends the bench
+/// with exit 1 and is recorded as missed; a partial run says it is not a result.
+#[test]
+fn a_bench_with_a_missed_target_exits_1_and_records_it() {
+    let dir = scratch("verdicts");
+    let ci = Path::new(env!("CARGO_MANIFEST_DIR")).join("ci");
+    let bench = |partial: &str, met: &str| {
+        let script = format!(
+            "import sys; sys.path.insert(0, {ci:?}); from bench_common import Verdicts\n\
+             v = Verdicts('fake', {partial:?})\n\
+             print(v.judge('write_lat rdmabench/perftest', 1.2, '<= 1.05', {met}))\n\
+             v.judge('read_lat rdmabench/perftest', 1.0, '<= 1.05', True)\n\
+             v.finish('one round')\n"
+        );
+        Command::new("python3").arg("-c").arg(script).current_dir(&dir).output().expect("python3 runs")
+    };
+    let out = bench("", "False");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("MISSED\n"), "{stdout}");
+    assert!(stdout.ends_with("some targets missed: write_lat rdmabench/perftest\n"), "{stdout}");
+    let record: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("target/bench/fake.json")).unwrap()).unwrap();
+    assert_eq!(record["rows"][0]["met"], false, "{record}");
+    assert_eq!(record["rows"][1]["met"], true, "{record}");
+    assert_eq!(record["partial"], "", "{record}");
+
+    let out = bench("BENCH_ONLY=write_lat", "True");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("partial run (BENCH_ONLY=write_lat): not a result"));
+    assert!(text(&out.stdout).ends_with("all targets met\n"));
+    fs::remove_dir_all(&dir).unwrap();
+}
