@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rdmabench-ci-scripts-{}-{name}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("rdmabench-ci-scripts-{}-{name}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
     dir
@@ -37,7 +38,8 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-const PERF: &str = "lab_write_bw: test\nlab_read_lat: test\nhosts_pair: test\n\n3 tests, 0 benchmarks\n";
+const PERF: &str =
+    "lab_write_bw: test\nlab_read_lat: test\nhosts_pair: test\n\n3 tests, 0 benchmarks\n";
 const QP: &str = "tests::lab_qp_rc: test\nnot_lab_thing: test\n\n2 tests, 0 benchmarks\n";
 
 /// The binaries' list file and the `EXE<TAB>TEST` rows ci/lab-count makes of it.
@@ -56,7 +58,10 @@ fn a_binary_that_cannot_list_its_tests_fails_the_listing_by_name() {
     let out = listed(&dir, &[&perf, &broken], "lab_");
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
-    assert!(stderr.contains("cannot list the tests of") && stderr.contains("lab_faults-2 (exit 101)"), "{stderr}");
+    assert!(
+        stderr.contains("cannot list the tests of") && stderr.contains("lab_faults-2 (exit 101)"),
+        "{stderr}"
+    );
     assert!(stderr.contains("panicked"), "the binary's own last words are shown: {stderr}");
     assert!(!stderr.contains("lab_perf-1"), "{stderr}");
     fs::remove_dir_all(&dir).unwrap();
@@ -96,7 +101,8 @@ fn check(dir: &Path, log: &str) -> Output {
 #[test]
 fn every_listed_test_must_pass_and_the_missing_are_named() {
     let dir = scratch("check");
-    let all_passed = "running 2 tests\ntest lab_write_bw ... ok <12.5s>\ntest lab_read_lat ... ok <3.0s>\n\
+    let all_passed =
+        "running 2 tests\ntest lab_write_bw ... ok <12.5s>\ntest lab_read_lat ... ok <3.0s>\n\
                       test tests::lab_qp_rc ... ok\n\ntest result: ok. 3 passed; 0 failed\n";
     let out = check(&dir, all_passed);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -108,7 +114,10 @@ fn every_listed_test_must_pass_and_the_missing_are_named() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(text(&out.stdout).contains("1 passed of the 3 listed"), "{}", text(&out.stdout));
-    assert!(stderr.contains("did not pass: lab_read_lat") && stderr.contains("did not pass: tests::lab_qp_rc"));
+    assert!(
+        stderr.contains("did not pass: lab_read_lat")
+            && stderr.contains("did not pass: tests::lab_qp_rc")
+    );
     assert!(stderr.contains("lab_qp-2"), "the binary is named: {stderr}");
     fs::remove_dir_all(&dir).unwrap();
 }
@@ -153,7 +162,12 @@ fn a_bench_with_a_missed_target_exits_1_and_records_it() {
              v.judge('read_lat rdmabench/perftest', 1.0, '<= 1.05', True)\n\
              v.finish('one round')\n"
         );
-        Command::new("python3").arg("-c").arg(script).current_dir(&dir).output().expect("python3 runs")
+        Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&dir)
+            .output()
+            .expect("python3 runs")
     };
     let out = bench("", "False");
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
@@ -161,7 +175,8 @@ fn a_bench_with_a_missed_target_exits_1_and_records_it() {
     assert!(stdout.starts_with("MISSED\n"), "{stdout}");
     assert!(stdout.ends_with("some targets missed: write_lat rdmabench/perftest\n"), "{stdout}");
     let record: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(dir.join("target/bench/fake.json")).unwrap()).unwrap();
+        serde_json::from_str(&fs::read_to_string(dir.join("target/bench/fake.json")).unwrap())
+            .unwrap();
     assert_eq!(record["rows"][0]["met"], false, "{record}");
     assert_eq!(record["rows"][1]["met"], true, "{record}");
     assert_eq!(record["partial"], "", "{record}");
