@@ -131,9 +131,13 @@ def header(output):
 
 
 def parameters_differ(headers):
-    """The parameters both clients print with different values, as text ('' if none)."""
+    """The parameters both clients print with different values, as text ('' if none; a
+    pair of headers with no parameter in common cannot be compared, and says so)."""
     p, r = headers["perftest"], headers["rdmabench"]
-    return "; ".join(f"{k}: perftest {p[k]}, rdmabench {r[k]}" for k in PARAMETERS if k in p and k in r and p[k] != r[k])
+    common = [k for k in PARAMETERS if k in p and k in r]
+    if not common:
+        return f"no parameter found in both headers (perftest: {p}, rdmabench: {r})"
+    return "; ".join(f"{k}: perftest {p[k]}, rdmabench {r[k]}" for k in common if p[k] != r[k])
 
 
 def loop_figures(p, tool, test):
