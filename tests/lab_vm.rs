@@ -17,19 +17,31 @@ fn lab_vm(log: &Path, timeout: Option<u64>, cmd: &[&str]) -> Child {
 }
 
 fn lab_vm_nodes(nodes: u32, log: &Path, timeout: Option<u64>, cmd: &[&str]) -> Child {
-    let out = fs::OpenOptions::new().append(true).create(true).open(log).unwrap();
     let mut c = Command::new(repo().join("ci/lab-vm"));
-    c.args(["--nodes", &nodes.to_string()]).args(cmd).current_dir(repo());
-    c.stdout(out.try_clone().unwrap()).stderr(out).stdin(Stdio::null());
+    c.args(["--nodes", &nodes.to_string()]).args(cmd);
     if let Some(t) = timeout {
         c.env("RDMABENCH_LAB_TIMEOUT", t.to_string());
     }
+    spawn_logged(c, log)
+}
+
+/// Starts `c` from the repo folder with its output appended to `log`.
+fn spawn_logged(mut c: Command, log: &Path) -> Child {
+    let out = fs::OpenOptions::new().append(true).create(true).open(log).unwrap();
+    c.current_dir(repo()).stdout(out.try_clone().unwrap()).stderr(out).stdin(Stdio::null());
     c.spawn().expect("ci/lab-vm starts")
 }
 
-/// The processes whose command line names this run's folder (`.lab/nodes-PID/`).
-fn run_processes(lab_vm_pid: u32) -> Vec<String> {
-    let needle = format!("/.lab/nodes-{lab_vm_pid}/");
+/// The run folder `ci/lab-vm` names after its pid: `.lab/nodes-PID` or, one node, `.lab/run-PID`.
+fn run_folder(nodes: u32, lab_vm_pid: u32) -> PathBuf {
+    let kind = if nodes == 1 { "run" } else { "nodes" };
+    repo().join(format!(".lab/{kind}-{lab_vm_pid}"))
+}
+
+/// The processes whose command line names the run folder (every qemu does: the nodes'
+/// sockets, one node's pid file).
+fn run_processes(nodes: u32, lab_vm_pid: u32) -> Vec<String> {
+    let needle = format!("{}/", run_folder(nodes, lab_vm_pid).display());
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc").unwrap().flatten() {
         let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else { continue };
@@ -41,8 +53,8 @@ fn run_processes(lab_vm_pid: u32) -> Vec<String> {
     found
 }
 
-fn qemus(lab_vm_pid: u32) -> usize {
-    run_processes(lab_vm_pid).iter().filter(|p| p.contains("qemu-system")).count()
+fn qemus(nodes: u32, lab_vm_pid: u32) -> usize {
+    run_processes(nodes, lab_vm_pid).iter().filter(|p| p.contains("qemu-system")).count()
 }
 
 fn wait(child: &mut Child, limit: Duration) -> i32 {
@@ -55,8 +67,57 @@ fn wait(child: &mut Child, limit: Duration) -> i32 {
             let _ = child.kill();
             panic!("ci/lab-vm still running after {limit:?}");
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Waits (10 minutes at most: two TCG boots beside the other lab_vm tests) until `event`,
+/// failing if ci/lab-vm ends first.
+fn wait_for(child: &mut Child, log: &Path, what: &str, mut event: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !event() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("ci/lab-vm ended ({status}) before {what}:\n{}", read(log));
+        }
+        if start.elapsed() > Duration::from_secs(600) {
+            let _ = child.kill();
+            panic!("no {what} after 10 minutes:\n{}", read(log));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Sends `signal` (INT, TERM) to ci/lab-vm and checks how the run ends: exit 130 within
+/// 10 s, saying so, no process naming the run folder left and the folder removed.
+fn interrupt_and_check(child: &mut Child, nodes: u32, log: &Path, signal: &str) {
+    let pid = child.id();
+    let sent = Command::new("kill").args([&format!("-{signal}"), &pid.to_string()]).status();
+    assert!(sent.unwrap().success(), "kill -{signal} {pid}");
+    let start = Instant::now();
+    let status = wait(child, Duration::from_secs(60));
+    let took = start.elapsed();
+    let text = read(log);
+    assert_eq!(status, 130, "exit status after SIG{signal}:\n{text}");
+    assert!(took <= Duration::from_secs(10), "ended {took:?} after SIG{signal}:\n{text}");
+    assert!(text.contains("ci/lab-vm: interrupted: stopping the lab"), "{text}");
+    assert_eq!(run_processes(nodes, pid), Vec::<String>::new(), "left after SIG{signal}");
+    assert!(!run_folder(nodes, pid).exists(), "run folder left after SIG{signal}");
+}
+
+fn read(log: &Path) -> String {
+    String::from_utf8_lossy(&fs::read(log).unwrap()).into_owned()
+}
+
+/// A command that sleeps once it has left `MARKER.NODE` (under target/tmp: the guests may
+/// write in the repo folder).
+const MARKING_SLEEP: &str = r#"touch "$0.${RDMABENCH_NODE:-1}"; exec sleep 600"#;
+
+fn marker(name: &str) -> String {
+    format!("{}/lab-vm-{}-{name}", env!("CARGO_TARGET_TMPDIR"), std::process::id())
+}
+
+fn command_started(marker: &str, node: u32) -> bool {
+    Path::new(&format!("{marker}.{node}")).exists()
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -89,40 +150,77 @@ fn vm_two_nodes_label_their_lines_return_node_ones_status_and_leave_no_qemu() {
     assert_eq!(status, 3, "node 1's exit status:\n{text}");
     // Node 2's sleep was stopped when node 1 was done, not counted as a failure.
     assert!(!text.contains("node 2: the command failed"), "{text}");
-    assert_eq!(run_processes(pid), Vec::<String>::new(), "left behind");
-    assert!(!repo().join(format!(".lab/nodes-{pid}")).exists(), "run folder left");
+    assert_eq!(run_processes(2, pid), Vec::<String>::new(), "left behind");
+    assert!(!run_folder(2, pid).exists(), "run folder left");
 }
 
 #[test]
 #[ignore = "lab-vm: boots two guests on the host (ci/test runs it)"]
-fn vm_an_interrupted_or_timed_out_lab_leaves_no_qemu() {
-    // Ctrl-C while the guests boot.
+fn vm_ctrl_c_while_two_guests_boot_ends_the_lab_within_10_s() {
     let log = scratch("interrupted.log");
     let mut child = lab_vm(&log, None, &["sleep", "600"]);
     let pid = child.id();
-    let start = Instant::now();
-    while qemus(pid) < 2 {
-        assert!(start.elapsed() < Duration::from_secs(120), "no qemu started");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let sent = Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
-    assert!(sent.success());
-    assert_eq!(
-        wait(&mut child, Duration::from_secs(60)),
-        130,
-        "{}",
-        fs::read_to_string(&log).unwrap()
-    );
-    assert_eq!(run_processes(pid), Vec::<String>::new(), "left behind after Ctrl-C");
-    assert!(fs::read_to_string(&log).unwrap().contains("interrupted: stopping the guests"));
+    wait_for(&mut child, &log, "two qemus", || qemus(2, pid) == 2);
+    interrupt_and_check(&mut child, 2, &log, "INT");
+}
 
-    // The overall limit running out.
+#[test]
+#[ignore = "lab-vm: starts a two-node lab on the host (ci/test runs it)"]
+fn vm_ctrl_c_before_any_qemu_starts_ends_the_lab_within_10_s() {
+    let log = scratch("early.log");
+    let mut child = lab_vm(&log, None, &["sleep", "600"]);
+    let pid = child.id();
+    wait_for(&mut child, &log, "run folder", || run_folder(2, pid).exists());
+    interrupt_and_check(&mut child, 2, &log, "INT");
+}
+
+#[test]
+#[ignore = "lab-vm: starts a two-node lab on the host (ci/test runs it)"]
+fn vm_ctrl_c_ends_a_lab_started_with_sigint_ignored() {
+    // A script's background job ignores SIGINT, and bash cannot trap an ignored signal:
+    // ci/lab-vm starts again with it at its default.
+    let log = scratch("ignored.log");
+    let mut ignoring = Command::new("bash");
+    ignoring.args(["-c", r#"trap "" INT; exec "$0" --nodes 2 sleep 600"#]);
+    ignoring.arg(repo().join("ci/lab-vm"));
+    let mut child = spawn_logged(ignoring, &log);
+    let pid = child.id();
+    wait_for(&mut child, &log, "run folder", || run_folder(2, pid).exists());
+    interrupt_and_check(&mut child, 2, &log, "INT");
+}
+
+#[test]
+#[ignore = "lab-vm: boots two guests on the host (ci/test runs it)"]
+fn vm_sigterm_while_the_guests_run_the_command_ends_the_lab_within_10_s() {
+    let log = scratch("terminated.log");
+    let marker = marker("terminated");
+    let mut child = lab_vm(&log, None, &["bash", "-c", MARKING_SLEEP, &marker]);
+    wait_for(&mut child, &log, "the command on both nodes", || {
+        command_started(&marker, 1) && command_started(&marker, 2)
+    });
+    interrupt_and_check(&mut child, 2, &log, "TERM");
+}
+
+#[test]
+#[ignore = "lab-vm: boots a guest on the host (ci/test runs it)"]
+fn vm_ctrl_c_while_one_guest_boots_ends_the_lab_within_10_s() {
+    let log = scratch("one-node-interrupted.log");
+    let mut child = lab_vm_nodes(1, &log, None, &["sleep", "600"]);
+    let pid = child.id();
+    wait_for(&mut child, &log, "a qemu", || qemus(1, pid) == 1);
+    interrupt_and_check(&mut child, 1, &log, "INT");
+}
+
+#[test]
+#[ignore = "lab-vm: boots two guests on the host (ci/test runs it)"]
+fn vm_a_lab_past_its_limit_exits_124_with_no_qemu_left() {
     let log = scratch("timed-out.log");
     let mut child = lab_vm(&log, Some(12), &["sleep", "600"]);
     let pid = child.id();
-    assert_eq!(wait(&mut child, Duration::from_secs(90)), 124);
-    assert_eq!(run_processes(pid), Vec::<String>::new(), "left behind after the timeout");
-    assert!(fs::read_to_string(&log).unwrap().contains("timed out after 12s"));
+    assert_eq!(wait(&mut child, Duration::from_secs(90)), 124, "{}", read(&log));
+    assert_eq!(run_processes(2, pid), Vec::<String>::new(), "left behind after the timeout");
+    assert!(!run_folder(2, pid).exists(), "run folder left after the timeout");
+    assert!(read(&log).contains("timed out after 12s"));
 }
 
 #[test]
@@ -137,7 +235,9 @@ fn vm_one_node_appends_to_a_log_whole() {
         Some(600),
         &["bash", "-c", "echo inside the lab on $RDMABENCH_DEVICE"],
     );
+    let pid = child.id();
     let status = wait(&mut child, Duration::from_secs(600));
+    assert!(!run_folder(1, pid).exists(), "run folder left");
     let text = fs::read(&log).unwrap();
     assert!(!text.contains(&0), "NUL bytes in the log");
     let text = String::from_utf8(text).unwrap();
