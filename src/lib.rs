@@ -25,6 +25,7 @@ pub mod doctor;
 pub mod engine;
 pub mod environment;
 pub mod error;
+pub mod files;
 pub mod inventory;
 pub mod measure;
 pub mod mesh;

@@ -18,6 +18,7 @@ pub use check::{Check, Status};
 
 use crate::environment::{DeviceEnvironment, Environment};
 use crate::error::Error;
+use crate::files::SystemTree;
 use crate::inventory::{self, InventoryError};
 use crate::spec::{rules, Measure, TestKind, Verb};
 use crate::transport::Backend;
@@ -78,7 +79,14 @@ pub fn diagnose(target: &Target<'_>) -> Result<DoctorReport, Error> {
 
 fn linux(target: &Target<'_>) -> Result<(Vec<Check>, Environment), Error> {
     let root = target.root;
-    let mut host = facts::HostFacts::read(root);
+    let tree = SystemTree::new(root);
+    let mut host = facts::HostFacts::read(&tree);
+    let mut environment = Environment::host_in(&tree);
+    // A FIFO, a device or an oversized file where a system file should be: that tree
+    // cannot be judged.
+    if let Some(e) = tree.refused() {
+        return Err(Error::io(e.to_string()));
+    }
     if host.nics.is_empty() {
         let e = if root.join("sys/class/infiniband").is_dir() {
             InventoryError::NoDevice
@@ -96,7 +104,6 @@ fn linux(target: &Target<'_>) -> Result<(Vec<Check>, Environment), Error> {
             return Err(InventoryError::UnknownDevice { name: name.into(), available }.into());
         }
     }
-    let mut environment = Environment::host_at(root);
     // On the live host the verbs query knows what sysfs does not: the active MTU.
     if root == Path::new("/") {
         if let Ok(inv) = inventory::collect(None, Backend::Verbs) {

@@ -152,7 +152,8 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, Error> {
                 (v, v)
             }
         };
-        if a > b || b >= 4096 {
+        // CPUs below 4096, and no more of them than that all ranges together.
+        if a > b || b >= 4096 || b - a >= 4096 - cpus.len() {
             return Err(bad());
         }
         cpus.extend(a..=b);
