@@ -122,6 +122,10 @@ fn doctor(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8, Error> {
     if !root.is_dir() {
         return Err(Error::usage(format!("--root {}: not a directory", root.display())));
     }
+    if let Some(dir) = &args.capture {
+        doctor::capture::capture(&root, dir)?;
+        return Ok(0);
+    }
     let target = doctor::Target { device: args.device.as_deref(), root: &root, backend };
     let report = doctor::diagnose(&target)?;
     write_out(out, &doctor::render(&report))?;

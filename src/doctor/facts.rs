@@ -1,5 +1,5 @@
 //! What `doctor` looks at on Linux, read from `/sys` and `/proc` under a root directory
-//! (`/` on a live host; a tree `ci/capture-sysfs` copied, or a test fixture). Reading
+//! (`/` on a live host; a tree `doctor --capture` copied, or a test fixture). Reading
 //! and judging are apart: [`HostFacts`] is plain data, [`super::checks`] judges it.
 //!
 //! The layout is the kernel's (Documentation/ABI/stable/sysfs-class-infiniband,
@@ -177,7 +177,7 @@ fn word(text: String) -> String {
 }
 
 /// The names in `root/rel`, sorted (none when it is not a directory).
-fn entries(root: &SystemTree, rel: &str) -> Vec<String> {
+pub(super) fn entries(root: &SystemTree, rel: &str) -> Vec<String> {
     // Names are shown, so they are cleaned too (a name that needed it then reads as
     // having no files, and its checks say N/A).
     let mut names: Vec<String> = fs::read_dir(root.join(rel))

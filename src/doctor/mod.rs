@@ -1,9 +1,10 @@
 //! `rdmabench doctor`: the preflight a lab runs before trusting a number. Each check
 //! says PASS, WARN, FAIL or N/A, what it saw, what it expected and the one-line fix
 //! (docs/qualify.md). On Linux the checks judge sysfs and /proc under a root directory
-//! ([`facts`]), so a captured tree (`ci/capture-sysfs`) or a test fixture is judged
+//! ([`facts`]), so a captured tree (`doctor --capture`, [`capture`]) or a test fixture is judged
 //! exactly as a live host; on Windows they judge NetworkDirect's view ([`windows`]).
 
+pub mod capture;
 pub mod check;
 pub mod checks;
 pub mod facts;
