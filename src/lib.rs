@@ -38,6 +38,7 @@ pub mod report;
 pub mod serve;
 pub mod session;
 pub mod spec;
+pub mod text;
 pub mod transport;
 pub mod version;
 

@@ -8,9 +8,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::environment::clean;
 use crate::files::SystemTree;
 use crate::inventory::decode;
+use crate::text::clean;
 
 /// Everything the Linux checks judge.
 #[derive(Clone, Debug, Default)]

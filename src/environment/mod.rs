@@ -5,12 +5,13 @@
 //!
 //! Each reader takes the root directory to read `/proc`, `/sys`, `/etc` and `/usr/lib`
 //! under (`/` in production), so the tests run over fixture trees. Text read from the
-//! system is [`clean`]ed: control characters and whitespace runs become one space, so a
-//! value never breaks the one-line [`Environment::summary`].
+//! system, and a peer's environment ([`Environment::cleaned`]), is [`clean`]ed (the one
+//! sanitiser, [`crate::text`]), so a value never breaks the one-line
+//! [`Environment::summary`] nor hides, reorders or repaints what it is shown with.
 
-mod clean;
 mod host;
 mod net;
+mod peer;
 mod rdma;
 mod summary;
 #[cfg(all(test, unix))]
@@ -20,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::files::SystemTree;
 
-pub use clean::{clean, MAX_TEXT_CHARS};
+pub use crate::text::clean;
 pub use rdma::rdma_core_version;
 
 /// The host a side ran on, and its RDMA device or network interface.

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use super::PcieLink;
-use crate::environment::clean;
 use crate::files;
+use crate::text::clean;
 
 /// A one-value file, [`clean`]ed for showing; `None` when unreadable or empty.
 fn read_trimmed(path: &Path) -> Option<String> {

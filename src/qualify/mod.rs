@@ -240,11 +240,16 @@ impl Baseline {
         let bad = |why: String| Error::usage(format!("--baseline {file}: {why}"));
         let text = crate::files::read_text(path, crate::files::BASELINE_LIMIT)
             .map_err(|e| Error::usage(format!("--baseline {e}")))?;
-        let report: QualifyReport =
+        let mut report: QualifyReport =
             serde_json::from_str(&text).map_err(|e| bad(format!("not a qualify JSON ({e})")))?;
         if report.kind != "qualify" {
             return Err(bad(format!("a '{}' report, not a qualify one", report.kind)));
         }
+        // Its environments are shown beside this run's: as inert as a peer's.
+        report.environment = report.environment.map(|s| Sides {
+            local: s.local.cleaned(),
+            peer: s.peer.map(crate::environment::Environment::cleaned),
+        });
         Ok(Baseline { file, report })
     }
 }

@@ -140,7 +140,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 
 /// `0,2-3` → `[0, 2, 3]`.
 pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, Error> {
-    let shown = crate::environment::clean(text);
+    let shown = crate::text::clean(text);
     let bad = || Error::usage(format!("--cpus '{shown}': a CPU list like 0,2-3"));
     let mut cpus = Vec::new();
     for part in text.split(',') {
