@@ -9,6 +9,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::text::one_line;
+
 /// Why a run failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -141,30 +143,6 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
-
-/// Text for one log or terminal line: control characters (newlines, escapes) and the
-/// format characters that move or hide text (line and paragraph separators,
-/// bidirectional overrides, zero-width marks) become spaces, and it is cut at 500
-/// characters.
-pub fn one_line(text: &str) -> String {
-    const MAX: usize = 500;
-    let mut line: String = text.chars().map(|c| if shown(c) { c } else { ' ' }).take(MAX).collect();
-    if text.chars().count() > MAX {
-        line.push('…');
-    }
-    line
-}
-
-/// Whether `c` prints as itself on one line.
-fn shown(c: char) -> bool {
-    !c.is_control()
-        && !matches!(c,
-            '\u{200B}'..='\u{200F}' // zero-width space, joiners, LTR/RTL marks
-            | '\u{2028}'..='\u{202E}' // line and paragraph separators, bidi embeddings and overrides
-            | '\u{2060}'..='\u{206F}' // word joiner, bidi isolates, invisible operators
-            | '\u{FEFF}' // byte order mark
-            | '\u{FFF9}'..='\u{FFFB}') // interlinear annotation
-}
 
 #[cfg(test)]
 mod tests {

@@ -25,6 +25,7 @@ pub mod doctor;
 pub mod engine;
 pub mod environment;
 pub mod error;
+pub mod files;
 pub mod inventory;
 pub mod measure;
 pub mod mesh;
@@ -37,6 +38,7 @@ pub mod report;
 pub mod serve;
 pub mod session;
 pub mod spec;
+pub mod text;
 pub mod transport;
 pub mod version;
 
@@ -120,6 +122,10 @@ fn doctor(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8, Error> {
     let root = args.root.clone().unwrap_or_else(|| "/".into());
     if !root.is_dir() {
         return Err(Error::usage(format!("--root {}: not a directory", root.display())));
+    }
+    if let Some(dir) = &args.capture {
+        doctor::capture::capture(&root, dir)?;
+        return Ok(0);
     }
     let target = doctor::Target { device: args.device.as_deref(), root: &root, backend };
     let report = doctor::diagnose(&target)?;

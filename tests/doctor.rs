@@ -1,5 +1,5 @@
 //! `rdmabench doctor --root` over fixture trees: the lab's soft-RoCE host as
-//! ci/capture-sysfs copied it (tests/fixtures/doctor/lab-rxe), and ConnectX-3 FDR and
+//! `doctor --capture` copied it (tests/fixtures/doctor/lab-rxe), and ConnectX-3 FDR and
 //! ConnectX-2 QDR hosts written here in the kernel's sysfs layout
 //! (Documentation/ABI/stable/sysfs-class-infiniband, sysfs-class-net,
 //! sysfs-devices-system-cpu): healthy, PCIe degraded, old firmware, MTU 1500, powersave.
@@ -431,4 +431,122 @@ fn bad_roots_and_devices_are_one_line_errors() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// One error line naming the file, exit 2, at once (a FIFO hung for ever, /dev/zero took
+/// all memory and then passed).
+fn refused_quickly(extra: &[&str], root: &Path, why: &str) {
+    let start = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+        .args(["doctor", "--root"])
+        .arg(root)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(start.elapsed() < std::time::Duration::from_secs(10), "{:?}", start.elapsed());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(why), "{err}");
+    assert!(out.stdout.is_empty(), "no verdicts: {}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn a_device_or_fifo_in_the_tree_is_one_line_error() {
+    let h = Host::cx3_fdr("cx3-zero", GEN3_X8);
+    let cpuinfo = h.root.join("proc/cpuinfo");
+    std::os::unix::fs::symlink("/dev/zero", &cpuinfo).unwrap();
+    refused_quickly(&[], &h.root, &format!("{}: not a regular file", cpuinfo.display()));
+    let h = Host::cx3_fdr("cx3-fifo", GEN3_X8);
+    let fw = h.root.join("sys/class/infiniband/mlx4_0/fw_ver");
+    fs::remove_file(&fw).unwrap();
+    assert!(Command::new("mkfifo").arg(&fw).status().unwrap().success());
+    refused_quickly(&[], &h.root, &format!("{}: not a regular file", fw.display()));
+    let big = h.root.join("proc/self/status");
+    fs::remove_file(&fw).unwrap();
+    fs::write(&big, "x".repeat((16 << 20) + 1)).unwrap();
+    refused_quickly(&[], &h.root, &format!("{}: larger than 16777216 bytes", big.display()));
+}
+
+#[test]
+fn sysfs_text_full_of_escapes_prints_inert() {
+    let h = Host::cx3_fdr("cx3-escapes", GEN3_X8);
+    let forged =
+        "\u{1b}[2J\u{1b}]0;owned\u{7}2.42.5000\nPASS   firmware         mlx4_0 ok\u{202e}\u{2066}";
+    h.file("sys/class/infiniband/mlx4_0/fw_ver", forged);
+    h.file("sys/class/infiniband/mlx4_0/ports/1/link_layer", "InfiniBand\r\u{1b}[1A");
+    let (out, checks) = h.doctor(&[]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let bad = |c: char| (c.is_control() && c != '\n') || ('\u{2066}'..='\u{2069}').contains(&c);
+    assert!(!stdout.contains(bad), "{stdout:?}");
+    assert!(!stdout.contains('\u{202e}'), "{stdout:?}");
+    let rows = stdout.lines().filter(|l| l.starts_with("PASS") && l.contains("ok")).count();
+    assert_eq!(rows, 0, "no forged row: {stdout}");
+    let fw = text(&checks, "firmware mlx4_0", "observed");
+    assert!(fw.contains("[2J ]0;owned 2.42.5000 PASS firmware mlx4_0 ok"), "{fw}");
+}
+
+#[test]
+fn a_huge_cpulist_is_refused_not_expanded() {
+    let h = Host::cx3_fdr("cx3-cpulist", GEN3_X8);
+    // 12 KB of ranges gave 755 MB of CPUs; 48 KB aborted.
+    h.file("sys/devices/system/node/node1/cpulist", &vec!["0-65535"; 4000].join(","));
+    h.process("unlimited", "0000000000000000", &vec!["0-65535"; 4000].join(","));
+    let (out, checks) = h.doctor(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(status(&checks, "numa.locality mlx4_0"), "na", "{checks:?}");
+}
+
+#[test]
+fn a_capture_is_judged_as_its_host() {
+    let h = Host::cx3_fdr("cx3-capture", GEN3_X8);
+    h.netdev("eth1", "0000:04:00.0", 1, 1500, &[]);
+    let (_, original) = h.doctor(&[]);
+    let copy = Host { root: h.root.with_extension("copy") };
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+        .args(["doctor", "--root"])
+        .arg(&h.root)
+        .arg("--capture")
+        .arg(&copy.root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.is_empty());
+    let link = fs::read_link(copy.root.join("sys/class/net/ib0/device")).unwrap();
+    assert_eq!(link, Path::new("../../../../sys/devices/pci/0000:03:00.0"));
+    let (_, captured) = copy.doctor(&[]);
+    assert!(original.len() > 10, "{original:?}");
+    assert_eq!(captured, original);
+    // The lab's tree, captured again, is the same tree.
+    let lab = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/doctor/lab-rxe");
+    let again = Host { root: h.root.with_extension("lab") };
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+        .args(["doctor", "--root"])
+        .arg(&lab)
+        .arg("--capture")
+        .arg(&again.root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(tree(&again.root), tree(&lab));
+}
+
+/// Every file and link under `dir`: its path and what it holds or points to.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in fs::read_dir(&d).unwrap().flatten() {
+            let (path, kind) = (e.path(), e.file_type().unwrap());
+            let rel = path.strip_prefix(dir).unwrap().to_path_buf();
+            if kind.is_symlink() {
+                out.insert(rel, format!("-> {}", fs::read_link(&path).unwrap().display()));
+            } else if kind.is_dir() {
+                todo.push(path);
+            } else {
+                out.insert(rel, fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    out
 }

@@ -176,10 +176,14 @@ pub struct DoctorArgs {
     /// Also write the checks as JSON to FILE (docs/json.md#doctor).
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
-    /// Judge the /sys and /proc under DIR (a tree ci/capture-sysfs copied) instead of
-    /// this host's; no device is opened.
+    /// Judge the /sys and /proc under DIR (a tree `--capture` wrote) instead of this
+    /// host's; no device is opened.
     #[arg(long = "root", value_name = "DIR")]
     pub root: Option<std::path::PathBuf>,
+    /// Judge nothing: copy the files doctor reads (under --root, else this host's) into
+    /// DIR, for `doctor --root DIR` to judge later, anywhere.
+    #[arg(long = "capture", value_name = "DIR", conflicts_with_all = ["json", "device"])]
+    pub capture: Option<std::path::PathBuf>,
     /// RDMA interface: verbs, or nd (NetworkDirect's checks). Default: nd on Windows,
     /// verbs elsewhere.
     #[arg(long = "backend", value_enum, value_name = "API")]

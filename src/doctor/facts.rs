@@ -1,5 +1,5 @@
 //! What `doctor` looks at on Linux, read from `/sys` and `/proc` under a root directory
-//! (`/` on a live host; a tree `ci/capture-sysfs` copied, or a test fixture). Reading
+//! (`/` on a live host; a tree `doctor --capture` copied, or a test fixture). Reading
 //! and judging are apart: [`HostFacts`] is plain data, [`super::checks`] judges it.
 //!
 //! The layout is the kernel's (Documentation/ABI/stable/sysfs-class-infiniband,
@@ -8,7 +8,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::files::SystemTree;
 use crate::inventory::decode;
+use crate::text::clean;
 
 /// Everything the Linux checks judge.
 #[derive(Clone, Debug, Default)]
@@ -152,13 +154,20 @@ pub struct IdleState {
 /// ARPHRD_INFINIBAND: an IPoIB interface.
 pub const HW_TYPE_INFINIBAND: u32 = 32;
 
-fn read(root: &Path, rel: impl AsRef<Path>) -> Option<String> {
-    let text = fs::read_to_string(root.join(rel)).ok()?;
+/// A file's text, trimmed, to parse; `None` when unreadable or empty.
+fn read(root: &SystemTree, rel: impl AsRef<Path>) -> Option<String> {
+    let text = root.read(rel)?;
     let text = text.trim();
     (!text.is_empty()).then(|| text.to_string())
 }
 
-fn number<T: std::str::FromStr>(root: &Path, rel: impl AsRef<Path>) -> Option<T> {
+/// A file's text to show: [`clean`]ed, so whatever the file holds prints inert.
+fn text(root: &SystemTree, rel: impl AsRef<Path>) -> Option<String> {
+    let text = clean(&root.read(rel)?);
+    (!text.is_empty()).then_some(text)
+}
+
+fn number<T: std::str::FromStr>(root: &SystemTree, rel: impl AsRef<Path>) -> Option<T> {
     read(root, rel)?.parse().ok()
 }
 
@@ -168,9 +177,11 @@ fn word(text: String) -> String {
 }
 
 /// The names in `root/rel`, sorted (none when it is not a directory).
-fn entries(root: &Path, rel: &str) -> Vec<String> {
+pub(super) fn entries(root: &SystemTree, rel: &str) -> Vec<String> {
+    // Names are shown, so they are cleaned too (a name that needed it then reads as
+    // having no files, and its checks say N/A).
     let mut names: Vec<String> = fs::read_dir(root.join(rel))
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|d| d.flatten().map(|e| clean(&e.file_name().to_string_lossy())).collect())
         .unwrap_or_default();
     names.sort_by_key(|a| natural(a));
     names
@@ -185,8 +196,8 @@ fn natural(name: &str) -> (String, u64) {
 
 impl HostFacts {
     /// Reads the host under `root`. Missing files give empty facts, never an error:
-    /// the checks say N/A for what they cannot see.
-    pub fn read(root: &Path) -> HostFacts {
+    /// the checks say N/A for what they cannot see (the tree keeps any file it refused).
+    pub fn read(root: &SystemTree) -> HostFacts {
         let (memlock, memlock_known) = memlock(root);
         HostFacts {
             nics: entries(root, "sys/class/infiniband").iter().map(|n| nic(root, n)).collect(),
@@ -212,7 +223,7 @@ impl HostFacts {
 /// linux/capability.h.
 const CAP_IPC_LOCK: u32 = 14;
 
-fn nic(root: &Path, name: &str) -> NicFacts {
+fn nic(root: &SystemTree, name: &str) -> NicFacts {
     let dir = PathBuf::from("sys/class/infiniband").join(name);
     let pci_dir = dir.join("device");
     let pci = fs::canonicalize(root.join(&pci_dir)).ok().filter(|_| {
@@ -241,8 +252,8 @@ fn nic(root: &Path, name: &str) -> NicFacts {
     NicFacts {
         name: name.to_string(),
         model,
-        fw_ver: read(root, dir.join("fw_ver")),
-        node_type: read(root, dir.join("node_type")).map(word),
+        fw_ver: text(root, dir.join("fw_ver")),
+        node_type: text(root, dir.join("node_type")).map(word),
         soft,
         pcie: pci.as_ref().and_then(|_| pcie(root, &pci_dir)),
         numa_node: pci
@@ -254,7 +265,7 @@ fn nic(root: &Path, name: &str) -> NicFacts {
     }
 }
 
-fn pcie(root: &Path, dev: &Path) -> Option<PcieFacts> {
+fn pcie(root: &SystemTree, dev: &Path) -> Option<PcieFacts> {
     let gts = |file: &str| read(root, dev.join(file)).and_then(|s| parse_gts(&s));
     let p = PcieFacts {
         current_gts: gts("current_link_speed"),
@@ -270,17 +281,17 @@ pub fn parse_gts(text: &str) -> Option<f64> {
     text.split_whitespace().next()?.parse().ok().filter(|&v: &f64| v > 0.0)
 }
 
-fn port(root: &Path, dev: &Path, port: u8) -> PortFacts {
+fn port(root: &SystemTree, dev: &Path, port: u8) -> PortFacts {
     let dir = dev.join("ports").join(port.to_string());
-    let rate = read(root, dir.join("rate"));
+    let rate = text(root, dir.join("rate"));
     let (rate_gbps, lanes, speed) = rate.as_deref().map(parse_rate).unwrap_or_default();
     let gids = entries(root, &dir.join("gids").to_string_lossy())
         .iter()
         .filter_map(|i| {
             let index: u32 = i.parse().ok()?;
-            let raw = read(root, dir.join("gids").join(i))?;
+            let raw = text(root, dir.join("gids").join(i))?;
             // Unused entries read as zeros and have no type.
-            let gid_type = read(root, dir.join("gid_attrs/types").join(i))?;
+            let gid_type = text(root, dir.join("gid_attrs/types").join(i))?;
             if raw.chars().all(|c| c == '0' || c == ':') {
                 return None;
             }
@@ -293,15 +304,15 @@ fn port(root: &Path, dev: &Path, port: u8) -> PortFacts {
                 index,
                 raw,
                 gid_type,
-                netdev: read(root, dir.join("gid_attrs/ndevs").join(i)),
+                netdev: text(root, dir.join("gid_attrs/ndevs").join(i)),
             })
         })
         .collect();
     PortFacts {
         port,
-        state: read(root, dir.join("state")).map(word).unwrap_or_default(),
-        phys_state: read(root, dir.join("phys_state")).map(word).unwrap_or_default(),
-        link_layer: read(root, dir.join("link_layer")).unwrap_or_default(),
+        state: text(root, dir.join("state")).map(word).unwrap_or_default(),
+        phys_state: text(root, dir.join("phys_state")).map(word).unwrap_or_default(),
+        link_layer: text(root, dir.join("link_layer")).unwrap_or_default(),
         rate_gbps,
         lanes,
         speed,
@@ -324,7 +335,7 @@ pub fn parse_rate(text: &str) -> (Option<f64>, Option<u32>, Option<String>) {
     (gbps, lanes, speed)
 }
 
-fn netdev(root: &Path, name: &str) -> NetdevFacts {
+fn netdev(root: &SystemTree, name: &str) -> NetdevFacts {
     let dir = PathBuf::from("sys/class/net").join(name);
     let pci =
         fs::canonicalize(root.join(dir.join("device"))).ok().filter(|p| p.join("vendor").exists());
@@ -337,7 +348,7 @@ fn netdev(root: &Path, name: &str) -> NetdevFacts {
         mtu: number(root, dir.join("mtu")),
         hw_type: number(root, dir.join("type")),
         speed_mbps: number::<i64>(root, dir.join("speed")).and_then(|s| u64::try_from(s).ok()),
-        mode: read(root, dir.join("mode")),
+        mode: text(root, dir.join("mode")),
         dev_port: read(root, dir.join("dev_port"))
             .and_then(hex_or_dec)
             .filter(|&p| p > 0)
@@ -346,25 +357,25 @@ fn netdev(root: &Path, name: &str) -> NetdevFacts {
     }
 }
 
-fn governors(root: &Path) -> Vec<(usize, String)> {
+fn governors(root: &SystemTree) -> Vec<(usize, String)> {
     entries(root, "sys/devices/system/cpu")
         .iter()
         .filter_map(|c| {
             let n: usize = c.strip_prefix("cpu")?.parse().ok()?;
-            let g = read(root, format!("sys/devices/system/cpu/{c}/cpufreq/scaling_governor"))?;
+            let g = text(root, format!("sys/devices/system/cpu/{c}/cpufreq/scaling_governor"))?;
             Some((n, g))
         })
         .collect()
 }
 
-fn idle_states(root: &Path) -> Vec<IdleState> {
+fn idle_states(root: &SystemTree) -> Vec<IdleState> {
     let dir = "sys/devices/system/cpu/cpu0/cpuidle";
     entries(root, dir)
         .iter()
         .filter(|s| s.starts_with("state"))
         .filter_map(|s| {
             Some(IdleState {
-                name: read(root, format!("{dir}/{s}/name"))?,
+                name: text(root, format!("{dir}/{s}/name"))?,
                 latency_us: number(root, format!("{dir}/{s}/latency"))?,
                 disabled: read(root, format!("{dir}/{s}/disable")).is_some_and(|d| d == "1"),
             })
@@ -372,7 +383,7 @@ fn idle_states(root: &Path) -> Vec<IdleState> {
         .collect()
 }
 
-fn numa_nodes(root: &Path) -> Vec<(u32, Vec<usize>)> {
+fn numa_nodes(root: &SystemTree) -> Vec<(u32, Vec<usize>)> {
     entries(root, "sys/devices/system/node")
         .iter()
         .filter_map(|n| {
@@ -384,7 +395,7 @@ fn numa_nodes(root: &Path) -> Vec<(u32, Vec<usize>)> {
 }
 
 /// A field of `proc/self/status`.
-fn status_field(root: &Path, field: &str) -> Option<String> {
+fn status_field(root: &SystemTree, field: &str) -> Option<String> {
     let text = read(root, "proc/self/status")?;
     text.lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':').map(|v| v.trim().to_string()))
@@ -392,7 +403,7 @@ fn status_field(root: &Path, field: &str) -> Option<String> {
 
 /// RLIMIT_MEMLOCK's soft limit from `proc/self/limits`: (bytes, whether the line was
 /// there). `unlimited` gives (None, true).
-fn memlock(root: &Path) -> (Option<u64>, bool) {
+fn memlock(root: &SystemTree) -> (Option<u64>, bool) {
     let Some(text) = read(root, "proc/self/limits") else { return (None, false) };
     let Some(line) = text.lines().find(|l| l.starts_with("Max locked memory")) else {
         return (None, false);
@@ -401,20 +412,25 @@ fn memlock(root: &Path) -> (Option<u64>, bool) {
     (soft.and_then(|s| s.parse().ok()), true)
 }
 
-/// `0-3,8,10-11` → the CPUs; `None` if malformed.
+/// Most CPUs a list may name, all ranges together (Linux's NR_CPUS is at most 8192).
+pub const MAX_LISTED_CPUS: usize = 1 << 16;
+
+/// `0-3,8,10-11` → the CPUs; `None` if malformed or naming more than
+/// [`MAX_LISTED_CPUS`].
 pub fn cpu_list(text: &str) -> Option<Vec<usize>> {
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-                if b < a || b - a > 1 << 16 {
-                    return None;
-                }
-                cpus.extend(a..=b);
+        let (a, b): (usize, usize) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse().ok()?, b.trim().parse().ok()?),
+            None => {
+                let a = part.trim().parse().ok()?;
+                (a, a)
             }
-            None => cpus.push(part.trim().parse().ok()?),
+        };
+        if b < a || b - a >= MAX_LISTED_CPUS - cpus.len() {
+            return None;
         }
+        cpus.extend(a..=b);
     }
     Some(cpus)
 }
@@ -468,6 +484,15 @@ mod tests {
         assert_eq!(cpu_list("3-1"), None);
         assert_eq!(cpu_list("x"), None);
         assert_eq!(cpu_list("0-99999999"), None, "a bounded list");
+        // Many ranges, each allowed: bounded all together (12 KB gave 755 MB before).
+        let many = vec!["0-65535"; 2000].join(",");
+        assert_eq!(cpu_list(&many), None);
+        assert_eq!(
+            cpu_list(&vec!["7"; MAX_LISTED_CPUS].join(",")).map(|c| c.len()),
+            Some(MAX_LISTED_CPUS)
+        );
+        assert_eq!(cpu_list(&vec!["7"; MAX_LISTED_CPUS + 1].join(",")), None);
+        assert_eq!(cpu_list("0-65535").map(|c| c.len()), Some(MAX_LISTED_CPUS));
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! `rdmabench doctor`: the preflight a lab runs before trusting a number. Each check
 //! says PASS, WARN, FAIL or N/A, what it saw, what it expected and the one-line fix
 //! (docs/qualify.md). On Linux the checks judge sysfs and /proc under a root directory
-//! ([`facts`]), so a captured tree (`ci/capture-sysfs`) or a test fixture is judged
+//! ([`facts`]), so a captured tree (`doctor --capture`, [`capture`]) or a test fixture is judged
 //! exactly as a live host; on Windows they judge NetworkDirect's view ([`windows`]).
 
+pub mod capture;
 pub mod check;
 pub mod checks;
 pub mod facts;
@@ -18,6 +19,7 @@ pub use check::{Check, Status};
 
 use crate::environment::{DeviceEnvironment, Environment};
 use crate::error::Error;
+use crate::files::SystemTree;
 use crate::inventory::{self, InventoryError};
 use crate::spec::{rules, Measure, TestKind, Verb};
 use crate::transport::Backend;
@@ -78,7 +80,14 @@ pub fn diagnose(target: &Target<'_>) -> Result<DoctorReport, Error> {
 
 fn linux(target: &Target<'_>) -> Result<(Vec<Check>, Environment), Error> {
     let root = target.root;
-    let mut host = facts::HostFacts::read(root);
+    let tree = SystemTree::new(root);
+    let mut host = facts::HostFacts::read(&tree);
+    let mut environment = Environment::host_in(&tree);
+    // A FIFO, a device or an oversized file where a system file should be: that tree
+    // cannot be judged.
+    if let Some(e) = tree.refused() {
+        return Err(Error::io(e.to_string()));
+    }
     if host.nics.is_empty() {
         let e = if root.join("sys/class/infiniband").is_dir() {
             InventoryError::NoDevice
@@ -96,7 +105,6 @@ fn linux(target: &Target<'_>) -> Result<(Vec<Check>, Environment), Error> {
             return Err(InventoryError::UnknownDevice { name: name.into(), available }.into());
         }
     }
-    let mut environment = Environment::host_at(root);
     // On the live host the verbs query knows what sysfs does not: the active MTU.
     if root == Path::new("/") {
         if let Ok(inv) = inventory::collect(None, Backend::Verbs) {

@@ -59,7 +59,7 @@ pub fn exchange<C>(
             theirs.name()
         )));
     };
-    report.environment = Some(EnvironmentReport { local: environment, peer: Some(peer) });
+    report.environment = Some(EnvironmentReport { local: environment, peer: Some(peer.cleaned()) });
     report.peer_params = Some(params);
     Ok(())
 }

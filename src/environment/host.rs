@@ -1,10 +1,10 @@
 //! The host part of an [`Environment`]: names, kernel, distribution, CPU and governor,
 //! read from `/proc`, `/sys` and `/etc/os-release` under a root directory.
 
-use std::fs;
 use std::path::Path;
 
 use super::{clean, read_clean, Environment};
+use crate::files::SystemTree;
 
 /// What `unknown` text fields say.
 const UNKNOWN: &str = "unknown";
@@ -25,6 +25,11 @@ impl Environment {
     /// be read gives `unknown` (text) or `None`; the CPU count falls back to
     /// [`std::thread::available_parallelism`] when `proc/cpuinfo` lists none.
     pub fn host_at(root: &Path) -> Environment {
+        Environment::host_in(&SystemTree::new(root))
+    }
+
+    /// [`Environment::host_at`] the root of `root`, which keeps any file it refused.
+    pub fn host_in(root: &SystemTree) -> Environment {
         let cpu = CpuInfo::read(root);
         let unknown = || UNKNOWN.to_string();
         Environment {
@@ -76,9 +81,8 @@ struct CpuInfo {
 }
 
 impl CpuInfo {
-    fn read(root: &Path) -> CpuInfo {
-        fs::read_to_string(root.join("proc/cpuinfo"))
-            .map_or_else(|_| CpuInfo::default(), |t| CpuInfo::parse(&t))
+    fn read(root: &SystemTree) -> CpuInfo {
+        root.read("proc/cpuinfo").map_or_else(CpuInfo::default, |t| CpuInfo::parse(&t))
     }
 
     fn parse(text: &str) -> CpuInfo {
@@ -102,10 +106,8 @@ impl CpuInfo {
 
 /// `PRETTY_NAME` of `etc/os-release` (or `usr/lib/os-release`, its fallback), else its
 /// `NAME`, else `Linux` as the os-release specification says; `None` without the file.
-fn os_release(root: &Path) -> Option<String> {
-    let text = ["etc/os-release", "usr/lib/os-release"]
-        .iter()
-        .find_map(|rel| fs::read_to_string(root.join(rel)).ok())?;
+fn os_release(root: &SystemTree) -> Option<String> {
+    let text = ["etc/os-release", "usr/lib/os-release"].iter().find_map(|rel| root.read(rel))?;
     let value = |want: &str| {
         text.lines()
             .filter_map(|l| l.split_once('='))
@@ -171,7 +173,7 @@ mod tests {
         assert_eq!(env.rdmabench, env!("CARGO_PKG_VERSION"));
         assert!(env.device.is_none() && env.interface.is_none());
         if cfg!(target_os = "linux") {
-            let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
             assert_eq!(env.kernel, release.trim());
             assert_ne!(env.os, UNKNOWN, "no /etc/os-release here?");
         }

@@ -5,21 +5,23 @@
 //!
 //! Each reader takes the root directory to read `/proc`, `/sys`, `/etc` and `/usr/lib`
 //! under (`/` in production), so the tests run over fixture trees. Text read from the
-//! system is [`clean`]ed: control characters and whitespace runs become one space, so a
-//! value never breaks the one-line [`Environment::summary`].
+//! system, and a peer's environment ([`Environment::cleaned`]), is [`clean`]ed (the one
+//! sanitiser, [`crate::text`]), so a value never breaks the one-line
+//! [`Environment::summary`] nor hides, reorders or repaints what it is shown with.
 
 mod host;
 mod net;
+mod peer;
 mod rdma;
 mod summary;
 #[cfg(all(test, unix))]
 mod tests;
 
-use std::fs;
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 
+use crate::files::SystemTree;
+
+pub use crate::text::clean;
 pub use rdma::rdma_core_version;
 
 /// The host a side ran on, and its RDMA device or network interface.
@@ -98,27 +100,8 @@ pub struct InterfaceEnvironment {
     pub speed_mbps: Option<u64>,
 }
 
-/// `text` on one line: control characters and runs of whitespace (line and paragraph
-/// separators included) become one space; leading and trailing ones go.
-pub fn clean(text: &str) -> String {
-    let words = text.split(|c: char| c.is_whitespace() || c.is_control());
-    words.filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")
-}
-
-/// The [`clean`]ed text of `root/rel`; `None` when unreadable or empty.
-fn read_clean(root: &Path, rel: &str) -> Option<String> {
-    let text = clean(&fs::read_to_string(root.join(rel)).ok()?);
+/// The [`clean`]ed text of `root/rel`; `None` when unreadable, refused or empty.
+fn read_clean(root: &SystemTree, rel: &str) -> Option<String> {
+    let text = clean(&root.read(rel)?);
     (!text.is_empty()).then_some(text)
-}
-
-#[cfg(test)]
-mod clean_tests {
-    use super::clean;
-
-    #[test]
-    fn clean_keeps_one_line_of_words() {
-        assert_eq!(clean("  Intel(R)  Xeon(R)\tCPU\n"), "Intel(R) Xeon(R) CPU");
-        assert_eq!(clean("a\r\nb\u{1b}[31mc\u{7f}d\u{2028}e\u{85}f"), "a b [31mc d e f");
-        assert_eq!(clean("\n\t "), "");
-    }
 }

@@ -9,6 +9,7 @@ use std::path::Path;
 use ffi::os::InterfaceAddress;
 
 use super::{clean, read_clean, InterfaceEnvironment};
+use crate::files::SystemTree;
 
 impl InterfaceEnvironment {
     /// The interface that holds local address `ip` (`127.0.0.1` → `lo`), with its MTU and
@@ -36,8 +37,9 @@ impl InterfaceEnvironment {
     pub fn named(name: &str, root: &Path) -> InterfaceEnvironment {
         // A name is one path component (Linux forbids '/' in interface names).
         let plain = !name.is_empty() && !name.contains('/') && name != "." && name != "..";
+        let tree = SystemTree::new(root);
         let read = |attr: &str| {
-            plain.then(|| read_clean(root, &format!("sys/class/net/{name}/{attr}"))).flatten()
+            plain.then(|| read_clean(&tree, &format!("sys/class/net/{name}/{attr}"))).flatten()
         };
         InterfaceEnvironment {
             name: clean(name),

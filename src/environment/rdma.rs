@@ -5,6 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::{clean, DeviceEnvironment, PcieEnvironment};
+use crate::files::SystemTree;
 use crate::inventory::decode::{RXE_VENDOR_ID, SIW_VENDOR_ID};
 use crate::inventory::{DeviceInfo, PcieLink};
 
@@ -95,7 +96,8 @@ fn kernel_driver(info: &DeviceInfo, root: &Path) -> Option<String> {
 ///
 /// `None` when none of them says.
 pub fn rdma_core_version(root: &Path) -> Option<String> {
-    let read = |rel: &str| fs::read_to_string(root.join(rel)).ok();
+    let tree = SystemTree::new(root);
+    let read = |rel: &str| tree.read(rel);
     read("proc/self/maps")
         .and_then(|maps| mapped_libibverbs(&maps))
         .or_else(|| installed_libibverbs(root))

@@ -1,15 +1,16 @@
 //! What sysfs adds to the verbs queries: the PCIe link and NUMA node of the device's PCI
 //! function. Soft devices (rxe, siw) have no PCI function, so both are absent there.
 
-use std::fs;
 use std::path::Path;
 
 use super::PcieLink;
+use crate::files;
+use crate::text::clean;
 
+/// A one-value file, [`clean`]ed for showing; `None` when unreadable or empty.
 fn read_trimmed(path: &Path) -> Option<String> {
-    let text = fs::read_to_string(path).ok()?;
-    let text = text.trim();
-    (!text.is_empty()).then(|| text.to_string())
+    let text = clean(&files::read_text(path, files::SYSTEM_FILE_LIMIT).ok()?);
+    (!text.is_empty()).then_some(text)
 }
 
 /// The PCIe link of `<ibdev_path>/device`, if the device has a PCI function.
@@ -48,6 +49,7 @@ pub fn port_state(ibdev_path: &Path, port: u8) -> Option<(String, Option<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn scratch(name: &str) -> std::path::PathBuf {
         let dir =

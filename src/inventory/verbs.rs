@@ -47,7 +47,7 @@ fn describe(device: Device<'_>) -> Result<DeviceInfo, VerbsError> {
         sys_image_guid: attr.sys_image_guid.to_string(),
         transport: decode::transport(device.transport_type()).to_string(),
         node_type: decode::node_type(device.node_type()).to_string(),
-        fw_ver: attr.fw_ver.clone(),
+        fw_ver: crate::text::clean(&attr.fw_ver),
         vendor_id: attr.vendor_id,
         vendor_part_id: attr.vendor_part_id,
         hw_ver: attr.hw_ver,

@@ -235,25 +235,21 @@ struct Baseline {
 }
 
 impl Baseline {
-    /// Most a baseline file may hold (a sweep of every run is far smaller).
-    const MAX_BYTES: u64 = 64 << 20;
-
     fn load(path: &Path) -> Result<Baseline, Error> {
         let file = path.display().to_string();
         let bad = |why: String| Error::usage(format!("--baseline {file}: {why}"));
-        let size = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?.len();
-        if size > Self::MAX_BYTES {
-            return Err(bad(format!(
-                "{size} bytes is over the {} MiB a baseline may have",
-                Self::MAX_BYTES >> 20
-            )));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-        let report: QualifyReport =
+        let text = crate::files::read_text(path, crate::files::BASELINE_LIMIT)
+            .map_err(|e| Error::usage(format!("--baseline {e}")))?;
+        let mut report: QualifyReport =
             serde_json::from_str(&text).map_err(|e| bad(format!("not a qualify JSON ({e})")))?;
         if report.kind != "qualify" {
             return Err(bad(format!("a '{}' report, not a qualify one", report.kind)));
         }
+        // Its environments are shown beside this run's: as inert as a peer's.
+        report.environment = report.environment.map(|s| Sides {
+            local: s.local.cleaned(),
+            peer: s.peer.map(crate::environment::Environment::cleaned),
+        });
         Ok(Baseline { file, report })
     }
 }

@@ -10,6 +10,7 @@ use toml::Spanned;
 
 use super::threshold::{Bandwidth, Latency, Percent};
 use crate::error::Error;
+use crate::files;
 use crate::spec::{parse_size, rules, Measure, TestKind, TestSpec, Verb};
 use crate::transport::{Backend, Service};
 
@@ -110,6 +111,9 @@ enum SizeValue {
 /// Most repeats of one point.
 pub const MAX_REPEATS: u32 = 100;
 
+/// Most `[[test]]`s of one profile (each runs `repeats` times, every size).
+pub const MAX_TESTS: usize = 1000;
+
 /// The profile `name_or_path`: a built-in name, else a file.
 ///
 /// # Errors
@@ -120,10 +124,13 @@ pub fn load(name_or_path: &str) -> Result<Profile, Error> {
         return parse(text, &format!("built-in {name}"), name);
     }
     let path = std::path::Path::new(name_or_path);
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let text = files::read_text(path, files::PROFILE_LIMIT).map_err(|e| {
+        if e.refused() {
+            return Error::usage(format!("profile {e}"));
+        }
         let names: Vec<&str> = BUILT_IN.iter().map(|(n, _)| *n).collect();
         Error::usage(format!(
-            "profile '{name_or_path}': {e} (a built-in profile is one of {}, else a TOML file)",
+            "profile {e} (a built-in profile is one of {}, else a TOML file)",
             names.join(", ")
         ))
     })?;
@@ -137,8 +144,9 @@ pub fn load(name_or_path: &str) -> Result<Profile, Error> {
 /// # Errors
 /// One line: `profile SOURCE line N: what is wrong`.
 pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Profile, Error> {
+    let lines = LineIndex::new(text);
     let at = |span: Option<Range<usize>>, msg: &str| {
-        let line = span.map_or(0, |s| line_of(text, s.start));
+        let line = span.map_or(0, |s| lines.of(s.start));
         Error::usage(format!("profile {source} line {line}: {msg}"))
     };
     let raw: RawProfile = toml::from_str(text).map_err(|e| {
@@ -153,11 +161,16 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Profile, Er
     if raw.test.is_empty() {
         return Err(at(Some(0..0), "no [[test]]: a profile runs at least one test"));
     }
+    if let Some(t) = raw.test.get(MAX_TESTS) {
+        let msg = format!("more than {MAX_TESTS} [[test]]s");
+        return Err(at(Some(t.span()), &msg));
+    }
     let mut tests: Vec<ProfileTest> = Vec::with_capacity(raw.test.len());
+    let mut names = std::collections::HashSet::new();
     for t in &raw.test {
-        let line = line_of(text, t.span().start);
-        let test = test(t.get_ref(), line).map_err(|m| at(Some(t.span()), &m))?;
-        if tests.iter().any(|o| o.name == test.name) {
+        let test =
+            test(t.get_ref(), lines.of(t.span().start)).map_err(|m| at(Some(t.span()), &m))?;
+        if !names.insert(test.name.clone()) {
             let msg = format!("a second test named '{}': give one a name = \"…\"", test.name);
             return Err(at(Some(t.span()), &msg));
         }
@@ -174,9 +187,19 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Profile, Er
     })
 }
 
-/// 1-based line of byte `offset`.
-fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+/// Where a text's lines start, to name the line of a byte offset without counting
+/// from the start each time.
+struct LineIndex(Vec<usize>);
+
+impl LineIndex {
+    fn new(text: &str) -> LineIndex {
+        LineIndex(text.match_indices('\n').map(|(i, _)| i).collect())
+    }
+
+    /// 1-based line of byte `offset`.
+    fn of(&self, offset: usize) -> usize {
+        self.0.partition_point(|&newline| newline < offset) + 1
+    }
 }
 
 /// `write_bw` … `atomic_lat`, `tcp_bw`, `tcp_lat`: (kind, over TCP).
@@ -299,6 +322,26 @@ mod tests {
 
     fn err(text: &str) -> String {
         parse(text, "p.toml", "p").unwrap_err().message
+    }
+
+    fn many_tests(n: usize) -> String {
+        (0..n).map(|i| format!("[[test]]\ntest = \"tcp_bw\"\nname = \"t{i}\"\n")).collect()
+    }
+
+    #[test]
+    fn a_profile_of_many_tests_is_bounded_and_quick() {
+        let start = std::time::Instant::now();
+        let e = err(&many_tests(100_000));
+        assert_eq!(
+            e,
+            format!("profile p.toml line {}: more than {MAX_TESTS} [[test]]s", 3 * MAX_TESTS + 1)
+        );
+        let p = parse(&many_tests(MAX_TESTS), "p.toml", "p").unwrap();
+        assert_eq!(p.tests.len(), MAX_TESTS);
+        let e = err(&format!("{}[[test]]\ntest = \"tcp_bw\"\nname = \"t7\"\n", many_tests(900)));
+        assert!(e.starts_with("profile p.toml line 2701: a second test named 't7'"), "{e}");
+        // Quadratic parsing took over a minute for 100 000 tests.
+        assert!(start.elapsed() < std::time::Duration::from_secs(10), "{:?}", start.elapsed());
     }
 
     #[test]

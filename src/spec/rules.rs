@@ -140,7 +140,8 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 
 /// `0,2-3` → `[0, 2, 3]`.
 pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, Error> {
-    let bad = || Error::usage(format!("--cpus '{text}': a CPU list like 0,2-3"));
+    let shown = crate::text::clean(text);
+    let bad = || Error::usage(format!("--cpus '{shown}': a CPU list like 0,2-3"));
     let mut cpus = Vec::new();
     for part in text.split(',') {
         let (a, b) = match part.split_once('-') {
@@ -152,7 +153,8 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, Error> {
                 (v, v)
             }
         };
-        if a > b || b >= 4096 {
+        // CPUs below 4096, and no more of them than that all ranges together.
+        if a > b || b >= 4096 || b - a >= 4096 - cpus.len() {
             return Err(bad());
         }
         cpus.extend(a..=b);

@@ -174,6 +174,9 @@ fn sizes_parse_like_perftest() {
     assert!(parse_size("99999999999999999G").unwrap_err().contains("out of range"));
     assert_eq!(parse_cpu_list("0,2-3").unwrap(), [0, 2, 3]);
     assert!(parse_cpu_list("3-1").is_err());
+    // Many ranges: bounded all together (a 48 KB list aborted the process before).
+    assert!(parse_cpu_list(&vec!["0-4095"; 4000].join(",")).is_err());
+    assert_eq!(parse_cpu_list(&vec!["1"; 4096].join(",")).map(|c| c.len()).ok(), Some(4096));
 }
 
 #[test]

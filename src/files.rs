@@ -1,0 +1,180 @@
+//! Reading local files a user names or a tree points at: a qualify profile, a
+//! `--baseline`, the `/sys` and `/proc` files `doctor` judges (under `--root`, any tree).
+//! Each is read by [`read_text`]: only a regular file, as the opened handle says (a
+//! FIFO, a device or a socket is refused without blocking on its open), and at most a
+//! limit of bytes, so `/dev/zero` or a FIFO named as a file gets one error line, never
+//! all of memory or a hang. The limits are here, together.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+/// A qualify profile (TOML): the largest built-in one is a few KiB.
+pub const PROFILE_LIMIT: u64 = 1 << 20;
+/// A `--baseline` (a qualify JSON report).
+pub const BASELINE_LIMIT: u64 = 64 << 20;
+/// One system file: sysfs attributes are a page at most; `/proc/cpuinfo` of a large
+/// host is some hundreds of KiB, a dpkg status some MiB.
+pub const SYSTEM_FILE_LIMIT: u64 = 16 << 20;
+
+/// Why a file was not read.
+#[derive(Debug)]
+pub enum FileError {
+    /// It could not be opened or read (missing, no permission, not UTF-8, …).
+    Io(PathBuf, io::Error),
+    /// It is a FIFO, a device, a socket or a directory.
+    NotRegular(PathBuf),
+    /// It holds more than the limit.
+    TooLarge(PathBuf, u64),
+}
+
+impl FileError {
+    /// Refused for what it is (not a regular file, too large), not for failing to
+    /// read: what a missing sysfs attribute cannot be.
+    pub fn refused(&self) -> bool {
+        !matches!(self, FileError::Io(..))
+    }
+}
+
+impl fmt::Display for FileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FileError::Io(path, e) => write!(f, "{}: {e}", path.display()),
+            FileError::NotRegular(path) => write!(f, "{}: not a regular file", path.display()),
+            FileError::TooLarge(path, limit) => {
+                write!(f, "{}: larger than {limit} bytes", path.display())
+            }
+        }
+    }
+}
+
+/// The text of regular file `path`, at most `limit` bytes.
+///
+/// # Errors
+/// It cannot be opened or read, is not UTF-8, is not a regular file, or holds more than
+/// `limit` bytes.
+pub fn read_text(path: &Path, limit: u64) -> Result<String, FileError> {
+    let io_error = |e| FileError::Io(path.to_path_buf(), e);
+    let file = open(path).map_err(io_error)?;
+    // What was opened, not what the path names now.
+    if !file.metadata().map_err(io_error)?.is_file() {
+        return Err(FileError::NotRegular(path.to_path_buf()));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(io_error)?;
+    if bytes.len() as u64 > limit {
+        return Err(FileError::TooLarge(path.to_path_buf(), limit));
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| io_error(io::Error::new(io::ErrorKind::InvalidData, e.utf8_error())))
+}
+
+/// Opens `path` for reading without waiting for a FIFO's writer: O_NONBLOCK changes
+/// nothing for a regular file, and anything else is refused before it is read.
+fn open(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    options.open(path)
+}
+
+/// A directory tree of system files (`/`, or a capture of one) read file by file, each
+/// through [`read_text`] with [`SYSTEM_FILE_LIMIT`]. A file that cannot be read reads as
+/// absent, as a missing attribute does; the first one refused (a FIFO, a device, too
+/// large) is kept, so the caller can fail with it once it is done reading.
+pub struct SystemTree {
+    root: PathBuf,
+    refused: RefCell<Option<FileError>>,
+}
+
+impl SystemTree {
+    /// The tree under `root`.
+    pub fn new(root: &Path) -> SystemTree {
+        SystemTree { root: root.to_path_buf(), refused: RefCell::new(None) }
+    }
+
+    /// Its root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `root/rel`.
+    pub fn join(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// The text of `root/rel`; `None` when it cannot be read or is refused.
+    pub fn read(&self, rel: impl AsRef<Path>) -> Option<String> {
+        match read_text(&self.join(rel), SYSTEM_FILE_LIMIT) {
+            Ok(text) => Some(text),
+            Err(e) => {
+                if e.refused() {
+                    self.refused.borrow_mut().get_or_insert(e);
+                }
+                None
+            }
+        }
+    }
+
+    /// The first file refused so far.
+    pub fn refused(self) -> Option<FileError> {
+        self.refused.into_inner()
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("rdmabench-files-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn reads_a_regular_file_up_to_its_limit() {
+        let dir = scratch("regular");
+        let path = dir.join("f");
+        std::fs::write(&path, "0123456789").unwrap();
+        assert_eq!(read_text(&path, 10).unwrap(), "0123456789");
+        let e = read_text(&path, 9).unwrap_err();
+        assert!(e.refused());
+        assert_eq!(e.to_string(), format!("{}: larger than 9 bytes", path.display()));
+        let e = read_text(&dir.join("missing"), 10).unwrap_err();
+        assert!(!e.refused(), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn refuses_devices_fifos_and_directories_without_blocking() {
+        let dir = scratch("special");
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        for path in [Path::new("/dev/zero"), &fifo, &dir] {
+            let e = read_text(path, 1 << 20).unwrap_err();
+            assert_eq!(e.to_string(), format!("{}: not a regular file", path.display()));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_tree_keeps_the_first_refusal_and_reads_on() {
+        let dir = scratch("tree");
+        std::fs::write(dir.join("a"), "1\n").unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.join("zero")).unwrap();
+        let tree = SystemTree::new(&dir);
+        assert_eq!(tree.read("zero"), None);
+        assert_eq!(tree.read("missing"), None);
+        assert_eq!(tree.read("a").as_deref(), Some("1\n"));
+        let e = tree.refused().expect("the device was refused");
+        assert_eq!(e.to_string(), format!("{}: not a regular file", dir.join("zero").display()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
