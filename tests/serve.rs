@@ -241,12 +241,12 @@ fn with_auth_key_only_clients_holding_the_key_are_served() {
         "{}",
         err(&none)
     );
-    // Another key: refused.
+    // Another key: refused by the server, which checks the client's proof first.
     let wrong = client(&port, &["tcp-lat", "-n", "20", "--auth-key", other_s]);
     assert_eq!(wrong.status.code(), Some(2));
     assert!(
         err(&wrong).contains(
-            "authentication failed: the server's proof does not hold (another --auth-key, or not the server connected to)"
+            "authentication failed: the client's proof does not hold (another --auth-key, or relayed by a third host)"
         ),
         "{}",
         err(&wrong)

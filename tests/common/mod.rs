@@ -86,10 +86,10 @@ pub fn wait_for_line(out: std::process::ChildStdout, text: &str, limit: Duration
     rx.recv_timeout(limit).is_ok()
 }
 
-/// One frame of the control protocol (version 2), as a foreign client writes it.
+/// One frame of the control protocol (this version), as a foreign client writes it.
 pub fn frame(json: &str) -> Vec<u8> {
     let mut f = b"RDMB".to_vec();
-    f.extend_from_slice(&2u16.to_be_bytes());
+    f.extend_from_slice(&rdmabench::session::protocol::VERSION.to_be_bytes());
     f.extend_from_slice(&[0, 0]);
     f.extend_from_slice(&(json.len() as u32).to_be_bytes());
     f.extend_from_slice(json.as_bytes());
