@@ -187,3 +187,57 @@ fn b6_the_client_proves_first_and_failures_make_an_address_wait() {
     assert!(serve.status.success(), "{}", err(&serve));
     assert!(text(&serve).contains("tcp_bw ok"), "{}", text(&serve));
 }
+
+/// Relays one client to `serve` on `to`, changing each `result` the client sends with
+/// `forge`: a client that reports what it likes.
+fn forging_relay(
+    to: String,
+    forge: fn(&mut serde_json::Value),
+) -> (String, std::thread::JoinHandle<()>) {
+    use rdmabench::session::protocol::{decode_header, encode, HEADER_LEN};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let relay = std::thread::spawn(move || {
+        let (mut client, _) = l.accept().unwrap();
+        let mut server = TcpStream::connect(to).unwrap();
+        let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+        let back = std::thread::spawn(move || {
+            let _ = std::io::copy(&mut s2, &mut c2);
+            let _ = c2.shutdown(std::net::Shutdown::Both);
+        });
+        let mut header = [0u8; HEADER_LEN];
+        while client.read_exact(&mut header).is_ok() {
+            let mut payload = vec![0u8; decode_header(&header).unwrap() as usize];
+            client.read_exact(&mut payload).unwrap();
+            let mut msg: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+            if msg["type"] == "result" {
+                forge(&mut msg["result"]);
+            }
+            let frame = encode(&serde_json::to_vec(&msg).unwrap()).unwrap();
+            if server.write_all(&frame).is_err() {
+                break;
+            }
+        }
+        let _ = server.shutdown(std::net::Shutdown::Both);
+        back.join().unwrap();
+    });
+    (port, relay)
+}
+
+#[test]
+fn b9_a_clients_forged_result_is_refused_not_logged() {
+    let p = port();
+    let serve = spawn(&["serve", "-p", &p, "--timeout", "10", "--count", "1"]);
+    wait_listening(&p);
+    let (relay, relayed) = forging_relay(format!("127.0.0.1:{p}"), |r| {
+        r["bw"]["avg_bytes_per_sec"] = serde_json::json!(1e300);
+    });
+    let c = client(&relay, &["tcp-bw", "-n", "50"]);
+    relayed.join().unwrap();
+    assert_eq!(c.status.code(), Some(2), "{}", err(&c));
+    assert!(err(&c).contains("the peer's result: a bandwidth out of range"), "{}", err(&c));
+    let serve = finish(serve, Duration::from_secs(30));
+    let log = text(&serve);
+    assert!(log.contains("tcp_bw FAILED: the peer's result: a bandwidth out of range"), "{log}");
+    assert!(!log.contains("tcp_bw ok"), "{log}");
+}
