@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rdmabench::transport::tcp::{connect_streams, DataListener, StreamOptions};
 
 mod common;
-use common::{err, finish, frame, text};
+use common::{err, finish, frame, session, text};
 
 /// A port free now (other engineers' and tests' servers share this host).
 fn port() -> String {
@@ -48,18 +48,6 @@ fn key_file(name: &str, secret: &str) -> PathBuf {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
     p
-}
-
-/// Sends `frames` on a new connection; returns all the server says until it closes.
-fn session(port: &str, frames: &[Vec<u8>]) -> String {
-    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
-    for f in frames {
-        s.write_all(f).unwrap();
-    }
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut answer = Vec::new();
-    let _ = s.read_to_end(&mut answer);
-    String::from_utf8_lossy(&answer).into_owned()
 }
 
 const TCP_BW_HELLO: &str = r#"{"type":"hello","tool":"x","auth":"00112233445566778899aabbccddeeff","spec":{"kind":{"verb":"send","measure":"bw"},"sizes":[65536],"run":{"iterations":100},"validate":false,"link":{"transport":"tcp","streams":1,"window":null,"nodelay":false}}}"#;
