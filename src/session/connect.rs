@@ -96,12 +96,12 @@ impl ControlListener {
 
 /// Connections whose hello a one-shot server reads at once, at most; past it the oldest
 /// is dropped. A real client's hello follows its connect within milliseconds.
-pub const MAX_GREETING: usize = 64;
+pub const MAX_HELLOS: usize = 64;
 
 /// The first connection on `listener` to say a proper hello (and, with `key`, prove it)
 /// by `deadline`: a one-shot server's client. Each connection's hello is read on a
 /// thread of its own under the same deadline, so a silent stray holds no place before
-/// the real client; at most [`MAX_GREETING`] are read at once (past it the oldest is
+/// the real client; at most [`MAX_HELLOS`] are read at once (past it the oldest is
 /// dropped). Each stray's refusal goes to `refused`; at the deadline the strays still
 /// reading are shut down.
 ///
@@ -126,18 +126,15 @@ pub fn first_hello(
         }
         match listener.accept_now() {
             Ok(Some((stream, peer))) => {
-                if reading.len() >= MAX_GREETING {
+                if reading.len() >= MAX_HELLOS {
                     if let Some((_, oldest)) = reading.pop_front() {
                         let _ = oldest.shutdown(Shutdown::Both);
                     }
                 }
-                let Ok(handle) = stream.try_clone() else { continue };
-                reading.push_back((next, handle));
-                let (done, key, id) = (done.clone(), key.cloned(), next);
                 next += 1;
-                std::thread::spawn(move || {
-                    let _ = done.send((id, handshake(stream, peer, left, key.as_ref())));
-                });
+                if let Some(handle) = hello_aside(stream, peer, left, key, (next, &done)) {
+                    reading.push_back((next, handle));
+                }
                 continue;
             }
             Ok(None) => {}
@@ -157,6 +154,7 @@ pub fn first_hello(
     }
     found
 }
+
 /// The server's side of a new connection: the client's hello, whole within `timeout`,
 /// and with `key`, the proof that the client holds it. `None`: the client closed
 /// without a word (a reachability check, as `compare` makes before its sweep).
@@ -192,6 +190,28 @@ pub fn handshake(
     };
     ch.send_error(&error);
     Err(refuse(error))
+}
+
+/// What [`handshake`] made of one connection.
+type Hello = Result<Option<(Channel, TestSpec)>, Refusal>;
+
+/// Reads one connection's hello (within `wait`) on a thread of its own, which reports it
+/// on `done` as `id`. Returns a handle to shut the connection with; None if it could not
+/// be read at all (no descriptor or thread to spare: it is closed).
+fn hello_aside(
+    stream: TcpStream,
+    peer: SocketAddr,
+    wait: Duration,
+    key: Option<&AuthKey>,
+    (id, done): (u64, &mpsc::Sender<(u64, Hello)>),
+) -> Option<TcpStream> {
+    let handle = stream.try_clone().ok()?;
+    let (done, key) = (done.clone(), key.cloned());
+    let reader = move || {
+        let _ = done.send((id, handshake(stream, peer, wait, key.as_ref())));
+    };
+    std::thread::Builder::new().name(format!("hello {peer}")).spawn(reader).ok()?;
+    Some(handle)
 }
 
 /// A client the server would not take, and why.
