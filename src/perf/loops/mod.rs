@@ -445,6 +445,33 @@ mod tests {
     }
 
     #[test]
+    fn a_loop_that_always_progresses_still_ends_at_the_threads_end_for_tests() {
+        // On a thread of its own: the end is the thread's.
+        std::thread::spawn(|| {
+            end_tests_by(Duration::from_millis(50));
+            let mut stall = Stall::new(Duration::from_secs(60));
+            let start = Instant::now();
+            let e = loop {
+                if let Err(e) = stall.progressed() {
+                    break e;
+                }
+                assert!(start.elapsed() < Duration::from_secs(2), "never ended");
+            };
+            let took = start.elapsed();
+            assert!(matches!(e.failure(), LoopFailure::Overtime { .. }), "{e}");
+            assert!(
+                took >= Duration::from_millis(45) && took < Duration::from_millis(500),
+                "{took:?}"
+            );
+            assert!(e.to_string().contains("(serve --max-time)"), "{e}");
+        })
+        .join()
+        .unwrap();
+        // Threads without an end (every client, a one-shot server) are not touched.
+        assert!(tests_end().is_none());
+    }
+
+    #[test]
     fn bandwidth_stamps_on_the_counter_agree_with_the_monotonic_clock() {
         // This host and the lab keep their clock on the TSC: the stamps are counts, and
         // once rescaled each must be the monotonic time since the run's start. Each
