@@ -447,7 +447,7 @@ fn message(rng: &mut Rng, ctx: &Ctx) -> Message {
         0..=2 => {
             Message::Hello { tool: tool(), spec: valid_spec(rng), auth: maybe(rng, 30, nonce) }
         }
-        9 => Message::Challenge { nonce: nonce(rng), proof: nonce(rng).repeat(2) },
+        9 => Message::Challenge { nonce: nonce(rng) },
         10 => Message::Proof { proof: nonce(rng).repeat(2) },
         3 => Message::Accept { tool: tool() },
         4 => Message::Endpoints {
@@ -859,22 +859,25 @@ fn decode(payload: &[u8], seen: &mut Seen) {
             }
             hello(&spec, seen)
         }
-        Message::Challenge { nonce, proof } => {
-            // As `auth::prove_to_server` checks a server's answer.
+        Message::Challenge { nonce } => {
+            // As `auth::prove_to_server` reads a server's nonce.
+            let _ = Nonce::from_hex(&nonce);
+        }
+        Message::Proof { proof } => {
+            // As either side checks the other's proof.
             static KEY: std::sync::OnceLock<(AuthKey, TestSpec)> = std::sync::OnceLock::new();
             let (key, spec) = KEY.get_or_init(|| {
                 let spec = rules::tcp(Measure::Bw, &TcpRequest::default()).unwrap();
-                (AuthKey::from_bytes(&[7; 32]).unwrap(), spec)
+                (AuthKey::from_bytes(b"a fuzzing key, strong enough 7").unwrap(), spec)
             });
-            if let Ok(theirs) = Nonce::from_hex(&nonce) {
-                let mine = Nonce::from_hex(&"5a".repeat(16)).unwrap();
-                let t = Transcript::new(mine, theirs, spec, [127, 0, 0, 1].into());
-                let genuine = key.proof(Party::Server, &t);
-                // Exactly the genuine proof holds (hex in either case); nothing else.
-                assert!(key.verify(Party::Server, &t, &genuine));
-                let holds = key.verify(Party::Server, &t, &proof);
-                assert_eq!(holds, proof.eq_ignore_ascii_case(&genuine), "{proof}");
-            }
+            let mine = Nonce::from_hex(&"5a".repeat(16)).unwrap();
+            let theirs = Nonce::from_hex(&"a5".repeat(16)).unwrap();
+            let t = Transcript::new(mine, theirs, spec, [127, 0, 0, 1].into());
+            let genuine = key.proof(Party::Server, &t);
+            // Exactly the genuine proof holds (hex in either case); nothing else.
+            assert!(key.verify(Party::Server, &t, &genuine));
+            let holds = key.verify(Party::Server, &t, &proof);
+            assert_eq!(holds, proof.eq_ignore_ascii_case(&genuine), "{proof}");
         }
         Message::Error { message, kind } => {
             let peer = Error::new(kind.unwrap_or(ErrorKind::Refused), message);

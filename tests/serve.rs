@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{err, finish, frame, text};
+use common::{err, finish, frame, session, text};
 
 static NEXT_PORT: AtomicU16 = AtomicU16::new(19800);
 
@@ -44,18 +44,6 @@ fn wait_listening(port: &str) {
         assert!(start.elapsed() < Duration::from_secs(10), "nothing listens on {port}");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// A raw client's session: sends `frames`, returns all the server says until it closes.
-fn session(port: &str, frames: &[Vec<u8>]) -> String {
-    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
-    for f in frames {
-        s.write_all(f).unwrap();
-    }
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut answer = Vec::new();
-    let _ = s.read_to_end(&mut answer);
-    String::from_utf8_lossy(&answer).into_owned()
 }
 
 const TCP_BW_HELLO: &str = r#"{"type":"hello","tool":"x","spec":{"kind":{"verb":"send","measure":"bw"},"sizes":[65536],"run":{"iterations":100},"validate":false,"link":{"transport":"tcp","streams":1,"window":null,"nodelay":false}}}"#;
@@ -241,12 +229,12 @@ fn with_auth_key_only_clients_holding_the_key_are_served() {
         "{}",
         err(&none)
     );
-    // Another key: refused.
+    // Another key: refused by the server, which checks the client's proof first.
     let wrong = client(&port, &["tcp-lat", "-n", "20", "--auth-key", other_s]);
     assert_eq!(wrong.status.code(), Some(2));
     assert!(
         err(&wrong).contains(
-            "authentication failed: the server's proof does not hold (another --auth-key, or not the server connected to)"
+            "authentication failed: the client's proof does not hold (another --auth-key, or relayed by a third host)"
         ),
         "{}",
         err(&wrong)

@@ -28,7 +28,7 @@ use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
 use crate::perf::report::{EnvironmentReport, RunReport};
 use crate::session::auth::{self, Nonce};
-use crate::session::connect::{connect, handshake, ControlListener, Refusal};
+use crate::session::connect::{connect, first_hello, ControlListener, Refusal};
 use crate::session::protocol::{mismatches, Channel, Message, ProtocolError};
 use crate::spec::{Link, Local, TestSpec};
 use crate::transport::Backend;
@@ -145,8 +145,8 @@ pub fn serve_client(
 
 /// A one-shot server's client: the first to say a proper hello within `--timeout`.
 /// Stray connections (a port scan, a reachability check, garbage, a wrong key) are told
-/// why, named on stderr and ignored, so they cannot end the server; each gets what is
-/// left of the wait, so none can stretch it.
+/// why, named on stderr and ignored, so they cannot end the server; their hellos are
+/// read side by side under the one deadline, so none can stretch it or hold the client.
 fn accept_client(
     listener: &ControlListener,
     local: &Local,
@@ -160,26 +160,15 @@ fn accept_client(
     }
     let deadline = Instant::now() + local.timeout;
     let mut stray: Option<Refusal> = None;
-    loop {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        let (stream, peer) = match listener.accept(Some(wait)) {
-            Ok(accepted) => accepted,
-            Err(e) => return Err(no_client(e, stray.as_ref(), port, local.timeout)),
-        };
-        let wait = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
-        match handshake(stream, peer, wait, local.auth.as_ref()) {
-            Ok(Some((mut ch, spec))) => {
-                // The hello had what was left of the wait; the test has the whole timeout.
-                ch.set_timeout(local.timeout)?;
-                return Ok((ch, spec));
-            }
-            Ok(None) => {}
-            Err(r) => {
-                eprintln!("rdmabench: ignored {}: {} ({})", r.peer, r.error, r.error.kind);
-                stray = Some(r);
-            }
-        }
-    }
+    let ignore = |r: Refusal| {
+        eprintln!("rdmabench: ignored {}: {} ({})", r.peer, r.error, r.error.kind);
+        stray = Some(r);
+    };
+    let found = first_hello(listener, deadline, local.auth.as_ref(), ignore);
+    let (mut ch, spec) = found.map_err(|e| no_client(e, stray.as_ref(), port, local.timeout))?;
+    // The hello had what was left of the wait; the test has the whole timeout.
+    ch.set_timeout(local.timeout)?;
+    Ok((ch, spec))
 }
 
 /// Why a one-shot server gave up: nobody came in `--timeout`, or only strays did (the

@@ -36,7 +36,7 @@ pub fn exchange<C: Connection>(
     } else {
         // The leader may measure alone for a long run, beating every second.
         let result = match ch.recv_while_peer_works(peers)? {
-            Message::Result { result } => result,
+            Message::Result { result } => plausible(local.size, result)?,
             other => return Err(unexpected(&other)),
         };
         *local.cpu.side_mut(s.role.client) = Some(cpu_cost(cpu_before, &result, s.mhz));
@@ -45,7 +45,7 @@ pub fn exchange<C: Connection>(
     let validation =
         if s.role.pattern_target { validate(s, conns, local.size, slots) } else { None };
     if s.role.leads {
-        let other = recv_result(ch, peers)?;
+        let other = recv_result(ch, peers, local.size)?;
         shown.validation = match other.validation {
             Some(v) => merge(validation, v),
             None => validation,
@@ -64,17 +64,64 @@ pub fn exchange<C: Connection>(
         Ok(shown)
     } else {
         local.validation = validation;
+        let size = local.size;
         ch.send(&Message::Result { result: local })?;
         // The leader's final view, so both sides print the same numbers.
-        recv_result(ch, "the final result")
+        recv_result(ch, "the final result", size)
     }
 }
 
-fn recv_result(ch: &mut Channel, waiting_for: &'static str) -> Result<SizeResult, Error> {
+fn recv_result(
+    ch: &mut Channel,
+    waiting_for: &'static str,
+    size: u64,
+) -> Result<SizeResult, Error> {
     match ch.recv(waiting_for)? {
-        Message::Result { result } => Ok(result),
+        Message::Result { result } => plausible(size, result),
         other => Err(unexpected(&other)),
     }
+}
+
+/// Fastest rate a peer may claim, bytes/s: 10 TB/s, a hundred times any link's.
+pub const MAX_PLAUSIBLE_RATE: f64 = 1e13;
+/// Longest time a peer may claim for one operation, µs: a day.
+pub const MAX_PLAUSIBLE_US: f64 = 86_400e6;
+
+/// The peer's result, if it is one for `size` whose figures can be true: finite, not
+/// negative, under [`MAX_PLAUSIBLE_RATE`] and [`MAX_PLAUSIBLE_US`]. A server logs the
+/// client's figures, so a forged one ends the test instead.
+///
+/// # Errors
+/// Kind `refused`, naming the figure.
+fn plausible(size: u64, r: SizeResult) -> Result<SizeResult, Error> {
+    let bad = |what: &str| Err(Error::refused(format!("the peer's result: {what}")));
+    if r.size != size {
+        return bad(&format!("for {} B, not the {size} B just run", r.size));
+    }
+    let rates = r.bw.iter().chain(&r.per_qp).chain(r.directions.iter().flatten());
+    for bw in rates {
+        let figures = [bw.avg_bytes_per_sec, bw.msg_rate * size.max(1) as f64];
+        let peaks = [bw.peak_bytes_per_sec, bw.min_bytes_per_sec];
+        if !figures
+            .into_iter()
+            .chain(peaks.into_iter().flatten())
+            .all(|f| in_range(f, MAX_PLAUSIBLE_RATE))
+        {
+            return bad(&format!("a bandwidth out of range ({} B/s)", bw.avg_bytes_per_sec));
+        }
+    }
+    if let Some(lat) = &r.lat {
+        let times = [lat.t_min_us, lat.t_max_us, lat.t_typical_us, lat.t_avg_us, lat.t_stdev_us];
+        let tails = [lat.p99_us, lat.p99_9_us, lat.p99_99_us];
+        if !times.into_iter().chain(tails).all(|t| in_range(t, MAX_PLAUSIBLE_US)) {
+            return bad(&format!("a latency out of range ({} usec)", lat.t_typical_us));
+        }
+    }
+    Ok(r)
+}
+
+fn in_range(f: f64, max: f64) -> bool {
+    f.is_finite() && (0.0..=max).contains(&f)
 }
 
 fn unexpected(m: &Message) -> Error {

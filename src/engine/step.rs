@@ -2,6 +2,8 @@
 //! loop this side's [`Role`] calls for, then the results exchanged
 //! ([`super::results`]). Generic over the connection; nothing here knows the backend.
 
+use std::time::{Duration, Instant};
+
 use crate::error::{Error, ErrorKind};
 use crate::measure::cpu::CpuSnapshot;
 use crate::measure::{self, BwStats, LatencyRecorder};
@@ -11,7 +13,7 @@ use crate::perf::loops::{
 };
 use crate::perf::report::SizeResult;
 use crate::session::connect::Heartbeat;
-use crate::session::protocol::{Channel, Message};
+use crate::session::protocol::{Channel, Message, ProtocolError};
 use crate::spec::{AtomicType, Local, Measure, Queues, RunLength, TestSpec, Verb};
 use crate::transport::{Capabilities, Connection, Op};
 
@@ -150,12 +152,24 @@ impl<'a> Step<'a> {
         posted.map_err(Error::from)
     }
 
-    /// A loop's failure, named by its cause: the peer's leaving when the control
-    /// connection shows it closed (within a second: a killed peer's QPs can fail this
-    /// side's work before its socket's close arrives), the loop's own error otherwise.
-    fn failed(&self, e: Error, ch: &Channel, size: u64) -> Error {
-        let wait = std::time::Duration::from_secs(1);
-        if e.kind != ErrorKind::PeerClosed && ch.peer_closes_within(wait) {
+    /// A loop's failure, named by its cause: the peer's own reason when it sent one
+    /// (a server's `--max-time`), the peer's leaving when the control connection shows it
+    /// closed (within a second: a killed peer's QPs can fail this side's work before its
+    /// socket's close arrives), the loop's own error otherwise.
+    fn failed(&self, e: Error, ch: &mut Channel, size: u64) -> Error {
+        if e.kind == ErrorKind::Refused {
+            // This side's own limit (its --max-time): nothing to ask the peer.
+            return e;
+        }
+        let wait = Duration::from_secs(1);
+        let start = Instant::now();
+        while !ch.has_pending() && start.elapsed() < wait {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if let Some(reason) = peer_reason(ch, wait) {
+            return reason;
+        }
+        if e.kind != ErrorKind::PeerClosed && ch.peer_closed() {
             let message =
                 format!("the peer closed the control connection during the {size} B run ({e})");
             return Error { status: e.status, ..Error::new(ErrorKind::PeerClosed, message) };
@@ -388,6 +402,22 @@ impl From<LoopError> for Error {
                 ..Error::new(ErrorKind::Completion, f.to_string())
             },
             f @ LoopFailure::Stalled { .. } => Error::new(ErrorKind::PeerSilent, f.to_string()),
+            f @ LoopFailure::Overtime { .. } => Error::new(ErrorKind::Refused, f.to_string()),
         }
+    }
+}
+
+/// The error message the peer sent, if one is waiting on `ch` (read within `wait`).
+fn peer_reason(ch: &mut Channel, wait: Duration) -> Option<Error> {
+    if !ch.has_pending() {
+        return None;
+    }
+    let timeout = ch.timeout();
+    ch.set_timeout(wait).ok()?;
+    let got = ch.recv("the peer's reason");
+    let _ = ch.set_timeout(timeout);
+    match got {
+        Err(e @ ProtocolError::Peer(_)) => Some(e.into()),
+        _ => None,
     }
 }

@@ -28,12 +28,15 @@ pub fn per_connection<C: Connection + Send, T: Send>(
     each: impl Fn(&mut C) -> Result<T, LoopError> + Sync,
 ) -> Result<Vec<T>, LoopError> {
     let each = &each;
+    // serve --max-time reaches the streams' loops too.
+    let end = loops::tests_end();
     std::thread::scope(|scope| {
         let threads: Vec<_> = conns
             .iter_mut()
             .enumerate()
             .map(|(k, conn)| {
                 scope.spawn(move || {
+                    loops::set_tests_end(end);
                     pin_thread(cpus, k)?;
                     each(conn)
                 })

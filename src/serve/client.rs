@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::admission::{Admission, ConnectionTicket, PendingTicket};
 use super::{summary, Config, Event};
+use crate::engine::role::Role;
 use crate::engine::serve_client;
 use crate::error::{Error, ErrorKind};
 use crate::session::connect::handshake;
@@ -51,16 +52,28 @@ pub(super) fn handle(
             return say(format!("{peer} {test} refused: {e} ({})", e.kind));
         }
     };
-    // However the client beats, the server waits for it no longer than this.
+    // However the client beats or sends, the server serves it no longer than this.
     ch.end_by(config.max_time);
+    crate::perf::loops::end_tests_by(config.max_time);
     // The client's spec whole: both sides run with the same parameters.
     let outcome = serve_client(&spec, ch, &config.local, &mut std::io::sink());
     drop(running);
     let line = match &outcome.error {
-        None => format!("{peer} {test} ok: {}", summary(&outcome.report)),
+        None => format!("{peer} {test} ok: {}{}", summary(&outcome.report), whose(&spec)),
         Some(e) => format!("{peer} {test} FAILED: {e} ({})", e.kind),
     };
     let _ = events.send(Event::Tested { line, error: outcome.error.map(|e| e.kind) });
+}
+
+/// Whose figures the log line shows: the side that leads measures, and the client leads
+/// unless the server sends (`--reversed`). A client's are its claim, checked for range
+/// only ([`crate::engine::results`]), and said to be.
+fn whose(spec: &TestSpec) -> &'static str {
+    if Role::new(spec, false).leads {
+        ""
+    } else {
+        " (as the client reports)"
+    }
 }
 
 /// The server's own limits on a client's test, beyond the rules every test obeys.

@@ -2,15 +2,21 @@
 //! both sides): an HMAC-SHA256 challenge–response each way, so neither side runs a test
 //! with a peer that does not hold the key, and the key never crosses the wire.
 //!
-//! The client's hello carries its nonce; the server answers with its own nonce and its
-//! proof, the client checks that proof and sends its own. Each proof covers a
-//! [`Transcript`] (both nonces, the test asked for, the server's address) and says whose it
-//! is, so a proof cannot be replayed, reflected, or relayed by a third host that stands
-//! in for the server or asks for another test. docs/security.md says what this protects
-//! (the benchmark buffer's address and key) and what it does not.
+//! The client's hello carries its nonce; the server answers with its own nonce only; the
+//! client proves itself first, and only once that proof holds does the server send its
+//! own, which the client checks. So a stranger who connects learns nothing keyed to
+//! guess the key from offline, and a source address that keeps failing is made to wait
+//! ([`Attempts`]). Each proof covers a [`Transcript`] (both nonces, the test asked for,
+//! the server's address) and says whose it is, so a proof cannot be replayed, reflected,
+//! or relayed by a third host that stands in for the server or asks for another test.
+//! docs/security.md says what this protects (the benchmark buffer's address and key) and
+//! what it does not.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -23,6 +29,10 @@ use crate::spec::TestSpec;
 pub const NONCE_LEN: usize = 16;
 /// Shortest key accepted, bytes.
 pub const MIN_KEY: usize = 16;
+/// Least strength of a key accepted, bits, as [`strength`] estimates it.
+pub const MIN_KEY_BITS: u32 = 80;
+/// Least number of different bytes in a key.
+pub const MIN_KEY_DISTINCT: usize = 8;
 /// Longest key file read, bytes.
 pub const MAX_KEY: u64 = 4096;
 
@@ -67,23 +77,18 @@ impl AuthKey {
         while bytes.last().is_some_and(u8::is_ascii_whitespace) {
             bytes.pop();
         }
-        if bytes.len() < MIN_KEY {
-            return Err(bad(format!(
-                "{} bytes; use at least {MIN_KEY} (e.g. `head -c 32 /dev/urandom | base64`)",
-                bytes.len()
-            )));
-        }
+        check_strength(&bytes).map_err(|why| {
+            bad(format!("{why}; e.g. `head -c 32 /dev/urandom | base64` makes a strong one"))
+        })?;
         Ok(AuthKey(bytes))
     }
 
     /// A key from bytes (tests, the library API).
     ///
     /// # Errors
-    /// Shorter than [`MIN_KEY`] (kind `usage`).
+    /// Too weak a key (kind `usage`): see [`check_strength`].
     pub fn from_bytes(bytes: &[u8]) -> Result<AuthKey, Error> {
-        if bytes.len() < MIN_KEY {
-            return Err(Error::usage(format!("an auth key has at least {MIN_KEY} bytes")));
-        }
+        check_strength(bytes).map_err(|why| Error::usage(format!("auth key: {why}")))?;
         Ok(AuthKey(bytes.to_vec()))
     }
 
@@ -101,13 +106,117 @@ impl AuthKey {
     fn mac(&self, who: Party, t: &Transcript) -> Hmac<Sha256> {
         // HMAC takes keys of any length: this cannot fail.
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts any key");
-        mac.update(b"rdmabench auth v1 ");
+        mac.update(b"rdmabench auth v2 ");
         mac.update(who.label());
         mac.update(&t.client.0);
         mac.update(&t.server.0);
         mac.update(&t.spec);
         mac.update(t.server_ip.to_string().as_bytes());
         mac
+    }
+}
+
+/// Whether `key` is strong enough: at least [`MIN_KEY`] bytes, [`MIN_KEY_DISTINCT`]
+/// different ones, and [`MIN_KEY_BITS`] by [`strength`]'s estimate. A key guessed
+/// offline or by trying falls to these first: sixteen lower-case letters, a repeated
+/// byte, a word padded out.
+///
+/// # Errors
+/// Why not, in one phrase.
+pub fn check_strength(key: &[u8]) -> Result<(), String> {
+    let distinct = {
+        let mut seen = [false; 256];
+        key.iter().for_each(|&b| seen[b as usize] = true);
+        seen.iter().filter(|&&s| s).count()
+    };
+    let bits = strength(key);
+    if key.len() < MIN_KEY {
+        Err(format!("{} bytes; use at least {MIN_KEY}", key.len()))
+    } else if distinct < MIN_KEY_DISTINCT {
+        Err(format!("only {distinct} different bytes; use at least {MIN_KEY_DISTINCT}"))
+    } else if bits < f64::from(MIN_KEY_BITS) {
+        Err(format!(
+            "too weak (about {} bits; at least {MIN_KEY_BITS}): longer, or more kinds of character",
+            bits as u32
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// A key's strength as if its bytes were drawn at random from the classes it uses: its
+/// length × log2 of their size (lower-case 26, upper-case 26, digits 10, other printable
+/// ASCII 33; any other byte makes it 256). An upper bound for a chosen phrase, exact
+/// for a random key.
+pub fn strength(key: &[u8]) -> f64 {
+    let uses = |f: fn(&u8) -> bool| key.iter().any(f);
+    let alphabet = if uses(|b| !(b.is_ascii_graphic() || *b == b' ')) {
+        256
+    } else {
+        [
+            (uses(u8::is_ascii_lowercase), 26),
+            (uses(u8::is_ascii_uppercase), 26),
+            (uses(u8::is_ascii_digit), 10),
+            (uses(|b| b.is_ascii_punctuation() || *b == b' '), 33),
+        ]
+        .iter()
+        .filter(|(used, _)| *used)
+        .map(|(_, n)| n)
+        .sum()
+    };
+    key.len() as f64 * f64::from(alphabet).log2()
+}
+
+/// Failed authentications a source address may make before it must wait.
+pub const FREE_FAILURES: u32 = 5;
+/// The longest wait a failing address is given.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// Source addresses remembered at most; past it the one that failed longest ago goes.
+pub const MAX_REMEMBERED: usize = 1024;
+
+/// Failed authentications per source address: past [`FREE_FAILURES`] in a row, the
+/// address must wait 1 s, then twice as long after each further failure (at most
+/// [`MAX_BACKOFF`]) before its next attempt is even checked. A success forgets it.
+/// One record per process, shared by every connection of a server.
+#[derive(Default)]
+pub struct Attempts(Mutex<HashMap<IpAddr, (u32, Instant)>>);
+
+static ATTEMPTS: std::sync::LazyLock<Attempts> = std::sync::LazyLock::new(Attempts::default);
+
+impl Attempts {
+    /// The process's record.
+    pub fn global() -> &'static Attempts {
+        &ATTEMPTS
+    }
+
+    /// How long `ip` must still wait before its next attempt; zero if it may try now.
+    pub fn wait_for(&self, ip: IpAddr, now: Instant) -> Duration {
+        let map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match map.get(&ip.to_canonical()) {
+            Some(&(n, last)) if n >= FREE_FAILURES => {
+                let backoff =
+                    Duration::from_secs(1 << (n - FREE_FAILURES).min(16)).min(MAX_BACKOFF);
+                (last + backoff).saturating_duration_since(now)
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// `ip` failed at `now`.
+    pub fn failed(&self, ip: IpAddr, now: Instant) {
+        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.len() >= MAX_REMEMBERED && !map.contains_key(&ip.to_canonical()) {
+            if let Some(oldest) = map.iter().min_by_key(|(_, (_, t))| *t).map(|(ip, _)| *ip) {
+                map.remove(&oldest);
+            }
+        }
+        let entry = map.entry(ip.to_canonical()).or_insert((0, now));
+        *entry = (entry.0.saturating_add(1), now);
+    }
+
+    /// `ip` proved itself: its failures are forgotten.
+    pub fn succeeded(&self, ip: IpAddr) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&ip.to_canonical());
     }
 }
 
@@ -181,32 +290,49 @@ impl Nonce {
     }
 }
 
-/// The server's part, once the hello (`spec`, `client_nonce`) is in: with a key, it
-/// proves itself and checks the client's proof. Without one it asks nothing (a client
-/// that asked for proof then refuses the server's accept).
+/// The server's part, once the hello (`spec`, `client_nonce`) from `peer` is in: with a
+/// key, it sends its nonce, checks the client's proof, and only then proves itself.
+/// Without one it asks nothing (a client that asked for proof then refuses the server's
+/// accept). An address with too many failures is refused before anything is checked.
 ///
 /// # Errors
-/// Kind `auth`: the client has no key or another key; the channel failing.
+/// Kind `auth`: the client has no key or another key, or its address must wait; the
+/// channel failing.
 pub fn check_client(
     ch: &mut Channel,
     key: Option<&AuthKey>,
     client_nonce: Option<&str>,
     spec: &TestSpec,
+    peer: IpAddr,
 ) -> Result<(), Error> {
     let Some(key) = key else { return Ok(()) };
+    let attempts = Attempts::global();
+    let wait = attempts.wait_for(peer, Instant::now());
+    if !wait.is_zero() {
+        return Err(failed(&format!(
+            "too many failed attempts from {}; the next is heard in {} s",
+            peer.to_canonical(),
+            wait.as_secs().max(1)
+        )));
+    }
     let Some(client) = client_nonce else {
         return Err(failed("the server requires --auth-key and the client has none"));
     };
     let here = ch.local_ip().ok_or_else(|| Error::io("the control connection has no address"))?;
     let server = Nonce::fresh()?;
     let t = Transcript::new(Nonce::from_hex(client)?, server.clone(), spec, here);
-    let proof = key.proof(Party::Server, &t);
-    ch.send(&Message::Challenge { nonce: server.to_hex(), proof })?;
+    ch.send(&Message::Challenge { nonce: server.to_hex() })?;
     match ch.recv("the client's proof")? {
-        Message::Proof { proof } if key.verify(Party::Client, &t, &proof) => Ok(()),
-        Message::Proof { .. } => Err(failed(
-            "the client's proof does not hold (another --auth-key, or relayed by a third host)",
-        )),
+        Message::Proof { proof } if key.verify(Party::Client, &t, &proof) => {
+            attempts.succeeded(peer);
+            Ok(ch.send(&Message::Proof { proof: key.proof(Party::Server, &t) })?)
+        }
+        Message::Proof { .. } => {
+            attempts.failed(peer, Instant::now());
+            Err(failed(
+                "the client's proof does not hold (another --auth-key, or relayed by a third host)",
+            ))
+        }
         other => {
             Err(Error::refused(format!("control channel: expected proof, got {}", other.name())))
         }
@@ -214,7 +340,8 @@ pub fn check_client(
 }
 
 /// The client's part, after a hello that carried `nonce` and `spec`: the server's
-/// answer must be a challenge whose proof holds; this side's proof goes back.
+/// answer must be a challenge; this side's proof goes first, then the server's must
+/// come back and hold.
 ///
 /// # Errors
 /// Kind `auth`: the server has no key or another key (it is told so); the server's
@@ -230,28 +357,32 @@ pub fn prove_to_server(
         Err(e)
     };
     let there = ch.peer_addr().ok_or_else(|| Error::io("the control connection has no peer"))?;
-    match ch.recv("the server's challenge") {
-        Ok(Message::Challenge { nonce: server, proof }) => {
-            let t = Transcript::new(nonce.clone(), Nonce::from_hex(&server)?, spec, there.ip());
-            if !key.verify(Party::Server, &t, &proof) {
-                return refuse(
-                    ch,
-                    failed("the server's proof does not hold (another --auth-key, or not the server connected to)"),
-                );
-            }
-            let proof = key.proof(Party::Client, &t);
-            Ok(ch.send(&Message::Proof { proof })?)
+    let t = match ch.recv("the server's challenge") {
+        Ok(Message::Challenge { nonce: server }) => {
+            Transcript::new(nonce.clone(), Nonce::from_hex(&server)?, spec, there.ip())
         }
         Ok(Message::Accept { .. }) => {
-            refuse(ch, failed("the client requires --auth-key and the server has none"))
+            return refuse(ch, failed("the client requires --auth-key and the server has none"))
         }
-        Ok(other) => Err(Error::refused(format!(
-            "control channel: expected challenge, got {}",
-            other.name()
-        ))),
+        Ok(other) => return Err(expected("challenge", &other)),
+        Err(e @ ProtocolError::Peer(_)) => return Err(Error::from(e).context("the server refused")),
+        Err(e) => return Err(e.into()),
+    };
+    ch.send(&Message::Proof { proof: key.proof(Party::Client, &t) })?;
+    match ch.recv("the server's proof") {
+        Ok(Message::Proof { proof }) if key.verify(Party::Server, &t, &proof) => Ok(()),
+        Ok(Message::Proof { .. }) => refuse(
+            ch,
+            failed("the server's proof does not hold (another --auth-key, or not the server connected to)"),
+        ),
+        Ok(other) => Err(expected("proof", &other)),
         Err(e @ ProtocolError::Peer(_)) => Err(Error::from(e).context("the server refused")),
         Err(e) => Err(e.into()),
     }
+}
+
+fn expected(what: &str, got: &Message) -> Error {
+    Error::refused(format!("control channel: expected {what}, got {}", got.name()))
 }
 
 /// Worded alike on both sides: each log says which side lacks what.
@@ -276,7 +407,7 @@ mod tests {
     use super::*;
 
     fn key(b: u8) -> AuthKey {
-        AuthKey::from_bytes(&[b; 32]).unwrap()
+        AuthKey::from_bytes(format!("{b} a strong enough key of test {b}").as_bytes()).unwrap()
     }
 
     fn spec(size: u64) -> TestSpec {
@@ -312,6 +443,43 @@ mod tests {
         assert!(!key(1).verify(Party::Server, &t, &p[..62]), "cut short");
         assert!(!key(1).verify(Party::Server, &t, "zz"), "not hex");
         assert!(!key(1).verify(Party::Server, &t, "é"), "not ASCII");
+    }
+
+    #[test]
+    fn a_key_needs_length_variety_and_an_estimated_80_bits() {
+        assert!(check_strength(b"abcdefghijklmnop").unwrap_err().contains("about 75 bits"));
+        assert!(check_strength(&[b'x'; 64]).unwrap_err().contains("only 1 different"));
+        assert!(check_strength(b"0123456789abcdef").is_ok(), "hex: 16 x log2(36) = 83 bits");
+        assert!(check_strength(b"correct horse battery staple").is_ok());
+        let random = [0x8e, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+        assert_eq!(strength(&random), 128.0, "raw bytes count 8 bits each");
+    }
+
+    #[test]
+    fn failures_past_five_make_an_address_wait_longer_each_time() {
+        let a = Attempts::default();
+        let (ip, other) = (IpAddr::from([198, 18, 0, 5]), IpAddr::from([198, 18, 0, 6]));
+        let t0 = Instant::now();
+        for _ in 0..FREE_FAILURES {
+            assert_eq!(a.wait_for(ip, t0), Duration::ZERO);
+            a.failed(ip, t0);
+        }
+        assert_eq!(a.wait_for(ip, t0), Duration::from_secs(1));
+        assert_eq!(a.wait_for(other, t0), Duration::ZERO, "another address is not held");
+        a.failed(ip, t0);
+        assert_eq!(a.wait_for(ip, t0), Duration::from_secs(2), "twice as long");
+        for _ in 0..40 {
+            a.failed(ip, t0);
+        }
+        assert_eq!(a.wait_for(ip, t0), MAX_BACKOFF);
+        a.succeeded(ip);
+        assert_eq!(a.wait_for(ip, t0), Duration::ZERO);
+        // Memory is bounded: the address that failed longest ago is forgotten.
+        for k in 0..=MAX_REMEMBERED as u32 {
+            a.failed(IpAddr::from(k.to_be_bytes()), t0 + Duration::from_millis(u64::from(k)));
+        }
+        assert_eq!(a.0.lock().unwrap().len(), MAX_REMEMBERED);
+        assert!(!a.0.lock().unwrap().contains_key(&IpAddr::from([0, 0, 0, 0])));
     }
 
     #[test]
@@ -357,6 +525,9 @@ mod tests {
         let short = file("short", "tooshort\n", 0o600);
         let e = AuthKey::load(&short).unwrap_err();
         assert!(e.message.contains("8 bytes; use at least 16"), "{e}");
+        let weak = file("weak", "abcdefghijklmnopq\n", 0o600);
+        let e = AuthKey::load(&weak).unwrap_err();
+        assert!(e.message.contains("too weak (about 79 bits; at least 80)"), "{e}");
         let e = AuthKey::load(&dir.join("missing")).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Usage);
         assert!(e.message.starts_with("--auth-key "), "{e}");

@@ -1,7 +1,9 @@
 //! Opening the control channel: the server's listener, the client's connect with
 //! retries, and the heartbeat a side sends while its peer only waits.
 
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::collections::VecDeque;
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::auth::{self, AuthKey};
@@ -42,41 +44,115 @@ impl ControlListener {
     }
 
     /// Waits for one client, up to `wait` (or for ever), and returns its connection and
-    /// address (read at accept: a client that resets at once still has one).
+    /// address (read at accept: a client that resets at once still has one). A
+    /// connection still queued when `wait` is over is not taken.
     ///
     /// # Errors
     /// No client in time (kind `peer_unreachable`), or the listener failing.
     pub fn accept(&self, wait: Option<Duration>) -> Result<(TcpStream, SocketAddr), Error> {
-        let port = self.port;
-        let failed = |e: std::io::Error| Error::io(format!("accepting on port {port}: {e}"));
         let Some(wait) = wait else {
-            self.listener.set_nonblocking(false).map_err(failed)?;
-            return self.listener.accept().map_err(failed);
+            self.listener.set_nonblocking(false).map_err(|e| self.failed(e))?;
+            return self.listener.accept().map_err(|e| self.failed(e));
         };
-        self.listener.set_nonblocking(true).map_err(failed)?;
-        let start = Instant::now();
+        let deadline = Instant::now() + wait;
         loop {
-            match self.listener.accept() {
-                Ok((s, peer)) => {
-                    s.set_nonblocking(false).map_err(failed)?;
-                    return Ok((s, peer));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if start.elapsed() > wait {
-                        return Err(Error::new(
-                            ErrorKind::PeerUnreachable,
-                            format!(
-                                "no client connected to port {port} within {} s (--timeout)",
-                                wait.as_secs()
-                            ),
-                        ));
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(e) => return Err(failed(e)),
+            if Instant::now() >= deadline {
+                return Err(Error::new(
+                    ErrorKind::PeerUnreachable,
+                    format!(
+                        "no client connected to port {} within {} s (--timeout)",
+                        self.port,
+                        wait.as_secs()
+                    ),
+                ));
             }
+            if let Some(accepted) = self.accept_now()? {
+                return Ok(accepted);
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
+
+    /// A connection already queued, without waiting (the stream blocking, as usual).
+    ///
+    /// # Errors
+    /// The listener failing.
+    pub fn accept_now(&self) -> Result<Option<(TcpStream, SocketAddr)>, Error> {
+        self.listener.set_nonblocking(true).map_err(|e| self.failed(e))?;
+        match self.listener.accept() {
+            Ok((s, peer)) => {
+                s.set_nonblocking(false).map_err(|e| self.failed(e))?;
+                Ok(Some((s, peer)))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(self.failed(e)),
+        }
+    }
+
+    fn failed(&self, e: std::io::Error) -> Error {
+        Error::io(format!("accepting on port {}: {e}", self.port))
+    }
+}
+
+/// Connections whose hello a one-shot server reads at once, at most; past it the oldest
+/// is dropped. A real client's hello follows its connect within milliseconds.
+pub const MAX_HELLOS: usize = 64;
+
+/// The first connection on `listener` to say a proper hello (and, with `key`, prove it)
+/// by `deadline`: a one-shot server's client. Each connection's hello is read on a
+/// thread of its own under the same deadline, so a silent stray holds no place before
+/// the real client; at most [`MAX_HELLOS`] are read at once (past it the oldest is
+/// dropped). Each stray's refusal goes to `refused`; at the deadline the strays still
+/// reading are shut down.
+///
+/// # Errors
+/// Nobody said hello by `deadline` (kind `peer_unreachable`, as
+/// [`ControlListener::accept`]), or the listener failing.
+pub fn first_hello(
+    listener: &ControlListener,
+    deadline: Instant,
+    key: Option<&AuthKey>,
+    mut refused: impl FnMut(Refusal),
+) -> Result<(Channel, TestSpec), Error> {
+    let (done, results) = mpsc::channel();
+    let mut reading: VecDeque<(u64, TcpStream)> = VecDeque::new();
+    let mut next = 0u64;
+    let found = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let port = listener.port;
+            let why = format!("no client said hello on port {port} in time (--timeout)");
+            break Err(Error::new(ErrorKind::PeerUnreachable, why));
+        }
+        match listener.accept_now() {
+            Ok(Some((stream, peer))) => {
+                if reading.len() >= MAX_HELLOS {
+                    if let Some((_, oldest)) = reading.pop_front() {
+                        let _ = oldest.shutdown(Shutdown::Both);
+                    }
+                }
+                next += 1;
+                if let Some(handle) = hello_aside(stream, peer, left, key, (next, &done)) {
+                    reading.push_back((next, handle));
+                }
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => break Err(e),
+        }
+        if let Ok((id, outcome)) = results.recv_timeout(left.min(Duration::from_millis(20))) {
+            reading.retain(|(r, _)| *r != id);
+            match outcome {
+                Ok(Some(hello)) => break Ok(hello),
+                Ok(None) => {}
+                Err(r) => refused(r),
+            }
+        }
+    };
+    for (_, stray) in reading {
+        let _ = stray.shutdown(Shutdown::Both);
+    }
+    found
 }
 
 /// The server's side of a new connection: the client's hello, whole within `timeout`,
@@ -98,7 +174,7 @@ pub fn handshake(
     ch.limit_frames(MAX_HELLO);
     let error = match ch.recv("hello") {
         Ok(Message::Hello { spec, auth: nonce, .. }) => {
-            match auth::check_client(&mut ch, key, nonce.as_deref(), &spec) {
+            match auth::check_client(&mut ch, key, nonce.as_deref(), &spec, peer.ip()) {
                 Ok(()) => {
                     ch.limit_frames(MAX_FRAME);
                     return Ok(Some((ch, spec)));
@@ -114,6 +190,28 @@ pub fn handshake(
     };
     ch.send_error(&error);
     Err(refuse(error))
+}
+
+/// What [`handshake`] made of one connection.
+type Hello = Result<Option<(Channel, TestSpec)>, Refusal>;
+
+/// Reads one connection's hello (within `wait`) on a thread of its own, which reports it
+/// on `done` as `id`. Returns a handle to shut the connection with; None if it could not
+/// be read at all (no descriptor or thread to spare: it is closed).
+fn hello_aside(
+    stream: TcpStream,
+    peer: SocketAddr,
+    wait: Duration,
+    key: Option<&AuthKey>,
+    (id, done): (u64, &mpsc::Sender<(u64, Hello)>),
+) -> Option<TcpStream> {
+    let handle = stream.try_clone().ok()?;
+    let (done, key) = (done.clone(), key.cloned());
+    let reader = move || {
+        let _ = done.send((id, handshake(stream, peer, wait, key.as_ref())));
+    };
+    std::thread::Builder::new().name(format!("hello {peer}")).spawn(reader).ok()?;
+    Some(handle)
 }
 
 /// A client the server would not take, and why.

@@ -15,8 +15,9 @@ use crate::spec::TestSpec;
 pub const MAGIC: [u8; 4] = *b"RDMB";
 /// Protocol version; a peer speaking another is refused with both numbers named.
 /// 2: the hello carries the whole spec; errors carry their kind; each side describes
-/// its environment after set-up.
-pub const VERSION: u16 = 2;
+/// its environment after set-up. 3: with `--auth-key` the client proves itself first
+/// (the challenge carries no proof; the server's proof follows the client's).
+pub const VERSION: u16 = 3;
 /// Largest payload accepted, bytes.
 pub const MAX_FRAME: u32 = 1 << 20;
 /// Largest payload a server accepts before the client is authenticated and its test
@@ -43,10 +44,9 @@ pub enum Message {
     Challenge {
         /// The server's nonce (hex).
         nonce: String,
-        /// The server's proof over both nonces (hex HMAC-SHA256).
-        proof: String,
     },
-    /// Client → server, answering a challenge: the client's proof over both nonces.
+    /// Client → server, answering a challenge: the client's proof over both nonces; then
+    /// server → client, once the client's holds: the server's.
     Proof {
         /// Hex HMAC-SHA256.
         proof: String,
@@ -219,6 +219,11 @@ impl Channel {
         self.stream.set_write_timeout(Some(timeout)).map_err(ProtocolError::Io)?;
         self.timeout = timeout;
         Ok(())
+    }
+
+    /// How long each message is waited for.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// Reads no payload over `max` bytes (at most [`MAX_FRAME`]) from now on.
@@ -460,7 +465,7 @@ pub fn decode_header(h: &[u8; HEADER_LEN]) -> Result<u32, ProtocolError> {
     let version = u16::from_be_bytes([h[4], h[5]]);
     if version != VERSION {
         return Err(ProtocolError::Invalid(format!(
-            "protocol version mismatch: this side speaks {VERSION}, the peer {version}"
+            "protocol version mismatch: this side speaks {VERSION}, the peer {version} (run the same rdmabench release on both sides)"
         )));
     }
     let len = u32::from_be_bytes([h[8], h[9], h[10], h[11]]);
@@ -617,7 +622,7 @@ mod tests {
         h[4..6].copy_from_slice(&7u16.to_be_bytes());
         assert_eq!(
             decode_header(&h).unwrap_err().to_string(),
-            "control channel: protocol version mismatch: this side speaks 2, the peer 7"
+            "control channel: protocol version mismatch: this side speaks 3, the peer 7 (run the same rdmabench release on both sides)"
         );
         h[4..6].copy_from_slice(&VERSION.to_be_bytes());
         h[8..12].copy_from_slice(&(MAX_FRAME + 1).to_be_bytes());

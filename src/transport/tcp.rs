@@ -411,9 +411,11 @@ impl DataListener {
 
     /// Accepts `n` streams carrying this listener's cookie, in stream order, from the
     /// address `from` only (the control connection's peer) when given. Strays (another
-    /// address, another cookie, a port scanner) are dropped, those from elsewhere unread;
-    /// the whole wait is bounded by `opts.timeout`, and ends early, [`GONE_GRACE`] after
-    /// `client_gone` first says so.
+    /// address, another cookie, a port scanner) are dropped, those from elsewhere unread.
+    /// Greetings are read side by side, without blocking, so a silent stranger holds no
+    /// stream's place: at most [`MAX_GREETING`] connections owe theirs (past it the
+    /// oldest goes). The whole wait is bounded by `opts.timeout`, and ends early,
+    /// [`GONE_GRACE`] after `client_gone` first says so.
     ///
     /// # Errors
     /// Fewer than `n` streams in time, the client gone, or a socket error.
@@ -427,56 +429,105 @@ impl DataListener {
         let deadline = Instant::now() + opts.timeout;
         self.listener.set_nonblocking(true).map_err(|e| broken("accept", &e, opts.timeout))?;
         let mut streams: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
+        let mut greeting: VecDeque<Greeting> = VecDeque::new();
         let mut have = 0;
         let mut gone_since = None;
         while have < n {
             match self.listener.accept() {
                 Ok((_, addr)) if from.is_some_and(|ip| ip != addr.ip().to_canonical()) => continue,
                 Ok((s, _)) => {
-                    s.set_nonblocking(false).map_err(|e| broken("accept", &e, opts.timeout))?;
-                    let wait = deadline
-                        .saturating_duration_since(Instant::now())
-                        .max(Duration::from_millis(10));
-                    let _ = s.set_read_timeout(Some(wait));
-                    let mut g = [0u8; GREETING_LEN];
-                    if (&s).read_exact(&mut g).is_err() {
-                        continue;
+                    s.set_nonblocking(true).map_err(|e| broken("accept", &e, opts.timeout))?;
+                    if greeting.len() >= MAX_GREETING {
+                        greeting.pop_front();
                     }
-                    let cookie = u64::from_be_bytes(g[..8].try_into().unwrap_or_default());
-                    let index = u32::from_be_bytes(g[8..].try_into().unwrap_or_default());
-                    match streams.get_mut(index as usize) {
-                        Some(slot @ None) if cookie == self.cookie => {
-                            *slot = Some(s);
-                            have += 1;
-                        }
-                        _ => continue,
-                    }
+                    greeting.push_back(Greeting { stream: s, got: [0; GREETING_LEN], filled: 0 });
+                    continue;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    // The client speaks on the control connection when it gives up, but
-                    // also as soon as its connects return: a stream's last handshake
-                    // packet may still be on its way to this listener's queue then.
-                    if client_gone() {
-                        let since = *gone_since.get_or_insert_with(Instant::now);
-                        if since.elapsed() >= GONE_GRACE {
-                            return Err(TransportError::Broken(format!(
-                                "the client stopped before its TCP data streams connected ({have} of {n})"
-                            )));
-                        }
-                    }
-                    if Instant::now() >= deadline {
-                        return Err(TransportError::Broken(format!(
-                            "only {have} of {n} TCP data streams connected within {} s",
-                            opts.timeout.as_secs()
-                        )));
-                    }
-                    std::thread::sleep(Duration::from_millis(2));
-                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(broken("accept", &e, opts.timeout)),
             }
+            for (cookie, index, s) in greeted(&mut greeting) {
+                if let Some(slot @ None) = streams.get_mut(index as usize) {
+                    if cookie == self.cookie {
+                        *slot = Some(s);
+                        have += 1;
+                    }
+                }
+            }
+            if have == n {
+                break;
+            }
+            // The client speaks on the control connection when it gives up, but also as
+            // soon as its connects return: a stream's last handshake packet may still
+            // be on its way to this listener's queue then.
+            if client_gone() {
+                let since = *gone_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= GONE_GRACE {
+                    return Err(TransportError::Broken(format!(
+                        "the client stopped before its TCP data streams connected ({have} of {n})"
+                    )));
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(TransportError::Broken(format!(
+                    "only {have} of {n} TCP data streams connected within {} s",
+                    opts.timeout.as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(2));
         }
-        streams.into_iter().flatten().map(|s| TcpConnection::new(s, opts)).collect()
+        streams
+            .into_iter()
+            .flatten()
+            .map(|s| {
+                s.set_nonblocking(false).map_err(|e| broken("accept", &e, opts.timeout))?;
+                TcpConnection::new(s, opts)
+            })
+            .collect()
     }
+}
+
+/// Reads what has arrived of each pending greeting, without blocking; returns the whole
+/// ones (cookie, stream index, stream) and drops connections that closed or failed.
+fn greeted(pending: &mut VecDeque<Greeting>) -> Vec<(u64, u32, TcpStream)> {
+    let mut whole = Vec::new();
+    let mut k = 0;
+    while k < pending.len() {
+        let g = &mut pending[k];
+        let read = (&g.stream).read(&mut g.got[g.filled..]);
+        match read {
+            Ok(0) => drop(pending.remove(k)),
+            Ok(m) if g.filled + m == GREETING_LEN => {
+                if let Some(g) = pending.remove(k) {
+                    let cookie = u64::from_be_bytes(g.got[..8].try_into().unwrap_or_default());
+                    let index = u32::from_be_bytes(g.got[8..].try_into().unwrap_or_default());
+                    whole.push((cookie, index, g.stream));
+                }
+            }
+            Ok(m) => {
+                g.filled += m;
+                k += 1;
+            }
+            Err(e)
+                if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) =>
+            {
+                k += 1;
+            }
+            Err(_) => drop(pending.remove(k)),
+        }
+    }
+    whole
+}
+
+/// Connections to a [`DataListener`] owing their greeting at most: a real client's
+/// streams greet within milliseconds of their connect.
+const MAX_GREETING: usize = 256;
+
+/// A data connection whose greeting is still arriving (its socket non-blocking).
+struct Greeting {
+    stream: TcpStream,
+    got: [u8; GREETING_LEN],
+    filled: usize,
 }
 
 /// A TCP connection to `addr` within `timeout`, from `source` (any port) when given:

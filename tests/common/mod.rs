@@ -86,10 +86,24 @@ pub fn wait_for_line(out: std::process::ChildStdout, text: &str, limit: Duration
     rx.recv_timeout(limit).is_ok()
 }
 
-/// One frame of the control protocol (version 2), as a foreign client writes it.
+/// A raw client's session with a server on 127.0.0.1:`port`: sends `frames`, returns
+/// all the server says until it closes (within 10 s).
+pub fn session(port: &str, frames: &[Vec<u8>]) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    for f in frames {
+        s.write_all(f).unwrap();
+    }
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// One frame of the control protocol (this version), as a foreign client writes it.
 pub fn frame(json: &str) -> Vec<u8> {
     let mut f = b"RDMB".to_vec();
-    f.extend_from_slice(&2u16.to_be_bytes());
+    f.extend_from_slice(&rdmabench::session::protocol::VERSION.to_be_bytes());
     f.extend_from_slice(&[0, 0]);
     f.extend_from_slice(&(json.len() as u32).to_be_bytes());
     f.extend_from_slice(json.as_bytes());

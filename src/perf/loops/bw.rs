@@ -234,7 +234,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                 conn.poll(&mut wcs)?
             };
             if got > 0 {
-                stall.progressed();
+                stall.progressed()?;
                 let t = stamper.now();
                 for c in &wcs[..got] {
                     check(q, c)?;
@@ -497,7 +497,7 @@ pub fn bw_recv<C: Connection>(
                 conn.poll(&mut wcs)?
             };
             if got > 0 {
-                stall.progressed();
+                stall.progressed()?;
             }
             for c in &wcs[..got] {
                 check(q, c)?;

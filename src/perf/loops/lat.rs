@@ -175,7 +175,7 @@ pub fn lat_write_pingpong<C: Connection, S: Sampler>(
                 }
                 stall.idle("the peer's write")?;
             }
-            stall.progressed();
+            stall.progressed()?;
         }
         // The only clock read of an iteration. A side that waits first ends after its
         // last post, below: its ticks never end the run.
@@ -261,7 +261,7 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
                 return Ok(samples.finish());
             }
         }
-        stall.progressed();
+        stall.progressed()?;
         if !initiator {
             send(conn, i)?;
         }

@@ -67,6 +67,11 @@ pub enum LoopFailure {
         /// How long.
         after: Duration,
     },
+    /// The test ran past the end set for this thread's tests ([`end_tests_by`]).
+    Overtime {
+        /// The limit, from when it was set.
+        limit: Duration,
+    },
 }
 
 impl LoopError {
@@ -101,6 +106,11 @@ impl std::fmt::Display for LoopFailure {
                     after.as_secs()
                 )
             }
+            LoopFailure::Overtime { limit } => write!(
+                f,
+                "the test ran past this server's limit of {} s (serve --max-time)",
+                limit.as_secs()
+            ),
         }
     }
 }
@@ -212,6 +222,30 @@ impl<P: Pulse + ?Sized> Pulse for &mut P {
     }
 }
 
+thread_local! {
+    /// When every loop on this thread must stop, and the limit it came from.
+    static TESTS_END: std::cell::Cell<Option<(Instant, Duration)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Ends every loop this thread runs, `limit` from now, with [`LoopFailure::Overtime`]:
+/// `serve --max-time` reaching into a test's loops (a client that declared 4 s and keeps
+/// sending, or asked for a hundred million round trips). Checked by each [`Stall`] at
+/// its laps' ends, when it reads the clock anyway.
+pub fn end_tests_by(limit: Duration) {
+    set_tests_end(Some((Instant::now() + limit, limit)));
+}
+
+/// This thread's end for its loops, for a thread it starts to carry on.
+pub fn tests_end() -> Option<(Instant, Duration)> {
+    TESTS_END.with(std::cell::Cell::get)
+}
+
+/// Sets this thread's end for its loops (a stream's thread: its parent's).
+pub fn set_tests_end(end: Option<(Instant, Duration)>) {
+    TESTS_END.with(|e| e.set(end));
+}
+
 /// Most polls between two clock reads of a [`Stall`]: at ~100 ns a poll, one read in
 /// half a millisecond costs a poll nothing.
 const MAX_LAP: u32 = 4096;
@@ -234,6 +268,8 @@ pub(crate) struct Stall<P: Pulse = NoPulse> {
     lap_start: Instant,
     progress: bool,
     pulse: P,
+    /// [`end_tests_by`]'s end, read once as the loop starts.
+    end: Option<(Instant, Duration)>,
 }
 
 impl Stall {
@@ -246,20 +282,22 @@ impl<P: Pulse> Stall<P> {
     /// The first lap is one poll long: a loop beats as it starts.
     fn beating(timeout: Duration, pulse: P) -> Self {
         let now = Instant::now();
-        Stall { last: now, timeout, left: 1, lap: 1, lap_start: now, progress: false, pulse }
+        let end = tests_end();
+        Stall { last: now, timeout, left: 1, lap: 1, lap_start: now, progress: false, pulse, end }
     }
     #[inline]
-    fn progressed(&mut self) {
+    fn progressed(&mut self) -> Result<(), LoopError> {
         self.progress = true;
-        // A loop whose every poll finds work still beats.
-        if P::BEATS && self.counted() {
-            self.lap();
+        // A loop whose every poll finds work still beats, and still ends in time.
+        if (P::BEATS || self.end.is_some()) && self.counted() {
+            self.lap()?;
         }
+        Ok(())
     }
     /// Call when nothing happened.
     #[inline]
     fn idle(&mut self, waiting_for: &'static str) -> Result<(), LoopError> {
-        if self.counted() && self.lap() {
+        if self.counted() && self.lap()? {
             return Err(LoopFailure::Stalled { waiting_for, after: self.timeout }.into());
         }
         Ok(())
@@ -272,9 +310,15 @@ impl<P: Pulse> Stall<P> {
     }
     /// A lap's end: beats, sizes the next lap, and tells whether nothing progressed
     /// for the timeout.
+    ///
+    /// # Errors
+    /// Past the end set by [`end_tests_by`].
     #[cold]
-    fn lap(&mut self) -> bool {
+    fn lap(&mut self) -> Result<bool, LoopError> {
         let now = Instant::now();
+        if let Some((_, limit)) = self.end.filter(|&(end, _)| now >= end) {
+            return Err(LoopFailure::Overtime { limit }.into());
+        }
         self.pulse.alive(now);
         let took = now.duration_since(self.lap_start);
         self.lap = if took < LAP_AIM.0 {
@@ -288,7 +332,7 @@ impl<P: Pulse> Stall<P> {
         if std::mem::take(&mut self.progress) {
             self.last = now;
         }
-        now.duration_since(self.last) > self.timeout
+        Ok(now.duration_since(self.last) > self.timeout)
     }
     /// Sleeps on `conn`'s completion channel for up to the timeout, beating about
     /// every second; `false` when nothing came.
@@ -323,7 +367,7 @@ pub(crate) fn poll_or_wait<C: Connection, P: Pulse>(
 ) -> Result<usize, LoopError> {
     let got = conn.poll(wcs)?;
     if got > 0 {
-        stall.progressed();
+        stall.progressed()?;
         return Ok(got);
     }
     if !events {
@@ -333,14 +377,14 @@ pub(crate) fn poll_or_wait<C: Connection, P: Pulse>(
     conn.arm()?;
     let got = conn.poll(wcs)?;
     if got > 0 {
-        stall.progressed();
+        stall.progressed()?;
         return Ok(got);
     }
     if !stall.wait(conn)? {
         return Err(LoopFailure::Stalled { waiting_for, after: stall.timeout }.into());
     }
     let got = conn.poll(wcs)?;
-    stall.progressed();
+    stall.progressed()?;
     if P::BEATS {
         stall.pulse.alive(Instant::now());
     }
@@ -387,7 +431,7 @@ mod tests {
         let mut stall = Stall::beating(Duration::from_secs(60), Beats(0));
         for _ in 0..3 {
             std::thread::sleep(LAP_AIM.1 + Duration::from_millis(5));
-            stall.progressed();
+            stall.progressed().unwrap();
         }
         assert_eq!(stall.pulse.0, 3);
         // Beating is not progress: a loop that beats and idles past its timeout stalls.
@@ -398,6 +442,33 @@ mod tests {
             matches!(e.failure(), LoopFailure::Stalled { waiting_for: "the peer's answer", .. }),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_loop_that_always_progresses_still_ends_at_the_threads_end_for_tests() {
+        // On a thread of its own: the end is the thread's.
+        std::thread::spawn(|| {
+            end_tests_by(Duration::from_millis(50));
+            let mut stall = Stall::new(Duration::from_secs(60));
+            let start = Instant::now();
+            let e = loop {
+                if let Err(e) = stall.progressed() {
+                    break e;
+                }
+                assert!(start.elapsed() < Duration::from_secs(2), "never ended");
+            };
+            let took = start.elapsed();
+            assert!(matches!(e.failure(), LoopFailure::Overtime { .. }), "{e}");
+            assert!(
+                took >= Duration::from_millis(45) && took < Duration::from_millis(500),
+                "{took:?}"
+            );
+            assert!(e.to_string().contains("(serve --max-time)"), "{e}");
+        })
+        .join()
+        .unwrap();
+        // Threads without an end (every client, a one-shot server) are not touched.
+        assert!(tests_end().is_none());
     }
 
     #[test]
