@@ -56,6 +56,20 @@ impl fmt::Display for FileError {
 /// It cannot be opened or read, is not UTF-8, is not a regular file, or holds more than
 /// `limit` bytes.
 pub fn read_text(path: &Path, limit: u64) -> Result<String, FileError> {
+    String::from_utf8(read_bytes(path, limit)?).map_err(|e| {
+        FileError::Io(
+            path.to_path_buf(),
+            io::Error::new(io::ErrorKind::InvalidData, e.utf8_error()),
+        )
+    })
+}
+
+/// The bytes of regular file `path`, at most `limit` of them (a key file, which need
+/// not be text).
+///
+/// # Errors
+/// It cannot be opened or read, is not a regular file, or holds more than `limit` bytes.
+pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
     let io_error = |e| FileError::Io(path.to_path_buf(), e);
     let file = open(path).map_err(io_error)?;
     // What was opened, not what the path names now.
@@ -67,8 +81,7 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, FileError> {
     if bytes.len() as u64 > limit {
         return Err(FileError::TooLarge(path.to_path_buf(), limit));
     }
-    String::from_utf8(bytes)
-        .map_err(|e| io_error(io::Error::new(io::ErrorKind::InvalidData, e.utf8_error())))
+    Ok(bytes)
 }
 
 /// Opens `path` for reading without waiting for a FIFO's writer: O_NONBLOCK changes

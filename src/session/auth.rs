@@ -73,7 +73,9 @@ impl AuthKey {
                 )));
             }
         }
-        let mut bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+        // Read bounded from what was opened: the file may have changed since its stat.
+        let mut bytes = crate::files::read_bytes(path, MAX_KEY)
+            .map_err(|e| Error::usage(format!("--auth-key {e}")))?;
         while bytes.last().is_some_and(u8::is_ascii_whitespace) {
             bytes.pop();
         }
