@@ -201,7 +201,7 @@ fn lab_sweep_writes_every_size_into_one_json() {
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_four_qps_aggregate_and_per_qp() {
-    let r = ok("write-bw", &["-q", "4", "-n", "200", "-s", "4096"]);
+    let r = ok("write-bw", &["-q", "4", "-n", "200", "-s", "4096", "--verbose"]);
     let res = &r.json["results"][0];
     let per = res["per_qp"].as_array().unwrap();
     assert_eq!(per.len(), 4);

@@ -244,6 +244,24 @@ pub struct CpuCost {
     /// Where these figures came from (null: none could be read).
     #[serde(default)]
     pub source: Option<CounterSource>,
+    /// The window held fewer than [`RELIABLE_TICKS`] ticks of the clock the counters
+    /// advance by: each percentage may be off by a percent or more (noise, not cost).
+    #[serde(default)]
+    pub unreliable: bool,
+}
+
+/// The fewest clock ticks a window must hold for its percentages to be within 1 %.
+pub const RELIABLE_TICKS: f64 = 100.0;
+
+impl CounterSource {
+    /// The step the counters advance by, seconds: Linux's USER_HZ (100 Hz; the
+    /// process times too), Windows' default timer (64 Hz).
+    pub fn tick_s(self) -> f64 {
+        match self {
+            CounterSource::Linux => 0.01,
+            CounterSource::Windows => 0.015_625,
+        }
+    }
 }
 
 /// What a window cost, given the bytes and messages it moved on this side.
@@ -282,6 +300,7 @@ pub fn cost(
         Some(Machine::Linux(_)) => Some(CounterSource::Linux),
         None => None,
     };
+    c.unreliable = c.source.is_some_and(|s| window_s < RELIABLE_TICKS * s.tick_s());
     if let (Some(a), Some(b)) = (before.process, after.process) {
         c.process_user_s = b.user.saturating_sub(a.user).as_secs_f64();
         c.process_system_s = b.system.saturating_sub(a.system).as_secs_f64();

@@ -459,14 +459,76 @@ fn tcp_header(spec: &TestSpec, p: &EffectiveParams, t: &TcpEffective) -> String 
     o
 }
 
-/// The column header of the results table.
-pub fn table_header(test: TestKind, gbits: bool, duration: bool) -> String {
+/// How a results table is laid out: the unit, the columns, what goes under each size.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Layout {
+    /// Gb/s instead of MiB/s.
+    pub gbits: bool,
+    /// A -D run (a latency test then shows its transaction rate).
+    pub duration: bool,
+    /// TCP: the connections are streams, and `#iterations` counts every stream's.
+    pub streams: bool,
+    /// Each side's CPU cost under each size (`--cpu_util`).
+    pub cpu: bool,
+    /// A row per QP or stream under each size (`--verbose`).
+    pub verbose: bool,
+}
+
+impl Layout {
+    /// The layout of `spec`'s table as `output` asks.
+    pub fn of(spec: &TestSpec, output: &Output) -> Layout {
+        Layout {
+            gbits: output.report_gbits,
+            duration: matches!(spec.run, RunLength::Duration { .. }),
+            streams: spec.rdma().is_none(),
+            cpu: output.cpu,
+            verbose: output.verbose,
+        }
+    }
+
+    fn unit(self) -> &'static str {
+        if self.gbits {
+            "Gb/sec"
+        } else {
+            "MiB/sec"
+        }
+    }
+}
+
+/// The latency columns of an `-n` run, as perftest names them.
+const LAT_COLUMNS: [&str; 10] = [
+    "#bytes",
+    "#iterations",
+    "t_min[usec]",
+    "t_max[usec]",
+    "t_typical[usec]",
+    "t_avg[usec]",
+    "t_stdev[usec]",
+    "99% percentile[usec]",
+    "99.9% percentile[usec]",
+    "99.99% percentile[usec]",
+];
+
+/// The latency columns of a `-D` run.
+const LAT_DURATION_COLUMNS: [&str; 8] = [
+    "#bytes",
+    "#iterations",
+    "t_avg[usec]",
+    "tps average",
+    "t_min[usec]",
+    "t_typical[usec]",
+    "99% percentile[usec]",
+    "t_max[usec]",
+];
+
+/// The column header of the results table (perftest's spacing).
+pub fn table_header(test: TestKind, layout: Layout) -> String {
     match test.measure {
         Measure::Bw => {
-            let u = if gbits { "Gb/sec" } else { "MiB/sec" };
+            let u = layout.unit();
             format!(" #bytes     #iterations    BW peak[{u}]    BW average[{u}]   MsgRate[Mpps]    BW min[{u}]\n")
         }
-        Measure::Lat if duration => {
+        Measure::Lat if layout.duration => {
             " #bytes        #iterations       t_avg[usec]    tps average    t_min[usec]    t_typical[usec]    \
              99% percentile[usec]    t_max[usec]\n"
                 .to_string()
@@ -477,56 +539,103 @@ pub fn table_header(test: TestKind, gbits: bool, duration: bool) -> String {
     }
 }
 
-/// One row of the results table, perftest's columns first.
-pub fn table_row(r: &SizeResult, gbits: bool, duration: bool) -> String {
+/// One row of the results table, perftest's columns first, each number ending where
+/// its column's name ends in the header.
+pub fn table_row(test: TestKind, r: &SizeResult, layout: Layout) -> String {
+    let header = table_header(test, layout);
+    // TCP's streams: the messages of them all, as the bandwidth beside it.
+    let iterations = match (&r.bw, layout.streams) {
+        (Some(bw), true) => bw.messages,
+        _ => r.iterations,
+    };
+    let f = |v: f64, prec: usize| format!("{v:.prec$}");
     if let Some(bw) = &r.bw {
-        let u = |v: f64| bw_in_unit(v, gbits);
+        let u = |v: f64| bw_in_unit(v, layout.gbits);
         let avg = u(bw.avg_bytes_per_sec);
-        let prec = if gbits && avg < 0.1 { 6 } else { 2 };
-        return format!(
-            " {:<7}    {:<10}       {:<7.prec$}            {:<7.prec$}\t\t     {:<7.6}        {:<7.prec$}\n",
-            r.size,
-            r.iterations,
-            u(bw.peak_bytes_per_sec.unwrap_or(0.0)),
-            avg,
-            bw.msg_rate / 1e6,
-            u(bw.min_bytes_per_sec.unwrap_or(0.0)),
-        );
+        let prec = if layout.gbits && avg < 0.1 { 6 } else { 2 };
+        let u_ = layout.unit();
+        let labels = [
+            "#bytes".to_string(),
+            "#iterations".to_string(),
+            format!("BW peak[{u_}]"),
+            format!("BW average[{u_}]"),
+            "MsgRate[Mpps]".to_string(),
+            format!("BW min[{u_}]"),
+        ];
+        let values = [
+            r.size.to_string(),
+            iterations.to_string(),
+            f(u(bw.peak_bytes_per_sec.unwrap_or(0.0)), prec),
+            f(avg, prec),
+            f(bw.msg_rate / 1e6, 6),
+            f(u(bw.min_bytes_per_sec.unwrap_or(0.0)), prec),
+        ];
+        return under_labels(&header, &labels, &values);
     }
     if let Some(l) = &r.lat {
-        if duration {
+        let (size, iterations) = (r.size.to_string(), iterations.to_string());
+        if layout.duration {
             let tps = if l.t_avg_us > 0.0 { 1e6 / l.t_avg_us } else { 0.0 };
-            return format!(
-                " {:<7}       {:<10}        {:<7.2}        {:<10.2}     {:<7.2}        {:<7.2}            {:<7.2}                 {:<7.2}\n",
-                r.size, r.iterations, l.t_avg_us, tps, l.t_min_us, l.t_typical_us, l.p99_us, l.t_max_us
-            );
+            let values = [
+                size,
+                iterations,
+                f(l.t_avg_us, 2),
+                f(tps, 2),
+                f(l.t_min_us, 2),
+                f(l.t_typical_us, 2),
+                f(l.p99_us, 2),
+                f(l.t_max_us, 2),
+            ];
+            return under_labels(&header, &LAT_DURATION_COLUMNS, &values);
         }
-        return format!(
-            " {:<7} {:<10}  {:<7.2}        {:<7.2}      {:<7.2}          {:<7.2}        {:<7.2}         {:<7.2}                {:<7.2}                  {:<7.2}\n",
-            r.size,
-            r.iterations,
-            l.t_min_us,
-            l.t_max_us,
-            l.t_typical_us,
-            l.t_avg_us,
-            l.t_stdev_us,
-            l.p99_us,
-            l.p99_9_us,
-            l.p99_99_us
-        );
+        let values = [
+            size,
+            iterations,
+            f(l.t_min_us, 2),
+            f(l.t_max_us, 2),
+            f(l.t_typical_us, 2),
+            f(l.t_avg_us, 2),
+            f(l.t_stdev_us, 2),
+            f(l.p99_us, 2),
+            f(l.p99_9_us, 2),
+            f(l.p99_99_us, 2),
+        ];
+        return under_labels(&header, &LAT_COLUMNS, &values);
     }
     format!(" {:<7}    {:<10}   (no result)\n", r.size, r.iterations)
 }
 
-/// Lines under the table: per-QP and per-direction figures, validation.
-pub fn details(r: &SizeResult, gbits: bool) -> String {
+/// A row whose values end where their labels end in `header` (numbers right-aligned
+/// under their names), at least a space apart when a value is wider than its column.
+fn under_labels<L: AsRef<str>>(header: &str, labels: &[L], values: &[String]) -> String {
+    let mut row = String::new();
+    let mut from = 0;
+    for (label, value) in labels.iter().zip(values) {
+        let label = label.as_ref();
+        let start = header[from..].find(label).map_or(from, |i| from + i);
+        from = start + label.len();
+        // The first column may take the leading space: an 8 MiB size is 7 digits.
+        let least = usize::from(!row.is_empty());
+        let gap = from.saturating_sub(row.len() + value.len()).max(least);
+        row.push_str(&" ".repeat(gap));
+        row.push_str(value);
+    }
+    row.push('\n');
+    row
+}
+
+/// Lines under a size's row: per-QP (per-stream) and per-direction figures, validation,
+/// and with `--cpu_util` each side's CPU cost.
+pub fn details(r: &SizeResult, layout: Layout) -> String {
     let mut o = String::new();
-    let unit = if gbits { "Gb/sec" } else { "MiB/sec" };
-    if r.per_qp.len() > 1 {
+    let gbits = layout.gbits;
+    let unit = layout.unit();
+    if r.per_qp.len() > 1 && layout.verbose {
+        let name = if layout.streams { "stream" } else { "qp" };
         for (i, q) in r.per_qp.iter().enumerate() {
             let _ = writeln!(
                 o,
-                "   qp {i:<3} {:>10} messages  BW average {:.2} {unit}  MsgRate {:.6} Mpps",
+                "   {name} {i:<3} {:>10} messages  BW average {:.2} {unit}  MsgRate {:.6} Mpps",
                 q.messages,
                 bw_in_unit(q.avg_bytes_per_sec, gbits),
                 q.msg_rate / 1e6
@@ -567,7 +676,7 @@ pub fn details(r: &SizeResult, gbits: bool) -> String {
         let _ = writeln!(o, "   summary of {n} intervals, {secs:.3} s measured (--run_infinitely)");
     }
     for (side, c) in [("client", &r.cpu.client), ("server", &r.cpu.server)] {
-        if let Some(c) = c {
+        if let Some(c) = c.as_ref().filter(|_| layout.cpu) {
             o.push_str(&cpu_line(side, c));
         }
     }
@@ -615,6 +724,10 @@ pub fn cpu_line(side: &str, c: &CpuCost) -> String {
         let _ =
             write!(o, ", peak {} {:.1} MB", if windows { "ws" } else { "rss" }, peak as f64 / 1e6);
     }
+    if let (true, Some(source)) = (c.unreliable, c.source) {
+        let least = source.tick_s() * crate::measure::cpu::RELIABLE_TICKS;
+        let _ = write!(o, " [unreliable: a {:.3} s window, under {least:.2} s]", c.window_s);
+    }
     o.push('\n');
     o
 }
@@ -622,6 +735,9 @@ pub fn cpu_line(side: &str, c: &CpuCost) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const WRITE_BW: TestKind = TestKind { verb: Verb::Write, measure: Measure::Bw };
+    const READ_LAT: TestKind = TestKind { verb: Verb::Read, measure: Measure::Lat };
 
     fn bw_result(avg: f64) -> SizeResult {
         SizeResult {
@@ -643,21 +759,22 @@ mod tests {
 
     #[test]
     fn bw_rows_keep_perftests_column_order() {
-        let head = table_header(TestKind { verb: Verb::Write, measure: Measure::Bw }, false, false);
+        let head = table_header(WRITE_BW, Layout::default());
         assert!(head.starts_with(
             " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]"
         ));
-        let row = table_row(&bw_result(100.0 * MIB), false, false);
+        let row = table_row(WRITE_BW, &bw_result(100.0 * MIB), Layout::default());
         let cols: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cols, ["65536", "5000", "101.00", "100.00", "0.005000", "90.00"]);
-        let row = table_row(&bw_result(1e9 / 8.0), true, false);
+        let gbits = Layout { gbits: true, ..Layout::default() };
+        let row = table_row(WRITE_BW, &bw_result(1e9 / 8.0), gbits);
         let cols: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cols[3], "1.00", "Gb/s are 10^9 bits");
     }
 
     #[test]
     fn latency_rows_follow_the_header() {
-        let head = table_header(TestKind { verb: Verb::Read, measure: Measure::Lat }, false, false);
+        let head = table_header(READ_LAT, Layout::default());
         let names: Vec<&str> = head.split("  ").map(str::trim).filter(|s| !s.is_empty()).collect();
         assert_eq!(
             names,
@@ -690,8 +807,10 @@ mod tests {
             }),
             ..Default::default()
         };
-        let cols: Vec<String> =
-            table_row(&r, false, false).split_whitespace().map(String::from).collect();
+        let cols: Vec<String> = table_row(READ_LAT, &r, Layout::default())
+            .split_whitespace()
+            .map(String::from)
+            .collect();
         assert_eq!(
             cols,
             ["2", "1000", "1.00", "9.00", "2.00", "2.50", "0.50", "5.00", "8.00", "9.00"]
