@@ -336,7 +336,11 @@ where
         Ok(cli) => Ok(Some(Cli { command: cli.command.into() })),
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion => {
             // -V and --version alike: the commit and the RDMA libraries too.
-            print!("{}", crate::version::long());
+            // Not print!: it panics when the reader went away (`--version | head -0`).
+            let _ = std::io::Write::write_all(
+                &mut std::io::stdout(),
+                crate::version::long().as_bytes(),
+            );
             Ok(None)
         }
         Err(e) if !e.use_stderr() => {
