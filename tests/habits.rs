@@ -141,3 +141,56 @@ fn a_closed_pipe_ends_quietly_with_status_0() {
         assert_eq!(err(&out), "", "{args:?}");
     }
 }
+
+/// The keys a table of docs/json.md lists under `heading`: each backticked name of its
+/// rows' first column.
+fn documented(heading: &str) -> std::collections::BTreeSet<String> {
+    let doc = include_str!("../docs/json.md");
+    let start = doc.find(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("{heading}?"));
+    let keys: std::collections::BTreeSet<String> = doc[start + heading.len() + 2..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .flat_map(|row| {
+            let first = row.split('|').nth(1).unwrap_or("");
+            first.split('`').skip(1).step_by(2).map(String::from).collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(!keys.is_empty(), "{heading}: no table");
+    keys
+}
+
+fn keys(v: &Value) -> std::collections::BTreeSet<String> {
+    v.as_object().unwrap_or_else(|| panic!("not an object: {v}")).keys().cloned().collect()
+}
+
+#[test]
+fn a_runs_json_has_the_fields_docs_json_md_lists() {
+    let (client, _) = pair("tcp-bw", &["-P", "2", "-n", "20", "-s", "64K"], &["--json", "-"]);
+    let doc: Value = serde_json::from_slice(&client.stdout).unwrap();
+    assert_eq!(doc["schema_version"], 2);
+    assert_eq!(keys(&doc), documented("### top-level keys"), "{doc}");
+    let endpoint = documented("### endpoint");
+    for side in ["local", "remote"] {
+        let eps = doc[side].as_array().unwrap();
+        assert_eq!(eps.len(), 2, "one endpoint per stream: {doc}");
+        for ep in eps {
+            assert_eq!(keys(ep), endpoint, "{ep}");
+            let address: std::net::SocketAddr = ep["address"].as_str().unwrap().parse().unwrap();
+            assert!(address.ip().is_loopback(), "{ep}");
+            assert!(ep["qpn"].is_null() && ep["rkey"].is_null(), "TCP has no QP: {ep}");
+        }
+    }
+    let peer: std::net::SocketAddr = doc["peer_address"].as_str().unwrap().parse().unwrap();
+    assert!(peer.ip().is_loopback());
+    // Optional keys are left out, never undocumented.
+    for (heading, value) in [
+        ("### size result", &doc["results"][0]),
+        ("### params — what actually ran", &doc["params"]),
+    ] {
+        let listed = documented(heading);
+        let extra: Vec<String> = keys(value).difference(&listed).cloned().collect();
+        assert!(extra.is_empty(), "{heading}: undocumented {extra:?}");
+    }
+}

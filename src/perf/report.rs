@@ -82,10 +82,12 @@ pub struct RunReport {
     pub params: Option<EffectiveParams>,
     /// What ran on the peer's side.
     pub peer_params: Option<EffectiveParams>,
-    /// This side's QP address lines.
-    pub local: Vec<String>,
+    /// This side's queue pairs (streams), as the peer was told them.
+    pub local: Vec<Endpoint>,
     /// The peer's.
-    pub remote: Vec<String>,
+    pub remote: Vec<Endpoint>,
+    /// The peer's control-connection address, `ip:port` (null until connected).
+    pub peer_address: Option<String>,
     /// One entry per size that completed, in order.
     pub results: Vec<SizeResult>,
     /// Thresholds and validation.
@@ -108,11 +110,33 @@ impl RunReport {
             peer_params: None,
             local: Vec::new(),
             remote: Vec::new(),
+            peer_address: None,
             results: Vec::new(),
             verdict: Verdict { pass: true, failures: Vec::new() },
             error: None,
         }
     }
+}
+
+/// One queue pair's (or TCP stream's) address, as the two sides exchanged it; a field
+/// the transport has no such thing for is null.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// Queue pair number (verbs).
+    pub qpn: Option<u32>,
+    /// First packet sequence number (verbs).
+    pub psn: Option<u32>,
+    /// Remote key of its buffer (verbs; NetworkDirect: the token), where the peer
+    /// reads or writes it.
+    pub rkey: Option<u32>,
+    /// Address of its buffer, with `rkey`.
+    pub vaddr: Option<u64>,
+    /// GID, IPv6 text form (verbs over RoCE, or IB with a GRH).
+    pub gid: Option<String>,
+    /// LID (verbs over InfiniBand; 0 on RoCE).
+    pub lid: Option<u16>,
+    /// IP address, with the port where there is one (TCP streams, NetworkDirect).
+    pub address: Option<String>,
 }
 
 /// `environment` in a result: this side's, with the peer's under `peer`.

@@ -5,7 +5,7 @@ pub mod devices;
 pub mod svg;
 
 /// Version of the JSON documents rdmabench writes; bumped on incompatible changes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Serializes any report model as pretty JSON with a trailing newline.
 pub fn to_json<T: serde::Serialize>(model: &T) -> String {
