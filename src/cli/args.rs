@@ -280,7 +280,7 @@ pub struct AccessArgs {
     /// Server: listen on this address only (default: every address).
     #[arg(long = "bind", value_name = "ADDR")]
     pub bind: Option<std::net::IpAddr>,
-    /// Both sides: run only with a peer that proves it holds the secret in FILE (docs/security.md).
+    /// Both sides: run only with a peer that proves it holds the secret in FILE (/usr/share/doc/rdmabench/docs/security.md).
     #[arg(long = "auth-key", value_name = "FILE")]
     pub auth_key: Option<PathBuf>,
 }
