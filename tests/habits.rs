@@ -194,3 +194,60 @@ fn a_runs_json_has_the_fields_docs_json_md_lists() {
         assert!(extra.is_empty(), "{heading}: undocumented {extra:?}");
     }
 }
+
+#[test]
+fn a_client_without_a_server_counts_down_and_names_it_within_its_timeout() {
+    let port = port();
+    let start = std::time::Instant::now();
+    let out = finish(
+        spawn(&["tcp-bw", "-p", &port, "--timeout", "3", "127.0.0.1"]),
+        Duration::from_secs(30),
+    );
+    let took = start.elapsed();
+    let stderr = err(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let server = format!("127.0.0.1:{port}");
+    assert!(stderr.contains(&format!("no server at {server} yet")), "{stderr}");
+    assert!(stderr.contains(" s left"), "a countdown: {stderr}");
+    let last = stderr.lines().last().unwrap();
+    assert!(last.starts_with(&format!("rdmabench: cannot reach the server at {server}")), "{last}");
+    assert!(took < Duration::from_secs(6), "--timeout 3, gave up after {took:?}");
+}
+
+#[test]
+fn a_one_shot_rdma_server_on_a_host_without_rdma_fails_before_it_listens() {
+    let devices = std::fs::read_dir("/sys/class/infiniband").map_or(0, Iterator::count);
+    assert_eq!(devices, 0, "this host test needs a host without RDMA devices");
+    let port = port();
+    let start = std::time::Instant::now();
+    let out = finish(spawn(&["write-bw", "-p", &port, "--timeout", "20"]), Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2), "{}", err(&out));
+    assert!(start.elapsed() < Duration::from_secs(10), "at start, not after --timeout 20");
+    assert!(err(&out).contains("RDMA"), "{}", err(&out));
+    assert!(!text(&out).contains("Waiting for a client"), "it never listened: {}", text(&out));
+}
+
+#[test]
+fn a_plain_tcp_server_runs_the_clients_streams_and_duration_like_iperf3() {
+    let port = port();
+    let server = spawn(&["tcp-bw", "-p", &port, "--timeout", "20", "--json", "-"]);
+    let start = std::time::Instant::now();
+    let client = finish(
+        spawn(&["tcp-bw", "-p", &port, "-P", "4", "-D", "2", "--json", "-", "127.0.0.1"]),
+        Duration::from_secs(60),
+    );
+    let took = start.elapsed();
+    let server = finish(server, Duration::from_secs(30));
+    assert!(client.status.success(), "client: {}", err(&client));
+    assert!(server.status.success(), "server: {}", err(&server));
+    assert!(err(&server).contains(&format!("Waiting for a client on port {port} of 0.0.0.0")));
+    assert!(took >= Duration::from_secs(2), "-D 2 ran {took:?}");
+    for (side, out) in [("client", &client), ("server", &server)] {
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["params"]["tcp"]["streams"], 4, "{side}: {doc}");
+        assert_eq!(doc["params"]["run"]["duration"]["secs"], 2, "{side}: {doc}");
+        let per = doc["results"][0]["per_qp"].as_array().unwrap();
+        assert_eq!(per.len(), 4, "{side}: a figure per stream");
+        assert!(per.iter().all(|s| s["bytes"].as_u64().unwrap() > 0), "{side}: {doc}");
+    }
+}
