@@ -180,8 +180,10 @@ fn accept_client(
     // system picked it).
     let ip = listener.local_addr().map_or_else(|| "?".into(), |a| a.ip().to_string());
     let secs = local.timeout.as_secs();
-    let _ =
-        writeln!(out, " Waiting for a client on port {port} of {ip} (up to {secs} s, --timeout)");
+    let _ = writeln!(
+        out,
+        " Listening on {ip} for {secs} s (--timeout). Waiting for a client on port {port}"
+    );
     let _ = out.flush();
     let deadline = Instant::now() + local.timeout;
     let mut stray: Option<Refusal> = None;

@@ -731,7 +731,10 @@ pub fn cpu_line(side: &str, c: &CpuCost) -> String {
     } else if let Some(s) = c.system_switches {
         let _ = write!(o, ", ctx {s} machine");
     }
-    let _ = write!(o, ", intr {}", c.interrupts);
+    let _ = match c.interrupts {
+        Some(i) => write!(o, ", intr {i}"),
+        None => write!(o, ", intr n/a"),
+    };
     if let Some(d) = c.dpcs {
         let _ = write!(o, ", dpcs {d}");
     }

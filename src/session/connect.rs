@@ -198,12 +198,12 @@ pub(crate) fn connect_retrying(
 }
 
 /// A client waiting for its server says so on stderr, naming it, with the seconds left:
-/// once refused for a second (a server still starting is not worth a line), then every
-/// 5 s.
+/// once refused for 3 s (a server still starting is not worth a line, nor is the short
+/// wait of `compare` and `qualify`), then every 5 s.
 fn countdown(host: &str, port: u16, waited: Duration, window: Duration, told: &mut Option<u64>) {
     let left = window.saturating_sub(waited).as_secs();
     let due = match *told {
-        None => waited >= Duration::from_secs(1),
+        None => waited >= Duration::from_secs(3),
         Some(last) => last >= left + 5,
     };
     if due && left > 0 {
