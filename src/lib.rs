@@ -81,14 +81,16 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, Error> {
 /// One test on this side, from the command line (over several rails when `-d` names
 /// several devices).
 fn test(t: TestArgs, out: &mut dyn Write) -> Result<u8, Error> {
+    // --json -: stdout holds the document alone, the table goes to stderr.
+    let mut stderr = io::stderr();
+    let out: &mut dyn Write = if t.output.json_to_stdout() { &mut stderr } else { out };
     if let Some(rails) = rails::plan(&t)? {
         return rails::run(&t, rails, out);
     }
     if let Some(path) = &t.output.json {
         // Checked (and emptied) before the run: a result is never lost to a bad path,
         // and an older file never survives to read as this run's.
-        std::fs::write(path, "")
-            .map_err(|e| Error::io(format!("--json {}: {e}", path.display())))?;
+        report::prepare_json(path)?;
     }
     let side = match &t.host {
         Some(host) => engine::Side::Client { host: host.clone() },

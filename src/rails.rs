@@ -121,8 +121,7 @@ pub struct MultiRailReport {
 pub fn run(t: &TestArgs, mut rails: Vec<Rail>, out: &mut dyn Write) -> Result<u8, Error> {
     if let Some(path) = &t.output.json {
         // Checked (and emptied) before the run, as a single rail's: a bad path fails now.
-        std::fs::write(path, "")
-            .map_err(|e| Error::io(format!("--json {}: {e}", path.display())))?;
+        crate::report::prepare_json(path)?;
     }
     let backend = t.spec.rdma().map_or_else(crate::transport::Backend::native, |r| r.backend);
     let infos: Vec<Option<DeviceInfo>> = rails
@@ -183,8 +182,7 @@ pub fn run(t: &TestArgs, mut rails: Vec<Rail>, out: &mut dyn Write) -> Result<u8
     };
     let _ = write!(out, "{}", table(&report, t.output.report_gbits));
     if let Some(path) = &t.output.json {
-        std::fs::write(path, crate::report::to_json(&report))
-            .map_err(|e| Error::io(format!("--json {}: {e}", path.display())))?;
+        crate::report::write_json(path, &crate::report::to_json(&report))?;
     }
     if let Some(e) = &report.error {
         return Err(e.clone());

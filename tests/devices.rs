@@ -148,7 +148,7 @@ fn number(value: &str) -> u64 {
 fn lab_devices_json_matches_ibv_devinfo() {
     let dev = lab_device();
     let json = devices_json(&dev);
-    assert_eq!(json["schema_version"], 1);
+    assert_eq!(json["schema_version"], 2);
     let devices = json["devices"].as_array().unwrap();
     assert_eq!(devices.len(), 1, "-d selects one device");
     let d = &devices[0];

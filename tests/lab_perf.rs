@@ -60,7 +60,7 @@ fn ok_timing_out(test: &str, flags: &[&str], seconds: &str) -> Run {
     let r = pair_timing_out(test, flags, "127.0.0.1", seconds);
     assert_eq!(r.client.status.code(), Some(0), "client of {test} {flags:?}: {}", err(&r.client));
     assert_eq!(r.server.status.code(), Some(0), "server of {test} {flags:?}: {}", err(&r.server));
-    assert_eq!(r.json["schema_version"], 1);
+    assert_eq!(r.json["schema_version"], 2);
     assert_eq!(r.json["test"], test.replace('-', "_"));
     assert!(r.json["error"].is_null(), "{test}: {}", r.json["error"]);
     lab_environment(&r.json["environment"], test);
@@ -201,7 +201,7 @@ fn lab_sweep_writes_every_size_into_one_json() {
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_four_qps_aggregate_and_per_qp() {
-    let r = ok("write-bw", &["-q", "4", "-n", "200", "-s", "4096"]);
+    let r = ok("write-bw", &["-q", "4", "-n", "200", "-s", "4096", "--verbose"]);
     let res = &r.json["results"][0];
     let per = res["per_qp"].as_array().unwrap();
     assert_eq!(per.len(), 4);

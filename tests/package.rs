@@ -68,6 +68,8 @@ fn package_holds_the_binary_man_pages_completions_and_docs() {
         "usr/share/doc/rdmabench/copyright".into(),
         "usr/share/doc/rdmabench/docs/lab.md".into(),
         "usr/share/doc/rdmabench/examples/rdmabench-memlock.conf".into(),
+        "lib/systemd/system/rdmabench-serve.service".into(),
+        "etc/rdmabench/serve.conf".into(),
     ];
     for cmd in
         TESTS.iter().chain(&["serve", "compare", "doctor", "qualify", "devices", "completions"])
@@ -151,6 +153,14 @@ fn package_man_pages_render_with_man() {
     );
     let write_bw = text(&man(&dir.join("rdmabench-write-bw.1.gz")).stdout);
     assert!(write_bw.contains("--report_gbits") && write_bw.contains("--gid-index"), "{write_bw}");
+    // The docs' commands as EXAMPLES, then what the status means and where to read on.
+    let sections: Vec<&str> = write_bw.lines().filter(|l| !l.starts_with(' ')).collect();
+    for section in ["EXAMPLES", "EXIT STATUS", "SEE ALSO"] {
+        assert!(sections.contains(&section), "no {section} in {sections:?}");
+    }
+    let examples = write_bw.split("EXAMPLES").nth(1).unwrap();
+    assert!(examples.contains("rdmabench write-bw -d mlx4_0 192.168.1.10"), "{examples}");
+    assert!(write_bw.contains("/usr/share/doc/rdmabench/"), "{write_bw}");
     std::fs::remove_dir_all(&root).unwrap();
 }
 
@@ -196,5 +206,75 @@ fn package_completions_load_and_bash_completes_subcommands_and_flags() {
             text(&out.stderr)
         );
     }
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+#[ignore = "needs the package: ci/test builds it with ci/package"]
+fn package_binary_is_stripped_and_its_help_names_installed_docs() {
+    let root = unpacked("strip");
+    let bin = root.join("usr/bin/rdmabench");
+    let out = run(Command::new("readelf").args(["-S", "--wide"]).arg(&bin));
+    assert!(out.status.success(), "readelf: {}", text(&out.stderr));
+    let sections = text(&out.stdout);
+    assert!(sections.contains(".text"), "{sections}");
+    // (.debug_gdb_scripts stays: a loaded section naming gdb's pretty-printers, no symbols.)
+    for gone in [".debug_info", ".debug_line", ".debug_str", ".symtab"] {
+        assert!(!sections.contains(gone), "{gone} is still in the binary:\n{sections}");
+    }
+    let help = text(&run(Command::new(&bin).args(["serve", "--help"])).stdout);
+    assert!(help.contains("/usr/share/doc/rdmabench/docs/security.md"), "{help}");
+    // `| head -1`: the reader goes away; the command ends quietly, status 0.
+    let probe = format!(
+        "'{}' completions bash | head -1; echo \"status ${{PIPESTATUS[0]}}\"",
+        bin.display()
+    );
+    let out = run(Command::new("bash").args(["--norc", "--noprofile", "-c", &probe]));
+    assert_eq!(text(&out.stdout), "_rdmabench() {\nstatus 0\n");
+    assert_eq!(text(&out.stderr), "");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+#[ignore = "needs the package: ci/test builds it with ci/package"]
+fn package_serve_unit_verifies_and_its_settings_are_in_the_config() {
+    let root = unpacked("unit");
+    let unit =
+        std::fs::read_to_string(root.join("lib/systemd/system/rdmabench-serve.service")).unwrap();
+    let config = std::fs::read_to_string(root.join("etc/rdmabench/serve.conf")).unwrap();
+    // Every ${VARIABLE} ExecStart expands is set in the config (but systemd's own).
+    let exec = unit.lines().find(|l| l.starts_with("ExecStart=")).expect("ExecStart");
+    let used: Vec<&str> = exec
+        .split("${")
+        .skip(1)
+        .filter_map(|s| s.split('}').next())
+        .filter(|v| *v != "CREDENTIALS_DIRECTORY")
+        .collect();
+    assert!(used.contains(&"PORT") && used.contains(&"BIND"), "{exec}");
+    for var in used {
+        assert!(
+            config.lines().any(|l| l.starts_with(&format!("{var}="))),
+            "{var} not in serve.conf"
+        );
+    }
+    for hardening in [
+        "DynamicUser=yes",
+        "LimitMEMLOCK=infinity",
+        "CapabilityBoundingSet=\n",
+        "LoadCredential=auth-key:/etc/rdmabench/serve.key",
+    ] {
+        assert!(unit.contains(hardening), "the unit lacks {hardening:?}");
+    }
+    // systemd-analyze verify, with ExecStart's binary the unpacked one (verify checks it).
+    let bin = root.join("usr/bin/rdmabench");
+    let copy = root.join("rdmabench-serve.service");
+    std::fs::write(&copy, unit.replace("/usr/bin/rdmabench", &bin.display().to_string())).unwrap();
+    let out = run(Command::new("systemd-analyze").args(["verify", "--man=no"]).arg(&copy));
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "systemd-analyze verify: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     std::fs::remove_dir_all(&root).unwrap();
 }

@@ -108,7 +108,7 @@ fn tcp_bw_moves_what_it_reports(streams: u32) {
     let n = 1600 / u64::from(streams);
     let size = 65536u64;
     let p = streams.to_string();
-    let (client, server, text) = pair("tcp-bw", &["-n", &n.to_string(), "-P", &p]);
+    let (client, server, text) = pair("tcp-bw", &["-n", &n.to_string(), "-P", &p, "--cpu_util"]);
     let r = &client["results"][0];
     let bytes = n * size * u64::from(streams);
     assert_eq!(r["bw"]["bytes"].as_u64(), Some(bytes), "{r}");

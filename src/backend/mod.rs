@@ -68,6 +68,8 @@ pub struct Setup<C> {
     pub local: Vec<String>,
     /// The peer's.
     pub remote: Vec<String>,
+    /// This side's endpoints and the peer's, for JSON.
+    pub endpoints: [Vec<crate::perf::report::Endpoint>; 2],
     /// What it ran on.
     pub attachment: Attachment,
 }

@@ -67,10 +67,23 @@ impl Backend for Nd {
         Ok(Setup {
             local: address_lines("local ", &mine, |e| endpoint_line(e, local, verb)),
             remote: address_lines("remote ", &peers, |e| endpoint_line(e, peer_ip, verb)),
+            endpoints: [(&mine, local), (&peers, peer_ip)]
+                .map(|(eps, at)| eps.iter().map(|e| endpoint(e, at, verb)).collect()),
             attachment: Attachment::Adapter(local),
             params: params(ctx, found),
             conns,
         })
+    }
+}
+
+/// An endpoint for JSON: what [`endpoint_line`] prints.
+fn endpoint(ep: &NdEndpoint, at: IpAddr, verb: Verb) -> crate::perf::report::Endpoint {
+    let buffer = matches!(verb, Verb::Read | Verb::Write);
+    crate::perf::report::Endpoint {
+        rkey: buffer.then_some(ep.buffer.rkey),
+        vaddr: buffer.then_some(ep.buffer.addr),
+        address: Some(ep.listen.map_or_else(|| at.to_string(), |l| l.to_string())),
+        ..Default::default()
     }
 }
 

@@ -80,6 +80,14 @@ impl Backend for Tcp {
             conns.iter().enumerate().map(|(k, c)| line("local", k, c.local_addr())).collect();
         let remote =
             conns.iter().enumerate().map(|(k, c)| line("remote", k, c.peer_addr())).collect();
+        let endpoint = |a: Option<SocketAddr>| crate::perf::report::Endpoint {
+            address: a.map(|a| a.to_string()),
+            ..Default::default()
+        };
+        let endpoints = [
+            conns.iter().map(|c| endpoint(c.local_addr())).collect(),
+            conns.iter().map(|c| endpoint(c.peer_addr())).collect(),
+        ];
         let found = Found {
             device: "tcp".into(),
             link_layer: "TCP".into(),
@@ -99,6 +107,6 @@ impl Backend for Tcp {
             pinned_cpus: (!pin.is_empty()).then(|| pin.clone()),
         });
         let ip = ch.local_ip().unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
-        Ok(Setup { conns, params, local, remote, attachment: Attachment::Interface(ip) })
+        Ok(Setup { conns, params, local, remote, endpoints, attachment: Attachment::Interface(ip) })
     }
 }

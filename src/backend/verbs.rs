@@ -220,6 +220,20 @@ fn endpoint_line(ep: &VerbsEndpoint, verb: Verb) -> String {
     line
 }
 
+/// An endpoint for JSON: what [`endpoint_line`] prints.
+fn endpoint(ep: &VerbsEndpoint, verb: Verb) -> crate::perf::report::Endpoint {
+    let buffer = matches!(verb, Verb::Read | Verb::Write | Verb::Atomic);
+    crate::perf::report::Endpoint {
+        qpn: Some(ep.qp.qpn),
+        psn: Some(ep.qp.psn),
+        rkey: buffer.then_some(ep.buffer.rkey),
+        vaddr: buffer.then_some(ep.buffer.addr),
+        gid: (!ep.qp.gid.is_zero()).then(|| std::net::Ipv6Addr::from(ep.qp.gid.0).to_string()),
+        lid: Some(ep.qp.lid),
+        address: None,
+    }
+}
+
 /// The class of the path as the first queue pair holds it (what the driver kept of
 /// `-S`, `--tclass`, `--flow_label`); UD's queue pairs have none, so what was set.
 fn path_of(t: &VerbsTransport, conns: &[VerbsConnection]) -> Option<PathParams> {
@@ -290,6 +304,7 @@ pub(crate) fn finish(
     Setup {
         local,
         remote: address_lines("remote ", peers, |e| endpoint_line(e, verb)),
+        endpoints: [mine, peers].map(|eps| eps.iter().map(|e| endpoint(e, verb)).collect()),
         attachment: Attachment::Device { name: t.context().name().to_string(), port },
         params: params(ctx, found),
         conns,

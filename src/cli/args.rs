@@ -234,9 +234,6 @@ pub struct PerfArgs {
     /// Accepted for perftest compatibility: every QP always has its own memory region.
     #[arg(long = "mr_per_qp", alias = "mr-per-qp")]
     pub mr_per_qp: bool,
-    /// Accepted for perftest compatibility: both sides' CPU cost is always measured.
-    #[arg(long = "cpu_util", alias = "cpu-util")]
-    pub cpu_util: bool,
     /// The rate limiter: SW, software pacing (perftest's HW and PP are not implemented).
     #[arg(long = "rate_limit_type", value_enum, value_name = "SW")]
     pub rate_limit_type: Option<RateLimitTypeArg>,
@@ -283,7 +280,7 @@ pub struct AccessArgs {
     /// Server: listen on this address only (default: every address).
     #[arg(long = "bind", value_name = "ADDR")]
     pub bind: Option<std::net::IpAddr>,
-    /// Both sides: run only with a peer that proves it holds the secret in FILE (docs/security.md).
+    /// Both sides: run only with a peer that proves it holds the secret in FILE (/usr/share/doc/rdmabench/docs/security.md).
     #[arg(long = "auth-key", value_name = "FILE")]
     pub auth_key: Option<PathBuf>,
 }
@@ -329,7 +326,8 @@ pub struct ReportArgs {
     /// Report Gb/s (10^9 bit/s) instead of MiB/s (2^20 B/s).
     #[arg(long = "report_gbits", alias = "report-gbits")]
     pub report_gbits: bool,
-    /// Write the whole run (every size) as one JSON document to FILE.
+    /// Write the whole run (every size) as one JSON document to FILE (`-`: stdout, the
+    /// table then goes to stderr).
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Exit 1 if the average bandwidth of any size falls below this (report units).
@@ -345,6 +343,13 @@ pub struct ReportArgs {
     /// when stderr is not a terminal.
     #[arg(long = "quiet")]
     pub quiet: bool,
+    /// Print both sides' CPU cost under each size (as perftest's; always in --json).
+    #[arg(long = "cpu_util", alias = "cpu-util")]
+    pub cpu_util: bool,
+    /// A row per QP or stream under each size's total (perftest's -v is --mac_fwd: long
+    /// only).
+    #[arg(long = "verbose")]
+    pub verbose: bool,
 }
 
 impl Default for ReportArgs {
@@ -357,6 +362,8 @@ impl Default for ReportArgs {
             max_lat: None,
             timeout: 30,
             quiet: false,
+            cpu_util: false,
+            verbose: false,
         }
     }
 }
@@ -434,6 +441,8 @@ impl ReportArgs {
             min_msg_rate: None,
             only: None,
             samples: None,
+            cpu: self.cpu_util,
+            verbose: self.verbose,
         })
     }
 

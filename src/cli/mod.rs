@@ -142,7 +142,7 @@ pub struct DevicesArgs {
     /// Everything: limits, GUIDs, PCIe link, NUMA node, LIDs.
     #[arg(short, long)]
     pub verbose: bool,
-    /// JSON on stdout instead of text (schema in docs/json.md).
+    /// JSON on stdout instead of text (schema: /usr/share/doc/rdmabench/docs/json.md).
     #[arg(long)]
     pub json: bool,
     /// RDMA interface: verbs, or nd (NetworkDirect; -d then takes an adapter's IP).
@@ -173,7 +173,7 @@ pub struct DoctorArgs {
     /// Only this device's checks (host checks always run).
     #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
     pub device: Option<String>,
-    /// Also write the checks as JSON to FILE (docs/json.md#doctor).
+    /// Also write the checks as JSON to FILE (/usr/share/doc/rdmabench/docs/json.md).
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
     /// Judge the /sys and /proc under DIR (a tree `--capture` wrote) instead of this
@@ -193,7 +193,7 @@ pub struct DoctorArgs {
 #[doc = concat!("`rdmabench qualify`.")]
 #[derive(Debug, Args)]
 pub struct QualifyArgs {
-    /// A built-in profile (quick, sweep) or a profile file (TOML; docs/qualify-profile.toml).
+    /// A built-in profile (quick, sweep) or a profile file (TOML; /usr/share/doc/rdmabench/examples/qualify-profile.toml).
     #[arg(value_name = "PROFILE")]
     pub profile: String,
     /// The host running `rdmabench serve`.
@@ -250,7 +250,7 @@ pub struct ServeArgs {
     /// Longest a test may hold the server, seconds (default 3600, at most 86400).
     #[arg(long = "max-time", value_name = "SECS")]
     pub max_time: Option<u64>,
-    /// Serve only clients that prove they hold the shared secret in FILE (docs/security.md).
+    /// Serve only clients that prove they hold the shared secret in FILE (/usr/share/doc/rdmabench/docs/security.md).
     #[arg(long = "auth-key", value_name = "FILE")]
     pub auth_key: Option<std::path::PathBuf>,
 }
@@ -304,7 +304,7 @@ pub struct ClientArgs {
     /// Seconds to wait for the server at each step.
     #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
-    /// Prove to the server (and check) the shared secret in FILE (docs/security.md).
+    /// Prove to the server (and check) the shared secret in FILE (/usr/share/doc/rdmabench/docs/security.md).
     #[arg(long = "auth-key", value_name = "FILE")]
     pub auth_key: Option<std::path::PathBuf>,
 }
@@ -340,7 +340,11 @@ where
         Ok(cli) => Ok(Some(Cli { command: cli.command.into() })),
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion => {
             // -V and --version alike: the commit and the RDMA libraries too.
-            print!("{}", crate::version::long());
+            // Not print!: it panics when the reader went away (`--version | head -0`).
+            let _ = std::io::Write::write_all(
+                &mut std::io::stdout(),
+                crate::version::long().as_bytes(),
+            );
             Ok(None)
         }
         Err(e) if !e.use_stderr() => {

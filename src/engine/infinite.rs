@@ -31,7 +31,9 @@ pub(super) fn run<C: Connection + Send>(
     })?;
     let size = step.spec.max_size();
     let mut summary = Summary::default();
-    print(out, &report::table_header(step.spec.kind, gbits, true))?;
+    // Each interval's row as a -D run's, without CPU lines (they are in the JSON).
+    let layout = report::Layout { gbits, duration: true, ..report::Layout::default() };
+    print(out, &report::table_header(step.spec.kind, layout))?;
     loop {
         let stopping = ffi::os::termination_signal().is_some();
         let barrier = if stopping { Message::Done } else { Message::Ready { size } };
@@ -52,7 +54,8 @@ pub(super) fn run<C: Connection + Send>(
         let interval = step.run(ch, conns, size)?;
         print(
             out,
-            &(report::table_row(&interval, gbits, true) + &report::details(&interval, gbits)),
+            &(report::table_row(step.spec.kind, &interval, layout)
+                + &report::details(&interval, layout)),
         )?;
         summary.add(&interval);
     }

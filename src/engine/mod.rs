@@ -79,11 +79,24 @@ pub fn run(
             guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
         }
         Side::Server => {
+            device_present(spec, local)?;
             let listener = ControlListener::bind(local.bind, local.port)?;
             serve_one(&listener, spec, local, gbits, &mut report, out)
         }
     });
     Outcome { report, error: result.err() }
+}
+
+/// A one-shot verbs server's device, looked up before it listens: a host without one
+/// fails at start (exit 2, naming why), not when a client has come.
+fn device_present(spec: &TestSpec, local: &Local) -> Result<(), Error> {
+    match spec.rdma() {
+        Some(r) if r.backend == Backend::Verbs => {
+            crate::inventory::collect(local.device.as_deref(), r.backend)?;
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Runs `spec` as the server for the first client on `listener` that says a proper
@@ -111,6 +124,7 @@ fn serve_one(
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let (mut ch, theirs) = accept_client(listener, local, out)?;
+    let spec = if follows_client(spec, &theirs) { &theirs } else { spec };
     let diff = mismatches(&theirs, spec);
     if !diff.is_empty() {
         let e = Error::new(ErrorKind::Mismatch, format!("parameter mismatch: {}", diff.join("; ")));
@@ -119,6 +133,15 @@ fn serve_one(
     }
     let ctx = SetupContext { spec, local, host: None, gbits };
     guarded(&mut ch, |ch| dispatch(&ctx, ch, report, out))
+}
+
+/// A one-shot TCP server runs what its client asks, as `iperf3 -s` does (streams,
+/// duration, sizes): the same test, a spec that holds.
+fn follows_client(mine: &TestSpec, theirs: &TestSpec) -> bool {
+    mine.rdma().is_none()
+        && theirs.rdma().is_none()
+        && theirs.kind == mine.kind
+        && theirs.validate().is_ok()
 }
 
 /// The server's side of one test for a client whose hello (`spec`) is in: what
@@ -153,11 +176,15 @@ fn accept_client(
     out: &mut dyn Write,
 ) -> Result<(Channel, TestSpec), Error> {
     let port = listener.local_addr().map_or(local.port, |a| a.port());
-    if local.port == 0 {
-        // The system picked the port: the client needs to be told which.
-        let _ = writeln!(out, " Waiting for a client on port {port}");
-        let _ = out.flush();
-    }
+    // Where and for how long, as perftest and iperf3 say (the port, too, when the
+    // system picked it).
+    let ip = listener.local_addr().map_or_else(|| "?".into(), |a| a.ip().to_string());
+    let secs = local.timeout.as_secs();
+    let _ = writeln!(
+        out,
+        " Listening on {ip} for {secs} s (--timeout). Waiting for a client on port {port}"
+    );
+    let _ = out.flush();
     let deadline = Instant::now() + local.timeout;
     let mut stray: Option<Refusal> = None;
     let ignore = |r: Refusal| {

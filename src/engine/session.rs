@@ -39,8 +39,8 @@ pub fn run<B: Backend>(
     }
     describe::exchange(ctx, ch, &setup, report)?;
     report.params = Some(setup.params.clone());
-    report.local = setup.local.clone();
-    report.remote = setup.remote.clone();
+    [report.local, report.remote] = setup.endpoints.clone();
+    report.peer_address = ch.peer_addr().map(|a| a.to_string());
     print_header(ctx, report, &setup, out)?;
     let mut step = Step::new(ctx.spec, ctx.local, ctx.client());
     step.counters = counters;

@@ -85,7 +85,7 @@ struct MachineDelta {
     steal: u64,
     cores: u32,
     switches: Option<u64>,
-    interrupts: u64,
+    interrupts: Option<u64>,
     dpcs: Option<u64>,
     nonpaged_pool_bytes: Option<u64>,
 }
@@ -102,7 +102,7 @@ impl MachineDelta {
                 steal: b.steal.saturating_sub(a.steal),
                 cores: b.cores,
                 switches: Some(b.context_switches.saturating_sub(a.context_switches)),
-                interrupts: b.interrupts.saturating_sub(a.interrupts),
+                interrupts: Some(b.interrupts.saturating_sub(a.interrupts)),
                 dpcs: None,
                 nonpaged_pool_bytes: None,
             }),
@@ -141,7 +141,7 @@ fn windows_delta(a: &ffi::os::MachineCounters, b: &ffi::os::MachineCounters) -> 
         steal: 0,
         cores: b.processors,
         switches: a.context_switches.zip(b.context_switches).map(|(x, y)| count(x, y)),
-        interrupts: count(a.interrupts, b.interrupts),
+        interrupts: a.interrupts.zip(b.interrupts).map(|(x, y)| count(x, y)),
         dpcs: a.dpcs.zip(b.dpcs).map(|(x, y)| count(x, y)),
         nonpaged_pool_bytes: b.nonpaged_pool_bytes,
     }
@@ -216,8 +216,9 @@ pub struct CpuCost {
     pub involuntary_switches: Option<u64>,
     /// Context switches on the whole machine.
     pub system_switches: Option<u64>,
-    /// Interrupts on the whole machine.
-    pub interrupts: u64,
+    /// Interrupts on the whole machine (null where the platform gives none: wine).
+    #[serde(default)]
+    pub interrupts: Option<u64>,
     /// DPCs queued on the whole machine (Windows only).
     #[serde(default)]
     pub dpcs: Option<u64>,
@@ -244,6 +245,24 @@ pub struct CpuCost {
     /// Where these figures came from (null: none could be read).
     #[serde(default)]
     pub source: Option<CounterSource>,
+    /// The window held fewer than [`RELIABLE_TICKS`] ticks of the clock the counters
+    /// advance by: each percentage may be off by a percent or more (noise, not cost).
+    #[serde(default)]
+    pub unreliable: bool,
+}
+
+/// The fewest clock ticks a window must hold for its percentages to be within 1 %.
+pub const RELIABLE_TICKS: f64 = 100.0;
+
+impl CounterSource {
+    /// The step the counters advance by, seconds: Linux's USER_HZ (100 Hz; the
+    /// process times too), Windows' default timer (64 Hz).
+    pub fn tick_s(self) -> f64 {
+        match self {
+            CounterSource::Linux => 0.01,
+            CounterSource::Windows => 0.015_625,
+        }
+    }
 }
 
 /// What a window cost, given the bytes and messages it moved on this side.
@@ -282,6 +301,7 @@ pub fn cost(
         Some(Machine::Linux(_)) => Some(CounterSource::Linux),
         None => None,
     };
+    c.unreliable = c.source.is_some_and(|s| window_s < RELIABLE_TICKS * s.tick_s());
     if let (Some(a), Some(b)) = (before.process, after.process) {
         c.process_user_s = b.user.saturating_sub(a.user).as_secs_f64();
         c.process_system_s = b.system.saturating_sub(a.system).as_secs_f64();
@@ -402,7 +422,7 @@ mod tests {
         );
         assert_eq!(
             (c.interrupts, c.system_switches, c.voluntary_switches),
-            (600, Some(300), Some(30))
+            (Some(600), Some(300), Some(30))
         );
         assert_eq!((c.resident_bytes, c.peak_resident_bytes), (Some(3 << 20), Some(5 << 20)));
         assert_eq!(
@@ -432,7 +452,7 @@ mod tests {
                 user,
                 dpc,
                 interrupt,
-                interrupts,
+                interrupts: Some(interrupts),
                 dpcs: Some(dpcs),
                 context_switches: Some(switches),
                 nonpaged_pool_bytes: Some(200 << 20),
@@ -467,7 +487,10 @@ mod tests {
         assert!(near(c.user_percent, 100.0) && near(c.system_percent, 60.0), "{c:?}");
         assert!(near(c.irq_percent, 10.0) && near(c.softirq_percent, 30.0), "{c:?}");
         // The interrupt counter wrapped: 100 before the wrap, 400 after.
-        assert_eq!((c.interrupts, c.dpcs, c.system_switches), (500, Some(1000), Some(12_345)));
+        assert_eq!(
+            (c.interrupts, c.dpcs, c.system_switches),
+            (Some(500), Some(1000), Some(12_345))
+        );
         assert_eq!((c.voluntary_switches, c.involuntary_switches), (None, None));
         assert_eq!(c.source, Some(CounterSource::Windows));
         assert_eq!(c.nonpaged_pool_bytes, Some(200 << 20));

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use crate::engine::Outcome;
 use crate::error::{Error, ErrorKind};
-use crate::spec::{Figure, Output, RunLength, SampleOrder, TestSpec};
+use crate::spec::{Figure, Output, SampleOrder, TestSpec};
 
 use super::report::{self, RunReport};
 
@@ -33,13 +33,12 @@ pub fn finish(
                 if let Some(order) = output.samples {
                     print_samples(order, &report, out)?;
                 }
-                print_table(spec, &report, output.report_gbits, out)?;
+                print_table(spec, &report, output, out)?;
             }
         }
     }
     if let Some(path) = &output.json {
-        std::fs::write(path, crate::report::to_json(&report))
-            .map_err(|e| Error::io(format!("cannot write {}: {e}", path.display())))?;
+        crate::report::write_json(path, &crate::report::to_json(&report))?;
     }
     match error {
         Some(e) => Err(e),
@@ -116,14 +115,14 @@ fn shortest(v: f64) -> String {
 fn print_table(
     spec: &TestSpec,
     report: &RunReport,
-    gbits: bool,
+    output: &Output,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
-    let duration = matches!(spec.run, RunLength::Duration { .. });
-    let mut text = report::table_header(spec.kind, gbits, duration);
+    let layout = report::Layout::of(spec, output);
+    let mut text = report::table_header(spec.kind, layout);
     for r in &report.results {
-        text.push_str(&report::table_row(r, gbits, duration));
-        text.push_str(&report::details(r, gbits));
+        text.push_str(&report::table_row(spec.kind, r, layout));
+        text.push_str(&report::details(r, layout));
     }
     text.push_str(report::RESULT_LINE);
     text.push('\n');

@@ -5,9 +5,10 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::table::{cpu_line, details, table_header, table_row, Layout};
 use crate::environment::Environment;
 use crate::error::Error;
-use crate::measure::cpu::{CounterSource, CpuCost, CpuSides};
+use crate::measure::cpu::CpuSides;
 use crate::measure::{BwStats, LatStats, MIB};
 use crate::spec::{Measure, Output, RunLength, TestKind, TestSpec, Verb};
 
@@ -82,10 +83,12 @@ pub struct RunReport {
     pub params: Option<EffectiveParams>,
     /// What ran on the peer's side.
     pub peer_params: Option<EffectiveParams>,
-    /// This side's QP address lines.
-    pub local: Vec<String>,
+    /// This side's queue pairs (streams), as the peer was told them.
+    pub local: Vec<Endpoint>,
     /// The peer's.
-    pub remote: Vec<String>,
+    pub remote: Vec<Endpoint>,
+    /// The peer's control-connection address, `ip:port` (null until connected).
+    pub peer_address: Option<String>,
     /// One entry per size that completed, in order.
     pub results: Vec<SizeResult>,
     /// Thresholds and validation.
@@ -108,11 +111,33 @@ impl RunReport {
             peer_params: None,
             local: Vec::new(),
             remote: Vec::new(),
+            peer_address: None,
             results: Vec::new(),
             verdict: Verdict { pass: true, failures: Vec::new() },
             error: None,
         }
     }
+}
+
+/// One queue pair's (or TCP stream's) address, as the two sides exchanged it; a field
+/// the transport has no such thing for is null.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// Queue pair number (verbs).
+    pub qpn: Option<u32>,
+    /// First packet sequence number (verbs).
+    pub psn: Option<u32>,
+    /// Remote key of its buffer (verbs; NetworkDirect: the token), where the peer
+    /// reads or writes it.
+    pub rkey: Option<u32>,
+    /// Address of its buffer, with `rkey`.
+    pub vaddr: Option<u64>,
+    /// GID, IPv6 text form (verbs over RoCE, or IB with a GRH).
+    pub gid: Option<String>,
+    /// LID (verbs over InfiniBand; 0 on RoCE).
+    pub lid: Option<u16>,
+    /// IP address, with the port where there is one (TCP streams, NetworkDirect).
+    pub address: Option<String>,
 }
 
 /// `environment` in a result: this side's, with the peer's under `peer`.
@@ -459,169 +484,12 @@ fn tcp_header(spec: &TestSpec, p: &EffectiveParams, t: &TcpEffective) -> String 
     o
 }
 
-/// The column header of the results table.
-pub fn table_header(test: TestKind, gbits: bool, duration: bool) -> String {
-    match test.measure {
-        Measure::Bw => {
-            let u = if gbits { "Gb/sec" } else { "MiB/sec" };
-            format!(" #bytes     #iterations    BW peak[{u}]    BW average[{u}]   MsgRate[Mpps]    BW min[{u}]\n")
-        }
-        Measure::Lat if duration => {
-            " #bytes        #iterations       t_avg[usec]    tps average    t_min[usec]    t_typical[usec]    \
-             99% percentile[usec]    t_max[usec]\n"
-                .to_string()
-        }
-        Measure::Lat => " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    \
-                          t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]   99.99% percentile[usec]\n"
-            .to_string(),
-    }
-}
-
-/// One row of the results table, perftest's columns first.
-pub fn table_row(r: &SizeResult, gbits: bool, duration: bool) -> String {
-    if let Some(bw) = &r.bw {
-        let u = |v: f64| bw_in_unit(v, gbits);
-        let avg = u(bw.avg_bytes_per_sec);
-        let prec = if gbits && avg < 0.1 { 6 } else { 2 };
-        return format!(
-            " {:<7}    {:<10}       {:<7.prec$}            {:<7.prec$}\t\t     {:<7.6}        {:<7.prec$}\n",
-            r.size,
-            r.iterations,
-            u(bw.peak_bytes_per_sec.unwrap_or(0.0)),
-            avg,
-            bw.msg_rate / 1e6,
-            u(bw.min_bytes_per_sec.unwrap_or(0.0)),
-        );
-    }
-    if let Some(l) = &r.lat {
-        if duration {
-            let tps = if l.t_avg_us > 0.0 { 1e6 / l.t_avg_us } else { 0.0 };
-            return format!(
-                " {:<7}       {:<10}        {:<7.2}        {:<10.2}     {:<7.2}        {:<7.2}            {:<7.2}                 {:<7.2}\n",
-                r.size, r.iterations, l.t_avg_us, tps, l.t_min_us, l.t_typical_us, l.p99_us, l.t_max_us
-            );
-        }
-        return format!(
-            " {:<7} {:<10}  {:<7.2}        {:<7.2}      {:<7.2}          {:<7.2}        {:<7.2}         {:<7.2}                {:<7.2}                  {:<7.2}\n",
-            r.size,
-            r.iterations,
-            l.t_min_us,
-            l.t_max_us,
-            l.t_typical_us,
-            l.t_avg_us,
-            l.t_stdev_us,
-            l.p99_us,
-            l.p99_9_us,
-            l.p99_99_us
-        );
-    }
-    format!(" {:<7}    {:<10}   (no result)\n", r.size, r.iterations)
-}
-
-/// Lines under the table: per-QP and per-direction figures, validation.
-pub fn details(r: &SizeResult, gbits: bool) -> String {
-    let mut o = String::new();
-    let unit = if gbits { "Gb/sec" } else { "MiB/sec" };
-    if r.per_qp.len() > 1 {
-        for (i, q) in r.per_qp.iter().enumerate() {
-            let _ = writeln!(
-                o,
-                "   qp {i:<3} {:>10} messages  BW average {:.2} {unit}  MsgRate {:.6} Mpps",
-                q.messages,
-                bw_in_unit(q.avg_bytes_per_sec, gbits),
-                q.msg_rate / 1e6
-            );
-        }
-    }
-    if let Some([out, back]) = &r.directions {
-        let _ = writeln!(
-            o,
-            "   client -> server BW average {:.2} {unit}; server -> client {:.2} {unit}; sum {:.2} {unit}",
-            bw_in_unit(out.avg_bytes_per_sec, gbits),
-            bw_in_unit(back.avg_bytes_per_sec, gbits),
-            r.bw.as_ref().map_or(0.0, |b| bw_in_unit(b.avg_bytes_per_sec, gbits))
-        );
-    }
-    if let Some(bw) = &r.bw {
-        if let Some(iv) = bw.interval_ns {
-            let _ = writeln!(
-                o,
-                "   window {:.3} ms; BW min over {:.3} ms intervals",
-                bw.window_ns as f64 / 1e6,
-                iv as f64 / 1e6
-            );
-        }
-    }
-    if let Some(v) = &r.validation {
-        let _ = writeln!(
-            o,
-            "   validation: {} bytes checked, {} corrupted",
-            v.checked_bytes, v.corrupted_bytes
-        );
-    }
-    if let Some(b) = r.received_bytes {
-        let _ = writeln!(o, "   received: {b} bytes");
-    }
-    if let Some(n) = r.intervals {
-        let secs = r.bw.as_ref().map_or(0.0, |b| b.window_ns as f64 / 1e9);
-        let _ = writeln!(o, "   summary of {n} intervals, {secs:.3} s measured (--run_infinitely)");
-    }
-    for (side, c) in [("client", &r.cpu.client), ("server", &r.cpu.server)] {
-        if let Some(c) = c {
-            o.push_str(&cpu_line(side, c));
-        }
-    }
-    if let Some(c) = &r.counters {
-        o.push_str(&c.lines());
-    }
-    o
-}
-
-/// One side's CPU cost in one line: machine busy % (split), process %, switches,
-/// interrupts, cost per byte, peak memory. Windows' split and counters under their
-/// Windows names (docs/metrics.md#windows).
-pub fn cpu_line(side: &str, c: &CpuCost) -> String {
-    let windows = c.source == Some(CounterSource::Windows);
-    let (sys, irq, soft) = if windows { ("priv", "intr", "dpc") } else { ("sys", "irq", "soft") };
-    let mut o = format!(
-        "   cpu {side}: busy {:.1}% of {} (usr {:.1} {sys} {:.1} {irq} {:.1} {soft} {:.1}), process {:.1}%",
-        c.busy_percent,
-        u64::from(c.cores) * 100,
-        c.user_percent,
-        c.system_percent,
-        c.irq_percent,
-        c.softirq_percent,
-        c.process_percent,
-    );
-    if let (Some(v), Some(i)) = (c.voluntary_switches, c.involuntary_switches) {
-        let _ = write!(o, ", ctx {v}/{i} vol/invol");
-    } else if let Some(s) = c.system_switches {
-        let _ = write!(o, ", ctx {s} machine");
-    }
-    let _ = write!(o, ", intr {}", c.interrupts);
-    if let Some(d) = c.dpcs {
-        let _ = write!(o, ", dpcs {d}");
-    }
-    if let Some(g) = c.cpu_s_per_gb {
-        let _ = write!(o, ", {g:.3} CPU-s/GB");
-    }
-    if let Some(cb) = c.cycles_per_byte {
-        let _ = write!(o, ", {cb:.2} cycles/B");
-    }
-    if let (None, Some(us)) = (c.cpu_s_per_gb, c.cpu_us_per_message) {
-        let _ = write!(o, ", {us:.2} CPU-usec/msg");
-    }
-    if let Some(peak) = c.peak_resident_bytes {
-        let _ =
-            write!(o, ", peak {} {:.1} MB", if windows { "ws" } else { "rss" }, peak as f64 / 1e6);
-    }
-    o.push('\n');
-    o
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const WRITE_BW: TestKind = TestKind { verb: Verb::Write, measure: Measure::Bw };
+    const READ_LAT: TestKind = TestKind { verb: Verb::Read, measure: Measure::Lat };
 
     fn bw_result(avg: f64) -> SizeResult {
         SizeResult {
@@ -643,36 +511,27 @@ mod tests {
 
     #[test]
     fn bw_rows_keep_perftests_column_order() {
-        let head = table_header(TestKind { verb: Verb::Write, measure: Measure::Bw }, false, false);
+        let head = table_header(WRITE_BW, Layout::default());
         assert!(head.starts_with(
             " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]"
         ));
-        let row = table_row(&bw_result(100.0 * MIB), false, false);
+        let row = table_row(WRITE_BW, &bw_result(100.0 * MIB), Layout::default());
         let cols: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cols, ["65536", "5000", "101.00", "100.00", "0.005000", "90.00"]);
-        let row = table_row(&bw_result(1e9 / 8.0), true, false);
+        let gbits = Layout { gbits: true, ..Layout::default() };
+        let row = table_row(WRITE_BW, &bw_result(1e9 / 8.0), gbits);
         let cols: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cols[3], "1.00", "Gb/s are 10^9 bits");
     }
 
     #[test]
     fn latency_rows_follow_the_header() {
-        let head = table_header(TestKind { verb: Verb::Read, measure: Measure::Lat }, false, false);
+        let head = table_header(READ_LAT, Layout::default());
         let names: Vec<&str> = head.split("  ").map(str::trim).filter(|s| !s.is_empty()).collect();
-        assert_eq!(
-            names,
-            [
-                "#bytes #iterations",
-                "t_min[usec]",
-                "t_max[usec]",
-                "t_typical[usec]",
-                "t_avg[usec]",
-                "t_stdev[usec]",
-                "99% percentile[usec]",
-                "99.9% percentile[usec]",
-                "99.99% percentile[usec]"
-            ]
-        );
+        // perftest's header: one space between the first two names, two or more after.
+        let mut columns = vec!["#bytes #iterations"];
+        columns.extend(&crate::perf::table::LAT_COLUMNS[2..]);
+        assert_eq!(names, columns);
         let r = SizeResult {
             size: 2,
             iterations: 1000,
@@ -690,8 +549,10 @@ mod tests {
             }),
             ..Default::default()
         };
-        let cols: Vec<String> =
-            table_row(&r, false, false).split_whitespace().map(String::from).collect();
+        let cols: Vec<String> = table_row(READ_LAT, &r, Layout::default())
+            .split_whitespace()
+            .map(String::from)
+            .collect();
         assert_eq!(
             cols,
             ["2", "1000", "1.00", "9.00", "2.00", "2.50", "0.50", "5.00", "8.00", "9.00"]

@@ -72,8 +72,8 @@ pub(super) fn run(
         agreed.version, ctx.local.port
     ));
     report.params = Some(setup.params.clone());
-    report.local = setup.local.clone();
-    report.remote = setup.remote.clone();
+    [report.local, report.remote] = setup.endpoints.clone();
+    report.peer_address = Some(wire.peer().to_string());
     crate::engine::session::print_header(ctx, report, &setup, out)?;
     let mut step = Step::new(spec, ctx.local, ctx.client());
     step.counters = counters;

@@ -294,7 +294,7 @@ pub(crate) mod tests {
     fn json_has_the_documented_shape() {
         let value: serde_json::Value =
             serde_json::from_str(&crate::report::to_json(&sample())).unwrap();
-        assert_eq!(value["schema_version"], 1);
+        assert_eq!(value["schema_version"], 2);
         let dev = &value["devices"][0];
         assert_eq!(dev["name"], "mlx4_0");
         assert_eq!(dev["model"], "ConnectX-3");

@@ -5,11 +5,44 @@ pub mod devices;
 pub mod svg;
 
 /// Version of the JSON documents rdmabench writes; bumped on incompatible changes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Serializes any report model as pretty JSON with a trailing newline.
 pub fn to_json<T: serde::Serialize>(model: &T) -> String {
     let mut text = serde_json::to_string_pretty(model).expect("report models serialize");
     text.push('\n');
     text
+}
+
+/// `--json PATH` before a run: a path that cannot be written fails now, and an older
+/// file is emptied so it never reads as this run's. `-` (stdout) has nothing to check.
+///
+/// # Errors
+/// The path cannot be written.
+pub fn prepare_json(path: &std::path::Path) -> Result<(), crate::error::Error> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    std::fs::write(path, "")
+        .map_err(|e| crate::error::Error::io(format!("--json {}: {e}", path.display())))
+}
+
+/// `--json PATH` after a run: the document into the file, or onto stdout for `-` (a
+/// closed pipe there is not an error).
+///
+/// # Errors
+/// The file cannot be written.
+pub fn write_json(path: &std::path::Path, json: &str) -> Result<(), crate::error::Error> {
+    use std::io::Write;
+    if path.as_os_str() != "-" {
+        return std::fs::write(path, json)
+            .map_err(|e| crate::error::Error::io(format!("--json {}: {e}", path.display())));
+    }
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(json.as_bytes()).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(crate::error::Error::io(format!("--json -: {e}")))
+        }
+        _ => Ok(()),
+    }
 }

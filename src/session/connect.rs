@@ -272,6 +272,7 @@ pub(crate) fn connect_retrying(
 ) -> Result<TcpStream, ConnectFailure> {
     let addrs: Vec<_> = (host, port).to_socket_addrs().map_err(ConnectFailure::Resolve)?.collect();
     let start = Instant::now();
+    let mut told = None;
     loop {
         let mut last = None;
         for addr in &addrs {
@@ -285,11 +286,27 @@ pub(crate) fn connect_retrying(
                 if e.kind() == std::io::ErrorKind::ConnectionRefused
                     && start.elapsed() < window =>
             {
+                countdown(host, port, start.elapsed(), window, &mut told);
                 std::thread::sleep(Duration::from_millis(100));
             }
             Some(e) => return Err(ConnectFailure::Io(e)),
             None => return Err(ConnectFailure::NoAddress),
         }
+    }
+}
+
+/// A client waiting for its server says so on stderr, naming it, with the seconds left:
+/// once refused for 3 s (a server still starting is not worth a line, nor is the short
+/// wait of `compare` and `qualify`), then every 5 s.
+fn countdown(host: &str, port: u16, waited: Duration, window: Duration, told: &mut Option<u64>) {
+    let left = window.saturating_sub(waited).as_secs();
+    let due = match *told {
+        None => waited >= Duration::from_secs(3),
+        Some(last) => last >= left + 5,
+    };
+    if due && left > 0 {
+        eprintln!("rdmabench: no server at {host}:{port} yet (connection refused); retrying, {left} s left");
+        *told = Some(left);
     }
 }
 

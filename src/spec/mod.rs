@@ -565,6 +565,17 @@ pub struct Output {
     pub only: Option<Figure>,
     /// Print every latency sample before the table (`-H` sorted, `-U` in run order).
     pub samples: Option<SampleOrder>,
+    /// Print each side's CPU cost under each size (`--cpu_util`).
+    pub cpu: bool,
+    /// Print a row per QP or stream under each size (`--verbose`).
+    pub verbose: bool,
+}
+
+impl Output {
+    /// `--json -`: the document goes to stdout (and the table to stderr).
+    pub fn json_to_stdout(&self) -> bool {
+        self.json.as_deref().is_some_and(|p| p.as_os_str() == "-")
+    }
 }
 
 /// How `-H` and `-U` list a size's latency samples.

@@ -49,8 +49,8 @@ pub struct MachineCounters {
     pub dpc: Duration,
     /// Time in interrupt service routines (the same).
     pub interrupt: Duration,
-    /// Interrupts serviced (the same).
-    pub interrupts: u32,
+    /// Interrupts serviced (the same), if Windows answered (wine gives none).
+    pub interrupts: Option<u32>,
     /// DPCs queued (`SystemInterruptInformation`), if Windows answered.
     pub dpcs: Option<u32>,
     /// Context switches (`SystemPerformanceInformation`), if Windows answered.

@@ -264,16 +264,20 @@ pub(super) fn machine_counters() -> io::Result<MachineCounters> {
     let mut per_cpu = [ProcessorPerformance::default(); GROUP_PROCESSORS];
     let cpus = query_system(SYSTEM_PROCESSOR_PERFORMANCE_INFORMATION, &mut per_cpu)?;
     c.processors = cpus as u32;
+    let mut interrupt_count = 0u32;
     for p in &per_cpu[..cpus] {
         c.dpc += ticks(p.dpc_time.max(0) as u64);
         c.interrupt += ticks(p.interrupt_time.max(0) as u64);
-        c.interrupts = c.interrupts.wrapping_add(p.interrupt_count);
+        interrupt_count = interrupt_count.wrapping_add(p.interrupt_count);
     }
+    // Wine leaves the interrupt count and the context switches at 0: unknown, not none.
+    let wine = wine_version().is_some();
+    c.interrupts = (!wine).then_some(interrupt_count);
     // Wine fills SystemInterruptInformation with random bytes (Windows' own RNG draws
     // entropy from it): a DPC count from wine would be noise.
     let mut interrupts = [ProcessorInterrupts::default(); GROUP_PROCESSORS];
     match query_system(SYSTEM_INTERRUPT_INFORMATION, &mut interrupts) {
-        Ok(n) if wine_version().is_none() => {
+        Ok(n) if !wine => {
             c.dpcs = Some(interrupts[..n].iter().fold(0u32, |s, p| s.wrapping_add(p.dpc_count)));
         }
         _ => {}
@@ -282,7 +286,7 @@ pub(super) fn machine_counters() -> io::Result<MachineCounters> {
     // header, more since), in u64s for its alignment.
     let mut perf = [0u64; 128];
     if let Ok(n) = query_system(SYSTEM_PERFORMANCE_INFORMATION, &mut perf) {
-        if n * 8 >= CONTEXT_SWITCHES_OFFSET + 4 {
+        if n * 8 >= CONTEXT_SWITCHES_OFFSET + 4 && !wine {
             let word = perf[CONTEXT_SWITCHES_OFFSET / 8].to_le_bytes();
             let at = CONTEXT_SWITCHES_OFFSET % 8;
             c.context_switches =
