@@ -254,3 +254,36 @@ fn a_plain_tcp_server_runs_the_clients_streams_and_duration_like_iperf3() {
         assert!(per.iter().all(|s| s["bytes"].as_u64().unwrap() > 0), "{side}: {doc}");
     }
 }
+
+#[test]
+fn a_run_that_ends_in_an_error_never_says_pass_in_its_json() {
+    // A one-shot TCP server follows its client's sizes, streams and duration, but not
+    // another test: a latency client against a bandwidth server is a mismatch.
+    let port = port();
+    let server = spawn(&["tcp-bw", "-p", &port, "--timeout", "20", "-n", "50"]);
+    let json = std::env::temp_dir().join(format!("habits-mismatch-{}.json", std::process::id()));
+    let json_arg = json.display().to_string();
+    let client = finish(
+        spawn(&[
+            "tcp-lat",
+            "-p",
+            &port,
+            "--timeout",
+            "20",
+            "-n",
+            "50",
+            "--json",
+            &json_arg,
+            "127.0.0.1",
+        ]),
+        Duration::from_secs(60),
+    );
+    let _ = finish(server, Duration::from_secs(30));
+    assert_eq!(client.status.code(), Some(2), "{}", text(&client));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["error"]["kind"], "mismatch", "{doc}");
+    assert_eq!(doc["verdict"]["pass"], false, "{doc}");
+    let failures = doc["verdict"]["failures"].to_string();
+    assert!(failures.contains("ended in an error"), "{doc}");
+    std::fs::remove_file(&json).unwrap();
+}

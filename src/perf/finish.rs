@@ -25,6 +25,13 @@ pub fn finish(
     let Outcome { mut report, error } = outcome;
     report.verdict = report::verdict(output, &report.results);
     let error = error.or_else(|| verdict_error(&report));
+    // A run that ended in an error did not pass, whatever its completed sizes held.
+    if let Some(e) = &error {
+        if report.verdict.pass {
+            report.verdict.pass = false;
+            report.verdict.failures.push(format!("the run ended in an error: {e}"));
+        }
+    }
     report.error = error.clone();
     if report.params.is_some() {
         match output.only {
