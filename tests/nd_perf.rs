@@ -221,11 +221,10 @@ fn a_missing_peer_and_a_backend_mismatch_end_with_one_line() {
     // other way round: a verbs server finds its device before it listens, and the host
     // that runs these tests may have none.)
     let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
-    let server_args: Vec<String> =
-        ["write-bw", "--backend", "nd", "-p", &port, "--timeout", "5"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+    let server_args: Vec<String> = ["write-bw", "--backend", "nd", "-p", &port, "--timeout", "5"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     let server = std::thread::spawn(move || side(server_args));
     std::thread::sleep(Duration::from_millis(100));
     let (code, out) = side(
