@@ -136,6 +136,27 @@ fn a_perftest_mode_server_outlasts_strays_and_names_the_last_one() {
 }
 
 #[test]
+fn a_perftest_mode_server_answers_its_client_past_silent_strays() {
+    let (s, port, _out) = server("write-bw", "10");
+    // Five connections that never say a word, held open...
+    let strays: Vec<TcpStream> =
+        (0..5).map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap()).collect();
+    // ...then a perftest client: its version is answered at once, not after the wait.
+    let start = Instant::now();
+    let mut client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    client.write_all(&version("6.06")).unwrap();
+    let mut answer = [0u8; 16];
+    client.read_exact(&mut answer).unwrap_or_else(|e| panic!("no version back: {e}"));
+    assert_eq!(answer, version("6.06"));
+    assert!(start.elapsed() < Duration::from_secs(3), "answered after {:?}", start.elapsed());
+    drop((client, strays));
+    let s = finish(s, Duration::from_secs(30));
+    assert_eq!(s.status.code(), Some(2), "the client left: {}", err(&s));
+    assert!(!err(&s).contains("no perftest client"), "{}", err(&s));
+}
+
+#[test]
 fn rdmabenchs_own_client_at_a_perftest_port_is_told_about_perftest() {
     let (s, port, _out) = server("write-bw", "5");
     let client = spawn(

@@ -19,7 +19,7 @@ mod session;
 pub mod wire;
 
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub use wire::PERFTEST_PORT;
 
@@ -130,35 +130,40 @@ fn connect(host: &str, local: &Local) -> Result<(wire::Wire, String), Error> {
 
 /// The server's peer: the first connection within `--timeout` that announces a
 /// perftest version; strays (a port scan, garbage, rdmabench's own hello) are named on
-/// stderr and do not end the wait.
+/// stderr and do not end the wait. Each connection is read aside under the one deadline
+/// (`session::connect::first_answer`), so a silent stray holds no place before the real
+/// client.
 fn accept(local: &Local, out: &mut dyn Write) -> Result<(wire::Wire, String), Error> {
-    let listener = crate::session::connect::ControlListener::bind(local.bind, local.port)?;
+    use crate::session::connect::{first_answer, ControlListener, Refusal};
+    let listener = ControlListener::bind(local.bind, local.port)?;
     let port = listener.local_addr().map_or(local.port, |a| a.port());
     let _ = writeln!(out, " Waiting for a perftest client on port {port}");
     let _ = out.flush();
     let deadline = Instant::now() + local.timeout;
-    let mut last: Option<Error> = None;
-    loop {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        let (stream, peer) = listener.accept(Some(wait)).map_err(|e| match (&last, e.kind) {
-            (Some(l), ErrorKind::PeerUnreachable) => Error::new(
-                e.kind,
-                format!("no perftest client within {} s (--timeout); the last connection was refused: {l}", local.timeout.as_secs()),
-            ),
-            _ => e,
-        })?;
-        let wait = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
-        let attempt = wire::Wire::new(stream, false, wait).and_then(|mut w| {
+    let read = |stream, peer, wait| {
+        let versions = wire::Wire::new(stream, false, wait).and_then(|mut w| {
             let version = w.versions()?;
-            w.set_timeout(local.timeout);
             Ok((w, version))
         });
-        match attempt {
-            Ok(found) => return Ok(found),
-            Err(e) => {
-                eprintln!("rdmabench: ignored {peer}: {e} ({})", e.kind);
-                last = Some(e);
-            }
+        versions.map(Some).map_err(|error| Refusal { peer, error })
+    };
+    let mut last: Option<Error> = None;
+    let ignore = |r: Refusal| {
+        eprintln!("rdmabench: ignored {}: {} ({})", r.peer, r.error, r.error.kind);
+        last = Some(r.error);
+    };
+    let (mut w, version) = first_answer(&listener, deadline, read, ignore).map_err(|e| {
+        if e.kind != ErrorKind::PeerUnreachable {
+            return e;
         }
-    }
+        let waited = format!("within {} s (--timeout)", local.timeout.as_secs());
+        let message = match &last {
+            None => format!("no perftest client connected to port {port} {waited}"),
+            Some(l) => format!("no perftest client {waited}; the last connection was refused: {l}"),
+        };
+        Error::new(e.kind, message)
+    })?;
+    // The versions had what was left of the wait; the test has the whole timeout.
+    w.set_timeout(local.timeout);
+    Ok((w, version))
 }

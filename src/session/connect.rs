@@ -94,16 +94,12 @@ impl ControlListener {
     }
 }
 
-/// Connections whose hello a one-shot server reads at once, at most; past it the oldest
-/// is dropped. A real client's hello follows its connect within milliseconds.
+/// Connections whose first words a one-shot server reads at once, at most; past it the
+/// oldest is dropped. A real client's hello follows its connect within milliseconds.
 pub const MAX_HELLOS: usize = 64;
 
 /// The first connection on `listener` to say a proper hello (and, with `key`, prove it)
-/// by `deadline`: a one-shot server's client. Each connection's hello is read on a
-/// thread of its own under the same deadline, so a silent stray holds no place before
-/// the real client; at most [`MAX_HELLOS`] are read at once (past it the oldest is
-/// dropped). Each stray's refusal goes to `refused`; at the deadline the strays still
-/// reading are shut down.
+/// by `deadline`: a one-shot server's client. See [`first_answer`].
 ///
 /// # Errors
 /// Nobody said hello by `deadline` (kind `peer_unreachable`, as
@@ -112,8 +108,34 @@ pub fn first_hello(
     listener: &ControlListener,
     deadline: Instant,
     key: Option<&AuthKey>,
-    mut refused: impl FnMut(Refusal),
+    refused: impl FnMut(Refusal),
 ) -> Result<(Channel, TestSpec), Error> {
+    let key = key.cloned();
+    let read = move |stream, peer, wait| handshake(stream, peer, wait, key.as_ref());
+    first_answer(listener, deadline, read, refused)
+}
+
+/// The first connection on `listener` that `read` takes by `deadline` (rdmabench's hello,
+/// perftest's version record: whatever a one-shot server waits for). Each connection is
+/// read on a thread of its own under the same deadline, so a silent stray holds no place
+/// before the real client; at most [`MAX_HELLOS`] are read at once (past it the oldest
+/// is dropped). `read` returns None for a connection closed without a word; each
+/// stray's refusal goes to `refused`; at the deadline the strays still being read are
+/// shut down.
+///
+/// # Errors
+/// Nobody was taken by `deadline` (kind `peer_unreachable`, as
+/// [`ControlListener::accept`]), or the listener failing.
+pub fn first_answer<T, R>(
+    listener: &ControlListener,
+    deadline: Instant,
+    read: R,
+    mut refused: impl FnMut(Refusal),
+) -> Result<T, Error>
+where
+    T: Send + 'static,
+    R: Fn(TcpStream, SocketAddr, Duration) -> Result<Option<T>, Refusal> + Clone + Send + 'static,
+{
     let (done, results) = mpsc::channel();
     let mut reading: VecDeque<(u64, TcpStream)> = VecDeque::new();
     let mut next = 0u64;
@@ -132,7 +154,7 @@ pub fn first_hello(
                     }
                 }
                 next += 1;
-                if let Some(handle) = hello_aside(stream, peer, left, key, (next, &done)) {
+                if let Some(handle) = read_aside(stream, peer, left, read.clone(), (next, &done)) {
                     reading.push_back((next, handle));
                 }
                 continue;
@@ -143,7 +165,7 @@ pub fn first_hello(
         if let Ok((id, outcome)) = results.recv_timeout(left.min(Duration::from_millis(20))) {
             reading.retain(|(r, _)| *r != id);
             match outcome {
-                Ok(Some(hello)) => break Ok(hello),
+                Ok(Some(found)) => break Ok(found),
                 Ok(None) => {}
                 Err(r) => refused(r),
             }
@@ -153,6 +175,33 @@ pub fn first_hello(
         let _ = stray.shutdown(Shutdown::Both);
     }
     found
+}
+
+/// What a one-shot server's `read` made of one connection: taken, closed without a word,
+/// or refused.
+type Answer<T> = Result<Option<T>, Refusal>;
+
+/// Reads one connection (within `wait`) with `read` on a thread of its own, which reports
+/// it on `done` as `id`. Returns a handle to shut the connection with; None if it could
+/// not be read at all (no descriptor or thread to spare: it is closed).
+fn read_aside<T, R>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    wait: Duration,
+    read: R,
+    (id, done): (u64, &mpsc::Sender<(u64, Answer<T>)>),
+) -> Option<TcpStream>
+where
+    T: Send + 'static,
+    R: FnOnce(TcpStream, SocketAddr, Duration) -> Result<Option<T>, Refusal> + Send + 'static,
+{
+    let handle = stream.try_clone().ok()?;
+    let done = done.clone();
+    let reader = move || {
+        let _ = done.send((id, read(stream, peer, wait)));
+    };
+    std::thread::Builder::new().name(format!("hello {peer}")).spawn(reader).ok()?;
+    Some(handle)
 }
 
 /// The server's side of a new connection: the client's hello, whole within `timeout`,
@@ -190,28 +239,6 @@ pub fn handshake(
     };
     ch.send_error(&error);
     Err(refuse(error))
-}
-
-/// What [`handshake`] made of one connection.
-type Hello = Result<Option<(Channel, TestSpec)>, Refusal>;
-
-/// Reads one connection's hello (within `wait`) on a thread of its own, which reports it
-/// on `done` as `id`. Returns a handle to shut the connection with; None if it could not
-/// be read at all (no descriptor or thread to spare: it is closed).
-fn hello_aside(
-    stream: TcpStream,
-    peer: SocketAddr,
-    wait: Duration,
-    key: Option<&AuthKey>,
-    (id, done): (u64, &mpsc::Sender<(u64, Hello)>),
-) -> Option<TcpStream> {
-    let handle = stream.try_clone().ok()?;
-    let (done, key) = (done.clone(), key.cloned());
-    let reader = move || {
-        let _ = done.send((id, handshake(stream, peer, wait, key.as_ref())));
-    };
-    std::thread::Builder::new().name(format!("hello {peer}")).spawn(reader).ok()?;
-    Some(handle)
 }
 
 /// A client the server would not take, and why.
