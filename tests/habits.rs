@@ -215,6 +215,8 @@ fn a_client_without_a_server_counts_down_and_names_it_within_its_timeout() {
 }
 
 #[test]
+// Verbs on Linux; NetworkDirect's discovery under wine is not checked here.
+#[cfg(target_os = "linux")]
 fn a_one_shot_rdma_server_on_a_host_without_rdma_fails_before_it_listens() {
     let devices = std::fs::read_dir("/sys/class/infiniband").map_or(0, Iterator::count);
     assert_eq!(devices, 0, "this host test needs a host without RDMA devices");
