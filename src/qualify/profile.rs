@@ -340,8 +340,9 @@ mod tests {
         assert_eq!(p.tests.len(), MAX_TESTS);
         let e = err(&format!("{}[[test]]\ntest = \"tcp_bw\"\nname = \"t7\"\n", many_tests(900)));
         assert!(e.starts_with("profile p.toml line 2701: a second test named 't7'"), "{e}");
-        // Quadratic parsing took over a minute for 100 000 tests.
-        assert!(start.elapsed() < std::time::Duration::from_secs(10), "{:?}", start.elapsed());
+        // Quadratic parsing took over a minute for 100 000 tests; linear takes about a
+        // second here and 12 s under wine beside the fuzz run: the bound is that far off.
+        assert!(start.elapsed() < std::time::Duration::from_secs(45), "{:?}", start.elapsed());
     }
 
     #[test]
