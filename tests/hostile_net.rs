@@ -56,14 +56,15 @@ const TCP_BW_HELLO: &str = r#"{"type":"hello","tool":"x","auth":"001122334455667
 fn b1_silent_strays_neither_stretch_a_one_shot_deadline_nor_hold_its_client() {
     // 40 silent connections queued before the real client: it is served at once.
     let p = port();
-    let server = spawn(&["tcp-bw", "-p", &p, "--bind", "127.0.0.1", "-n", "50", "--timeout", "5"]);
+    let server = spawn(&["tcp-bw", "-p", &p, "--bind", "127.0.0.1", "-n", "50", "--timeout", "20"]);
     wait_listening(&p);
     let strays: Vec<_> =
         (0..40).map(|_| TcpStream::connect(format!("127.0.0.1:{p}")).unwrap()).collect();
     let start = Instant::now();
     let c = client(&p, &["tcp-bw", "-n", "50"]);
     assert!(c.status.success(), "the real client behind the strays: {}", err(&c));
-    assert!(start.elapsed() < Duration::from_secs(4), "served in {:?}", start.elapsed());
+    // Well before the 20 s a stray holding the place would have cost it.
+    assert!(start.elapsed() < Duration::from_secs(10), "served in {:?}", start.elapsed());
     let server = finish(server, Duration::from_secs(30));
     assert!(server.status.success(), "{}", err(&server));
     drop(strays);
@@ -94,7 +95,8 @@ fn b10_a_silent_stranger_on_a_data_port_does_not_stall_the_streams() {
     let start = Instant::now();
     let from = Some(IpAddr::from([127, 0, 0, 1]));
     let server = l.accept_streams(2, &opts, from, || false).unwrap();
-    assert!(start.elapsed() < Duration::from_secs(1), "took {:?}", start.elapsed());
+    // Not the 5 s of the data timeout the stranger would have held.
+    assert!(start.elapsed() < Duration::from_secs(3), "took {:?}", start.elapsed());
     let client = client.join().unwrap();
     assert_eq!(server.len(), 2);
     for (c, s) in client.iter().zip(&server) {
@@ -114,7 +116,7 @@ fn b5_max_time_ends_a_test_whose_loops_would_run_on() {
         let took = start.elapsed();
         assert_eq!(c.status.code(), Some(2), "{test:?}: {}", err(&c));
         assert!(err(&c).contains("(serve --max-time)"), "{test:?}: {}", err(&c));
-        assert!(took < Duration::from_secs(5), "{test:?}: --max-time 3 took {took:?}");
+        assert!(took < Duration::from_secs(10), "{test:?}: --max-time 3 took {took:?}");
     }
     let serve = finish(serve, Duration::from_secs(30));
     let log = text(&serve);
