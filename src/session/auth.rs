@@ -55,16 +55,13 @@ impl AuthKey {
     /// Kind `usage`, naming `--auth-key` and the file.
     pub fn load(path: &Path) -> Result<AuthKey, Error> {
         let bad = |why: String| Error::usage(format!("--auth-key {}: {why}", path.display()));
-        let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
-        if !meta.is_file() {
-            return Err(bad("not a file".into()));
-        }
-        if meta.len() > MAX_KEY {
-            return Err(bad(format!("{} bytes; a key file holds at most {MAX_KEY}", meta.len())));
-        }
+        // Type and size judged on what was opened (files::read_bytes), then who may read it.
+        let mut bytes = crate::files::read_bytes(path, MAX_KEY)
+            .map_err(|e| Error::usage(format!("--auth-key {e}")))?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
+            let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
             let mode = meta.permissions().mode();
             if mode & 0o077 != 0 {
                 return Err(bad(format!(
@@ -73,9 +70,6 @@ impl AuthKey {
                 )));
             }
         }
-        // Read bounded from what was opened: the file may have changed since its stat.
-        let mut bytes = crate::files::read_bytes(path, MAX_KEY)
-            .map_err(|e| Error::usage(format!("--auth-key {e}")))?;
         while bytes.last().is_some_and(u8::is_ascii_whitespace) {
             bytes.pop();
         }
