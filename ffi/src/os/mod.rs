@@ -547,15 +547,25 @@ mod tests {
 
     #[test]
     fn process_usage_grows_with_work() {
+        // Spins until the counters show 20 ms of work: on a loaded machine a fixed
+        // wall-clock spin may get a fraction of a CPU, so the wall clock only bounds a
+        // counter that never grows (30 s of spinning with under 20 ms counted).
         let before = process_usage().unwrap();
-        let mut x = 0u64;
+        let spent = |u: &ProcessUsage| (u.user + u.system) - (before.user + before.system);
         let start = std::time::Instant::now();
-        while start.elapsed() < Duration::from_millis(50) {
-            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
-        }
-        let after = process_usage().unwrap();
-        let cpu = (after.user + after.system) - (before.user + before.system);
-        assert!(cpu >= Duration::from_millis(20), "50 ms of spinning counted as {cpu:?}");
+        let mut x = 0u64;
+        let after = loop {
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+            let now = process_usage().unwrap();
+            if spent(&now) >= Duration::from_millis(20) || start.elapsed() > Duration::from_secs(30)
+            {
+                break now;
+            }
+        };
+        let (cpu, wall) = (spent(&after), start.elapsed());
+        assert!(cpu >= Duration::from_millis(20), "{wall:?} of spinning counted as {cpu:?}");
         assert!(after.voluntary_switches.is_some() && after.involuntary_switches.is_some());
     }
 
