@@ -149,7 +149,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
         kind: "compare",
         tool: tool(),
         server: args.host.clone(),
-        started: crate::serve::utc_now(),
+        started: crate::stamp::utc_now(),
         environment: None,
         sizes: sizes.clone(),
         series: series.clone(),

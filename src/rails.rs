@@ -16,7 +16,8 @@ use crate::cli::TestArgs;
 use crate::engine::{self, Side};
 use crate::error::{Error, ErrorKind};
 use crate::inventory::{self, DeviceInfo};
-use crate::perf::report::{bw_in_unit, RunReport};
+use crate::measure::bw_in_unit;
+use crate::results::RunReport;
 use crate::spec::{Local, Measure};
 
 /// One rail: a device, the host its control connection reaches, its port, its CPUs.

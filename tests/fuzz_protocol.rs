@@ -31,7 +31,7 @@ use rdmabench::engine::role::Role;
 use rdmabench::environment::Environment;
 use rdmabench::error::{one_line, Error, ErrorKind};
 use rdmabench::measure::{BwStats, LatStats};
-use rdmabench::perf::report::{SizeResult, Validation};
+use rdmabench::results::{SizeResult, Validation};
 use rdmabench::session::auth::{AuthKey, Nonce, Party, Transcript};
 use rdmabench::session::protocol::{
     decode_header, encode, mismatches, Message, ProtocolError, HEADER_LEN, MAGIC, MAX_FRAME,
@@ -421,7 +421,7 @@ fn size_result(rng: &mut Rng) -> SizeResult {
         received_bytes: maybe(rng, 30, Rng::next),
         cpu: Default::default(),
         // A peer's counters travel (never shown: each side shows its own port's).
-        counters: maybe(rng, 10, |r| rdmabench::perf::counters::CounterChanges {
+        counters: maybe(rng, 10, |r| rdmabench::counters::CounterChanges {
             port: "rxe0/1".into(),
             changes: [("hw_counters/sent_pkts".to_string(), r.next())].into(),
         }),

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::engine::role::Role;
 use crate::error::{Error, ErrorKind};
-use crate::perf::report::PathParams;
+use crate::results::PathParams;
 use crate::session::protocol::Channel;
 use crate::spec::Verb;
 use crate::transport::verbs::{
@@ -221,9 +221,9 @@ fn endpoint_line(ep: &VerbsEndpoint, verb: Verb) -> String {
 }
 
 /// An endpoint for JSON: what [`endpoint_line`] prints.
-fn endpoint(ep: &VerbsEndpoint, verb: Verb) -> crate::perf::report::Endpoint {
+fn endpoint(ep: &VerbsEndpoint, verb: Verb) -> crate::results::Endpoint {
     let buffer = matches!(verb, Verb::Read | Verb::Write | Verb::Atomic);
-    crate::perf::report::Endpoint {
+    crate::results::Endpoint {
         qpn: Some(ep.qp.qpn),
         psn: Some(ep.qp.psn),
         rkey: buffer.then_some(ep.buffer.rkey),

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use crate::counters::CounterSelection;
 use crate::error::Error;
-use crate::perf::counters::CounterSelection;
 use crate::session::auth::AuthKey;
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
 use crate::spec::{

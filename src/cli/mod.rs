@@ -377,7 +377,7 @@ fn first_line(rendered: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::counters::CounterSelection;
+    use crate::counters::CounterSelection;
     use crate::spec::Figure;
 
     /// A perftest-style test's command line, as the run would take it.

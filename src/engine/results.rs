@@ -6,7 +6,7 @@
 use crate::error::Error;
 use crate::measure;
 use crate::measure::cpu::{self, CpuSnapshot};
-use crate::perf::report::{SizeResult, Validation};
+use crate::results::{SizeResult, Validation};
 use crate::session::protocol::{Channel, Message};
 use crate::spec::{RunLength, Verb};
 use crate::transport::Connection;

@@ -4,14 +4,14 @@
 
 use std::time::{Duration, Instant};
 
+use crate::counters::PortCounters;
 use crate::error::{Error, ErrorKind};
 use crate::measure::cpu::CpuSnapshot;
 use crate::measure::{self, BwStats, LatencyRecorder};
-use crate::perf::counters::PortCounters;
 use crate::perf::loops::{
     self, BwOutcome, BwPlan, Clock, LatPlan, LoopError, LoopFailure, Pace, RecvPlan,
 };
-use crate::perf::report::SizeResult;
+use crate::results::SizeResult;
 use crate::session::connect::Heartbeat;
 use crate::session::protocol::{Channel, Message, ProtocolError};
 use crate::spec::{AtomicType, Local, Measure, Queues, RunLength, TestSpec, Verb};

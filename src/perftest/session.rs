@@ -13,16 +13,16 @@ use ffi::verbs::Mtu;
 use super::records::{BwReport, Key};
 use super::wire::Wire;
 use crate::backend::{self, SetupContext};
+use crate::counters::{PortCounters, Snapshot};
 use crate::engine::results::cpu_cost;
 use crate::engine::step::{bw_result, Step};
 use crate::error::Error;
 use crate::measure::cpu::CpuSnapshot;
 use crate::measure::BwStats;
-use crate::perf::counters::{PortCounters, Snapshot};
 use crate::perf::loops::{
     self, Clock, CountedSampler, NoPulse, NoRecv, PingPong, RecvPlan, Sampler,
 };
-use crate::perf::report::{RunReport, SizeResult};
+use crate::results::{RunReport, SizeResult};
 use crate::spec::{Measure, TestSpec, Verb};
 use crate::transport::verbs::{VerbsConnection, VerbsEndpoint, VerbsTransport};
 use crate::transport::{Connection, Op, Service, Transport};

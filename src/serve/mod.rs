@@ -17,11 +17,13 @@ use std::time::Duration;
 use crate::cli::args::timeout;
 use crate::cli::ServeArgs;
 use crate::error::{one_line, Error, ErrorKind};
-use crate::perf::report::{bw_in_unit, RunReport};
+use crate::measure::bw_in_unit;
+use crate::results::RunReport;
 use crate::session::auth::AuthKey;
 use crate::session::connect::ControlListener;
 use crate::spec::rules::MAX_BUFFERS;
 use crate::spec::{Local, DEFAULT_PORT};
+use crate::stamp::utc_now;
 
 pub use admission::{MAX_CONNECTIONS, MAX_PENDING, MAX_WAITING};
 
@@ -198,27 +200,4 @@ pub fn summary(report: &RunReport) -> String {
 fn log(out: &mut dyn Write, line: &str) {
     let _ = writeln!(out, "{} {}", utc_now(), one_line(line));
     let _ = out.flush();
-}
-
-/// Now in UTC to the second, `2026-11-30T05:12:03Z`: the stamp on serve's log lines and
-/// on compare's and qualify's reports.
-pub fn utc_now() -> String {
-    utc(std::time::SystemTime::now())
-}
-
-fn utc(t: std::time::SystemTime) -> String {
-    humantime::format_rfc3339_seconds(t).to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_are_utc_calendar_dates_to_the_second() {
-        let at = |secs, nanos| utc(std::time::UNIX_EPOCH + Duration::new(secs, nanos));
-        assert_eq!(at(0, 0), "1970-01-01T00:00:00Z");
-        assert_eq!(at(951_782_400, 999_999_999), "2000-02-29T00:00:00Z");
-        assert_eq!(at(1_796_008_323, 0), "2026-11-30T03:12:03Z");
-    }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, ErrorKind};
-use crate::perf::report::SizeResult;
+use crate::results::SizeResult;
 use crate::spec::TestSpec;
 
 /// Four bytes that open every frame.
@@ -68,7 +68,7 @@ pub enum Message {
         /// Host, device or interface ([`crate::environment::Environment`]).
         environment: crate::environment::Environment,
         /// The parameters in effect on this side.
-        params: crate::perf::report::EffectiveParams,
+        params: crate::results::EffectiveParams,
     },
     /// Each way, before each size: a barrier.
     Ready {

@@ -521,7 +521,7 @@ pub struct Local {
     /// caller draws its own: compare, qualify, serve).
     pub quiet: bool,
     /// The port counters read around each size (`-W`; None: none).
-    pub counters: Option<crate::perf::counters::CounterSelection>,
+    pub counters: Option<crate::counters::CounterSelection>,
     /// Keep every latency sample, in order, for `-H`/`-U` to print.
     pub keep_samples: bool,
     /// RDMA tests: run the measuring thread on this NUMA node's CPUs (`--numa_node`).
