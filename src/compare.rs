@@ -194,7 +194,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
     let failed = report.failures();
     if failed > 0 {
         eprintln!("rdmabench: {failed} of {total} points failed (marked FAIL in the report)");
-        return Ok(crate::EXIT_VERDICT);
+        return Ok(crate::error::EXIT_VERDICT);
     }
     Ok(0)
 }

@@ -50,12 +50,7 @@ use std::io::{self, Write};
 use cli::{Cli, Command, DevicesArgs, DoctorArgs, TestArgs};
 use error::Error;
 
-/// Exit status for a run that failed for a reason the user can fix (bad input, no
-/// device, peer gone): 2, as perftest and ripgrep use.
-pub const EXIT_ERROR: u8 = 2;
-
-/// Exit status for a run whose thresholds or validation failed.
-pub const EXIT_VERDICT: u8 = 1;
+pub use error::{EXIT_ERROR, EXIT_VERDICT};
 
 /// Runs a parsed command, writing its report to `out`. Returns the process exit status.
 ///

@@ -26,17 +26,17 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rdmabench::backend::{self, Found, SetupContext};
-use rdmabench::engine::pattern::slots_for;
-use rdmabench::engine::role::Role;
 use rdmabench::environment::Environment;
 use rdmabench::error::{one_line, Error, ErrorKind};
 use rdmabench::measure::{BwStats, LatStats};
+use rdmabench::perf::pattern::slots_for;
 use rdmabench::results::{SizeResult, Validation};
 use rdmabench::session::auth::{AuthKey, Nonce, Party, Transcript};
 use rdmabench::session::protocol::{
     decode_header, encode, mismatches, Message, ProtocolError, HEADER_LEN, MAGIC, MAX_FRAME,
     MAX_HELLO, VERSION,
 };
+use rdmabench::spec::role::Role;
 use rdmabench::spec::rules::{
     self, RdmaRequest, TcpRequest, MAX_BUFFERS, MAX_DURATION, MAX_MESSAGE, MAX_QPS, MAX_SIZES,
     MAX_STREAMS,

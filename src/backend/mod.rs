@@ -16,8 +16,8 @@ use std::net::IpAddr;
 
 use serde::{de::DeserializeOwned, Serialize};
 
-use crate::engine::pattern::slots_for;
 use crate::error::Error;
+use crate::perf::pattern::slots_for;
 use crate::results::EffectiveParams;
 use crate::session::protocol::{Channel, Message};
 use crate::spec::{Local, Measure, TestSpec, Verb};

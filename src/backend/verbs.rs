@@ -12,10 +12,10 @@ use super::{
     address_lines, exchange_endpoints, params, prepare_all, rdma_connection, Attachment, Backend,
     Found, Setup, SetupContext,
 };
-use crate::engine::role::Role;
 use crate::error::{Error, ErrorKind};
 use crate::results::PathParams;
 use crate::session::protocol::Channel;
+use crate::spec::role::Role;
 use crate::spec::Verb;
 use crate::transport::verbs::{
     OdpNeed, VerbsConnection, VerbsEndpoint, VerbsOptions, VerbsTransport,

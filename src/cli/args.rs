@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 
 use crate::counters::CounterSelection;
 use crate::error::Error;
-use crate::session::auth::AuthKey;
+use crate::spec::key::AuthKey;
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
 use crate::spec::{
     parse_cpu_list, parse_size, AtomicType, Figure, Local, Measure, Output, RateUnits, RunLength,

@@ -321,7 +321,7 @@ impl ClientArgs {
             port: self.port.unwrap_or(crate::spec::DEFAULT_PORT),
             timeout: args::timeout(self.timeout)?,
             connect_window: crate::compare::SERVER_STARTING,
-            auth: self.auth_key.as_deref().map(crate::session::auth::AuthKey::load).transpose()?,
+            auth: self.auth_key.as_deref().map(crate::spec::key::AuthKey::load).transpose()?,
             // compare and qualify draw one bar over all their points.
             quiet: true,
             ..crate::spec::Local::default()

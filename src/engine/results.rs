@@ -11,8 +11,8 @@ use crate::session::protocol::{Channel, Message};
 use crate::spec::{RunLength, Verb};
 use crate::transport::Connection;
 
-use super::pattern::{check_pattern, check_sum, merge};
 use super::step::Step;
+use crate::perf::pattern::{check_pattern, check_sum, merge};
 
 /// Exchanges this side's `local` result with the peer; returns what both print.
 ///

@@ -17,9 +17,9 @@ use crate::session::protocol::{Channel, Message, ProtocolError};
 use crate::spec::{AtomicType, Local, Measure, Queues, RunLength, TestSpec, Verb};
 use crate::transport::{Capabilities, Connection, Op};
 
-use super::pattern::{fill_pattern, slots_for};
-use super::role::Role;
 use super::threads::{bw_send_threads, per_connection};
+use crate::perf::pattern::{fill_pattern, slots_for};
+use crate::spec::role::Role;
 
 /// What every size of a run shares on this side.
 pub struct Step<'a> {

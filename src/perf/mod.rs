@@ -4,5 +4,6 @@
 
 pub mod finish;
 pub mod loops;
+pub mod pattern;
 pub mod report;
 pub mod table;

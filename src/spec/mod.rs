@@ -7,6 +7,8 @@
 //! one [`TestSpec::validate`]. The spec travels whole in the hello, so a served test
 //! runs with exactly the client's parameters on both sides.
 
+pub mod key;
+pub mod role;
 pub mod rules;
 #[cfg(test)]
 mod tests;
@@ -516,7 +518,7 @@ pub struct Local {
     /// CPUs the measuring threads are pinned to, one per connection in turn (`--cpus`).
     pub pin: Vec<usize>,
     /// The shared secret both sides must hold (`--auth-key`; None: no authentication).
-    pub auth: Option<crate::session::auth::AuthKey>,
+    pub auth: Option<crate::spec::key::AuthKey>,
     /// No progress bar on stderr during a sweep or a timed run (`--quiet`; also where a
     /// caller draws its own: compare, qualify, serve).
     pub quiet: bool,

@@ -22,6 +22,9 @@ use std::time::Duration;
 
 use serde::{de::DeserializeOwned, Serialize};
 
+/// Immediate value that tells a receiver the sender is finished (duration runs).
+pub const END_IMM: u32 = 0xFFFF_FFFF;
+
 /// What a backend can do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Capabilities {
