@@ -11,6 +11,8 @@ use crate::counters::CounterSelection;
 use crate::error::Error;
 use crate::spec::key::AuthKey;
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
+/// One test on this side (`spec::TestOptions`), under the name the command line has long used.
+pub use crate::spec::TestOptions as TestArgs;
 use crate::spec::{
     parse_cpu_list, parse_size, AtomicType, Figure, Local, Measure, Output, RateUnits, RunLength,
     SampleOrder, TestKind, TestSpec, DEFAULT_PORT,
@@ -403,22 +405,6 @@ pub struct TcpArgs {
     pub report: ReportArgs,
 }
 
-/// A test as the command line gave it: the spec, which side this is, and this side's
-/// own settings.
-#[derive(Clone, Debug)]
-pub struct TestArgs {
-    /// What both sides run.
-    pub spec: TestSpec,
-    /// The server to connect to (None: this side is the server).
-    pub host: Option<String>,
-    /// Device, port, timeout.
-    pub local: Local,
-    /// Output and thresholds.
-    pub output: Output,
-    /// The peer is perftest, spoken to in its own exchange (`--perftest`).
-    pub perftest: bool,
-}
-
 impl ReportArgs {
     /// The output and thresholds, checked against what the test measures.
     fn output(&self, bw: bool) -> Result<Output, Error> {
@@ -448,16 +434,7 @@ impl ReportArgs {
 
     /// The per-step timeout.
     pub fn timeout(&self) -> Result<Duration, Error> {
-        timeout(self.timeout)
-    }
-}
-
-/// `--timeout SECS`: at least 1 second, at most a day.
-pub fn timeout(secs: u64) -> Result<Duration, Error> {
-    match secs {
-        0 => Err(Error::usage("--timeout 0: at least 1 second")),
-        s if s > 86_400 => Err(Error::usage(format!("--timeout {s}: at most 86400 seconds"))),
-        s => Ok(Duration::from_secs(s)),
+        crate::spec::rules::timeout(self.timeout)
     }
 }
 

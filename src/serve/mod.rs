@@ -14,14 +14,12 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cli::args::timeout;
-use crate::cli::ServeArgs;
 use crate::error::{one_line, Error, ErrorKind};
 use crate::measure::bw_in_unit;
 use crate::results::RunReport;
 use crate::session::connect::ControlListener;
 use crate::spec::key::AuthKey;
-use crate::spec::rules::MAX_BUFFERS;
+use crate::spec::rules::{timeout, MAX_BUFFERS};
 use crate::spec::{Local, DEFAULT_PORT};
 use crate::stamp::utc_now;
 
@@ -31,6 +29,32 @@ pub use admission::{MAX_CONNECTIONS, MAX_PENDING, MAX_WAITING};
 pub const DEFAULT_MAX_MEMORY: u64 = 1 << 30;
 /// `--max-time`'s default, seconds.
 pub const DEFAULT_MAX_TIME: u64 = 3600;
+
+/// What `serve` runs with: the command line's flags (`cli::ServeArgs`), or code's own.
+/// None: the default.
+#[derive(Clone, Debug, Default)]
+pub struct ServeOptions {
+    /// Address to listen on (None: every address).
+    pub bind: Option<std::net::IpAddr>,
+    /// Control port.
+    pub port: Option<u16>,
+    /// Device the tests run on (`-d`).
+    pub device: Option<String>,
+    /// Its port (`-i`; 1).
+    pub ib_port: Option<u8>,
+    /// GID index (`-x`).
+    pub gid_index: Option<u8>,
+    /// Per-step timeout, seconds.
+    pub timeout: u64,
+    /// Tests to serve before exiting (None: for ever).
+    pub count: Option<u64>,
+    /// Largest buffer memory one served test may hold, bytes ([`DEFAULT_MAX_MEMORY`]).
+    pub max_memory: Option<u64>,
+    /// Longest a served test may run, seconds ([`DEFAULT_MAX_TIME`]).
+    pub max_time: Option<u64>,
+    /// The shared key's file (`--auth-key`).
+    pub auth_key: Option<std::path::PathBuf>,
+}
 
 /// What every connection's thread needs: this side's settings and limits.
 struct Config {
@@ -57,7 +81,7 @@ enum Event {
 /// # Errors
 /// A listener that cannot be opened, a key file that cannot be read; with `--count`,
 /// a test that failed (the log says why), as the first failure's kind.
-pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<u8, Error> {
+pub fn serve(args: &ServeOptions, out: &mut dyn Write) -> Result<u8, Error> {
     if args.count == Some(0) {
         return Err(Error::usage("--count 0: at least 1 test (or no --count: serve for ever)"));
     }
@@ -128,7 +152,7 @@ fn start_client(
     }
 }
 
-fn config(args: &ServeArgs) -> Result<Config, Error> {
+fn config(args: &ServeOptions) -> Result<Config, Error> {
     let timeout = timeout(args.timeout)?;
     let max_memory = args.max_memory.unwrap_or(DEFAULT_MAX_MEMORY);
     if !(1 << 20..=MAX_BUFFERS).contains(&max_memory) {

@@ -599,3 +599,19 @@ pub enum Figure {
     /// Average latency, µs (perftest prints its average, not t_typical).
     Latency,
 }
+
+/// One test on this side, as the command line (or code) gives it: the spec, which side
+/// this is, this side's own settings and its output.
+#[derive(Clone, Debug)]
+pub struct TestOptions {
+    /// What both sides run.
+    pub spec: TestSpec,
+    /// The server to connect to (None: this side is the server).
+    pub host: Option<String>,
+    /// Device, port, timeout.
+    pub local: Local,
+    /// Output and thresholds.
+    pub output: Output,
+    /// The peer is perftest, spoken to in its own exchange (`--perftest`).
+    pub perftest: bool,
+}

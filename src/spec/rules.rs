@@ -2,6 +2,8 @@
 //! invariants every spec must hold before it runs ([`TestSpec::validate`]), with the
 //! limits on what a peer may ask for. Messages name the flag, as a user knows it.
 
+use std::time::Duration;
+
 use super::{
     AtomicType, Link, Measure, RdmaSpec, RunLength, TcpSpec, TestKind, TestSpec, Verb,
     MAX_SWEEP_SIZE,
@@ -136,6 +138,15 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     n.checked_mul(1 << shift)
         .filter(|&v| v > 0)
         .ok_or_else(|| format!("size '{text}' is out of range"))
+}
+
+/// `--timeout SECS`: at least 1 second, at most a day.
+pub fn timeout(secs: u64) -> Result<Duration, Error> {
+    match secs {
+        0 => Err(Error::usage("--timeout 0: at least 1 second")),
+        s if s > 86_400 => Err(Error::usage(format!("--timeout {s}: at most 86400 seconds"))),
+        s => Ok(Duration::from_secs(s)),
+    }
 }
 
 /// `0,2-3` → `[0, 2, 3]`.
