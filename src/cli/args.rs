@@ -537,7 +537,7 @@ impl PerfArgs {
         self.access.apply(self.host.is_some(), &mut local)?;
         (local.pin, local.numa_node) = self.affinity()?;
         if spec.rdma().is_some_and(|r| r.backend == Backend::Nd) {
-            rules::nd_local_rules(&local)?;
+            crate::spec::validate::nd_local_rules(&local)?;
         }
         let mut output = self.limits(self.report.output(kind.measure == Measure::Bw)?, kind)?;
         output.samples = self.sample_order(&spec)?;
