@@ -5,6 +5,7 @@ pub mod args;
 pub mod commands;
 pub mod generate;
 pub mod mesh;
+mod test;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
