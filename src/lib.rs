@@ -1,17 +1,22 @@
 //! rdmabench: RDMA (verbs, NetworkDirect) and TCP benchmarks that keep perftest's habits.
 //!
-//! How a test flows, top down (docs/architecture.md):
-//! - [`cli`]: clap flags, turned into a [`spec::TestSpec`] once;
-//! - [`spec`]: what to run, with perftest's defaults and every rule in [`spec::rules`];
+//! How a test flows, top down (docs/architecture.md, whose floors `ci/floors` checks:
+//! a module imports only its own floor or those below):
+//! - [`cli`]: clap flags, turned into a [`spec::TestOptions`] or a command's options once;
+//! - [`compare`], [`rails`], [`serve`], [`qualify`], [`mesh`], [`doctor`]: the commands,
+//!   each with its own options;
 //! - [`engine`]: runs a spec as client or server — the control [`session`], this
-//!   side's role, one size at a time — and returns a typed outcome;
+//!   side's role, one size at a time — and returns a typed outcome ([`perftest`]: the
+//!   same against perftest's own exchange);
 //! - [`backend`]: one set-up path per backend (verbs, NetworkDirect, TCP);
-//! - [`transport`]: the backend-neutral `Connection` the loops in [`perf`] drive;
-//! - [`measure`], [`report`]: pure arithmetic, then printers;
-//! - [`error`]: one error type with a kind, mapped once to the exit status;
-//! - [`environment`]: the host, device and interface every result records;
-//! - [`inventory`] (`rdmabench devices`), [`serve`], [`compare`], [`doctor`], [`qualify`];
-//! - [`version`] (`--version`), [`progress`] (the bar of sweeps, compare and qualify).
+//! - [`perf`]: the loops, and a run in print; [`report`]: the other printers;
+//! - [`results`]: the result model every floor above reads;
+//! - [`spec`]: what to run, with perftest's defaults and every rule in [`spec::rules`];
+//! - [`environment`], [`inventory`]: the host, devices and interfaces results record;
+//! - [`transport`]: the backend-neutral `Connection` the loops drive;
+//! - the ground: [`measure`] (pure arithmetic), [`counters`], [`error`] (one error type
+//!   with a kind, mapped once to the exit status), [`files`], [`text`], [`stamp`],
+//!   [`progress`], [`version`].
 //!
 //! All `unsafe` code lives in the `rdmabench-ffi` crate (imported as `ffi`); this crate
 //! forbids it.
