@@ -4,10 +4,9 @@
 //! one report, written as JSON, CSV, SVG charts and an HTML page.
 
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::CompareArgs;
 use crate::engine::{self, tool, Side};
 use crate::error::{Error, ErrorKind};
 use crate::report::compare::{self, CompareReport, Row, Series};
@@ -18,6 +17,64 @@ use crate::spec::{Local, Measure, TestKind, TestSpec, Verb, MAX_SWEEP_SIZE};
 
 /// How long `compare` waits for a server that refuses connections (one still starting).
 pub(crate) const SERVER_STARTING: Duration = Duration::from_secs(3);
+
+/// What `compare` runs: the command line's flags (`cli::CompareArgs`), or code's own.
+#[derive(Clone, Debug)]
+pub struct CompareOptions {
+    /// The `rdmabench serve` to run against.
+    pub host: String,
+    /// Where the report files go.
+    pub out: PathBuf,
+    /// `--sizes` (None: [`default_sizes`]).
+    pub sizes: Option<Vec<u64>>,
+    /// `--all-sizes`: every power of two from 2 B to 8 MiB.
+    pub all_sizes: bool,
+    /// TCP streams of the multi-stream series (`-P`).
+    pub streams: u32,
+    /// Bytes each bandwidth point moves (its iterations follow).
+    pub bytes: u64,
+    /// Bytes each latency point moves.
+    pub lat_bytes: u64,
+    /// No progress bar.
+    pub quiet: bool,
+    /// How to reach the server.
+    pub client: ClientOptions,
+}
+
+/// How a client of `rdmabench serve` reaches it: what `compare` and `qualify` share.
+#[derive(Clone, Debug, Default)]
+pub struct ClientOptions {
+    /// Control port (None: the default).
+    pub port: Option<u16>,
+    /// This side's device (`-d`).
+    pub device: Option<String>,
+    /// This side's GID index (`-x`).
+    pub gid_index: Option<u8>,
+    /// Per-step timeout, seconds.
+    pub timeout: u64,
+    /// The shared key's file (`--auth-key`).
+    pub auth_key: Option<PathBuf>,
+}
+
+impl ClientOptions {
+    /// This side's settings for each test it runs against the server.
+    ///
+    /// # Errors
+    /// A `--timeout` out of range, or an `--auth-key` file that cannot be used.
+    pub fn local(&self) -> Result<Local, Error> {
+        Ok(Local {
+            device: self.device.clone(),
+            gid_index: self.gid_index,
+            port: self.port.unwrap_or(crate::spec::DEFAULT_PORT),
+            timeout: rules::timeout(self.timeout)?,
+            connect_window: SERVER_STARTING,
+            auth: self.auth_key.as_deref().map(crate::spec::key::AuthKey::load).transpose()?,
+            // compare and qualify draw one bar over all their points.
+            quiet: true,
+            ..Local::default()
+        })
+    }
+}
 
 /// The default sweep: 2 B … 8 MiB in steps of ×4.
 pub fn default_sizes() -> Vec<u64> {
@@ -70,7 +127,7 @@ fn iterations(budget: u64, size: u64, max: u64) -> u64 {
 }
 
 /// The spec of one point: the series' test at `size`, perftest's defaults otherwise.
-fn point_spec(args: &CompareArgs, s: &Series, size: u64) -> Result<TestSpec, Error> {
+fn point_spec(args: &CompareOptions, s: &Series, size: u64) -> Result<TestSpec, Error> {
     let iters = match s.kind.measure {
         Measure::Bw => iterations(args.bytes, size, 5000),
         Measure::Lat => iterations(args.lat_bytes, size, 1000),
@@ -88,7 +145,7 @@ fn point_spec(args: &CompareArgs, s: &Series, size: u64) -> Result<TestSpec, Err
 }
 
 /// The sizes `--sizes`/`--all-sizes` ask for, checked.
-fn sizes(args: &CompareArgs) -> Result<Vec<u64>, Error> {
+fn sizes(args: &CompareOptions) -> Result<Vec<u64>, Error> {
     let sizes = match (&args.sizes, args.all_sizes) {
         (_, true) => (1..24).map(|i| 1u64 << i).collect(),
         (Some(list), false) => list.clone(),
@@ -135,7 +192,7 @@ pub(crate) fn run_point(spec: &TestSpec, side: &Side, local: &Local) -> engine::
 /// # Errors
 /// Bad options, an output directory that cannot be written, or a server that is gone
 /// (unreachable, or closed mid-sweep: the partial report is written first).
-pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
+pub fn compare(args: &CompareOptions, out: &mut dyn Write) -> Result<u8, Error> {
     let sizes = sizes(args)?;
     let local = args.client.local()?;
     std::fs::create_dir_all(&args.out)
@@ -149,7 +206,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
         kind: "compare",
         tool: tool(),
         server: args.host.clone(),
-        started: crate::serve::utc_now(),
+        started: crate::stamp::utc_now(),
         environment: None,
         sizes: sizes.clone(),
         series: series.clone(),
@@ -194,7 +251,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<u8, Error> {
     let failed = report.failures();
     if failed > 0 {
         eprintln!("rdmabench: {failed} of {total} points failed (marked FAIL in the report)");
-        return Ok(crate::EXIT_VERDICT);
+        return Ok(crate::error::EXIT_VERDICT);
     }
     Ok(0)
 }
@@ -272,7 +329,7 @@ mod tests {
 
     #[test]
     fn points_get_valid_specs_with_bounded_iterations() {
-        let args = CompareArgs {
+        let args = CompareOptions {
             host: "10.0.0.1".into(),
             out: "x".into(),
             sizes: None,
@@ -281,7 +338,7 @@ mod tests {
             bytes: 64 << 20,
             lat_bytes: 16 << 20,
             quiet: true,
-            client: crate::cli::ClientArgs {
+            client: ClientOptions {
                 port: None,
                 device: None,
                 gid_index: None,

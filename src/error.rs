@@ -11,6 +11,13 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::text::one_line;
 
+/// Exit status for a run that failed for a reason the user can fix (bad input, no
+/// device, peer gone): 2, as perftest and ripgrep use.
+pub const EXIT_ERROR: u8 = 2;
+
+/// Exit status for a run whose thresholds or validation failed.
+pub const EXIT_VERDICT: u8 = 1;
+
 /// Why a run failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -74,8 +81,8 @@ impl ErrorKind {
     /// everything else, as perftest and ripgrep use.
     pub fn exit_code(self) -> u8 {
         match self {
-            ErrorKind::Threshold | ErrorKind::Validation => crate::EXIT_VERDICT,
-            _ => crate::EXIT_ERROR,
+            ErrorKind::Threshold | ErrorKind::Validation => EXIT_VERDICT,
+            _ => EXIT_ERROR,
         }
     }
 

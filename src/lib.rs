@@ -1,17 +1,22 @@
 //! rdmabench: RDMA (verbs, NetworkDirect) and TCP benchmarks that keep perftest's habits.
 //!
-//! How a test flows, top down (docs/architecture.md):
-//! - [`cli`]: clap flags, turned into a [`spec::TestSpec`] once;
-//! - [`spec`]: what to run, with perftest's defaults and every rule in [`spec::rules`];
+//! How a test flows, top down (docs/architecture.md, whose floors `ci/floors` checks:
+//! a module imports only its own floor or those below):
+//! - [`cli`]: clap flags, turned into a [`spec::TestOptions`] or a command's options once;
+//! - [`compare`], [`rails`], [`serve`], [`qualify`], [`mesh`], [`doctor`]: the commands,
+//!   each with its own options;
 //! - [`engine`]: runs a spec as client or server — the control [`session`], this
-//!   side's role, one size at a time — and returns a typed outcome;
+//!   side's role, one size at a time — and returns a typed outcome ([`perftest`]: the
+//!   same against perftest's own exchange);
 //! - [`backend`]: one set-up path per backend (verbs, NetworkDirect, TCP);
-//! - [`transport`]: the backend-neutral `Connection` the loops in [`perf`] drive;
-//! - [`measure`], [`report`]: pure arithmetic, then printers;
-//! - [`error`]: one error type with a kind, mapped once to the exit status;
-//! - [`environment`]: the host, device and interface every result records;
-//! - [`inventory`] (`rdmabench devices`), [`serve`], [`compare`], [`doctor`], [`qualify`];
-//! - [`version`] (`--version`), [`progress`] (the bar of sweeps, compare and qualify).
+//! - [`perf`]: the loops, and a run in print; [`report`]: the other printers;
+//! - [`results`]: the result model every floor above reads;
+//! - [`spec`]: what to run, with perftest's defaults and every rule in [`spec::rules`];
+//! - [`environment`], [`inventory`]: the host, devices and interfaces results record;
+//! - [`transport`]: the backend-neutral `Connection` the loops drive;
+//! - the ground: [`measure`] (pure arithmetic), [`counters`], [`error`] (one error type
+//!   with a kind, mapped once to the exit status), [`files`], [`text`], [`stamp`],
+//!   [`progress`], [`version`].
 //!
 //! All `unsafe` code lives in the `rdmabench-ffi` crate (imported as `ffi`); this crate
 //! forbids it.
@@ -21,6 +26,7 @@
 pub mod backend;
 pub mod cli;
 pub mod compare;
+pub mod counters;
 pub mod doctor;
 pub mod engine;
 pub mod environment;
@@ -35,9 +41,11 @@ pub mod progress;
 pub mod qualify;
 pub mod rails;
 pub mod report;
+pub mod results;
 pub mod serve;
 pub mod session;
 pub mod spec;
+pub mod stamp;
 pub mod text;
 pub mod transport;
 pub mod version;
@@ -47,12 +55,7 @@ use std::io::{self, Write};
 use cli::{Cli, Command, DevicesArgs, DoctorArgs, TestArgs};
 use error::Error;
 
-/// Exit status for a run that failed for a reason the user can fix (bad input, no
-/// device, peer gone): 2, as perftest and ripgrep use.
-pub const EXIT_ERROR: u8 = 2;
-
-/// Exit status for a run whose thresholds or validation failed.
-pub const EXIT_VERDICT: u8 = 1;
+pub use error::{EXIT_ERROR, EXIT_VERDICT};
 
 /// Runs a parsed command, writing its report to `out`. Returns the process exit status.
 ///
@@ -63,8 +66,8 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, Error> {
         Command::Devices(args) => devices(&args, out),
         Command::Perf(kind, args) => test(args.to_test(kind)?, out),
         Command::Tcp(measure, args) => test(args.to_test(measure)?, out),
-        Command::Serve(args) => serve::serve(&args, out),
-        Command::Compare(args) => compare::compare(&args, out),
+        Command::Serve(args) => serve::serve(&args.options(), out),
+        Command::Compare(args) => compare::compare(&args.options(), out),
         Command::Doctor(args) => doctor(&args, out),
         Command::Qualify(args) => qualify::qualify(&args, out),
         Command::Mesh(args) => mesh::launch::command(&args, out),

@@ -12,11 +12,12 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::cli::TestArgs;
 use crate::engine::{self, Side};
 use crate::error::{Error, ErrorKind};
 use crate::inventory::{self, DeviceInfo};
-use crate::perf::report::{bw_in_unit, RunReport};
+use crate::measure::bw_in_unit;
+use crate::results::RunReport;
+use crate::spec::TestOptions;
 use crate::spec::{Local, Measure};
 
 /// One rail: a device, the host its control connection reaches, its port, its CPUs.
@@ -36,7 +37,7 @@ pub struct Rail {
 ///
 /// # Errors
 /// A latency test, a HOST list that does not match, a port past 65535 (kind `usage`).
-pub fn plan(t: &TestArgs) -> Result<Option<Vec<Rail>>, Error> {
+pub fn plan(t: &TestOptions) -> Result<Option<Vec<Rail>>, Error> {
     let Some(devices) = t.local.device.as_deref().filter(|d| several(Some(d))) else {
         return Ok(None);
     };
@@ -118,7 +119,7 @@ pub struct MultiRailReport {
 ///
 /// # Errors
 /// A `--json` path that cannot be written. A rail's failure is in the report (exit 2).
-pub fn run(t: &TestArgs, mut rails: Vec<Rail>, out: &mut dyn Write) -> Result<u8, Error> {
+pub fn run(t: &TestOptions, mut rails: Vec<Rail>, out: &mut dyn Write) -> Result<u8, Error> {
     if let Some(path) = &t.output.json {
         // Checked (and emptied) before the run, as a single rail's: a bad path fails now.
         crate::report::prepare_json(path)?;
@@ -205,7 +206,7 @@ pub fn several(device: Option<&str>) -> bool {
 }
 
 /// One rail's test, on this side.
-fn run_rail(t: &TestArgs, r: &Rail) -> engine::Outcome {
+fn run_rail(t: &TestOptions, r: &Rail) -> engine::Outcome {
     let local = Local {
         device: Some(r.device.clone()),
         port: r.port,
@@ -333,47 +334,4 @@ pub fn table(report: &MultiRailReport, gbits: bool) -> String {
         let _ = writeln!(o, " ERROR {e}");
     }
     o
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cli::parse;
-
-    /// Over verbs, whose devices have names, also where NetworkDirect is the default.
-    fn args(line: &str) -> TestArgs {
-        let words = line.split_whitespace().chain(["--backend", "verbs"]);
-        let cli = parse(words.map(std::ffi::OsString::from)).unwrap().unwrap();
-        match cli.command {
-            crate::cli::Command::Perf(kind, a) => a.to_test(kind).unwrap(),
-            _ => unreachable!(),
-        }
-    }
-
-    #[test]
-    fn several_devices_make_rails_on_consecutive_ports_with_a_host_each_or_one_for_all() {
-        assert_eq!(plan(&args("rdmabench write-bw -d rxe0")).unwrap(), None);
-        let rails = plan(&args("rdmabench write-bw -d rxe0,rxe1 -p 19000 10.0.0.1,10.0.1.1"))
-            .unwrap()
-            .unwrap();
-        assert_eq!(rails.len(), 2);
-        assert_eq!((rails[0].port, rails[1].port), (19000, 19001));
-        assert_eq!(rails[1].host.as_deref(), Some("10.0.1.1"));
-        let rails = plan(&args("rdmabench write-bw -d a,b,c -p 19000 h")).unwrap().unwrap();
-        assert!(rails.iter().all(|r| r.host.as_deref() == Some("h")));
-        let server = plan(&args("rdmabench write-bw -d a,b")).unwrap().unwrap();
-        assert!(server.iter().all(|r| r.host.is_none() && r.cpus.is_empty()));
-    }
-
-    #[test]
-    fn rails_refuse_latency_tests_mismatched_hosts_and_ports_past_the_end() {
-        let e = plan(&args("rdmabench write-lat -d a,b h")).unwrap_err();
-        assert!(e.message.contains("multi-rail) is for bandwidth tests"), "{e}");
-        let e = plan(&args("rdmabench write-bw -d a,b,c h1,h2")).unwrap_err();
-        assert!(e.message.contains("2 hosts for 3 rails"), "{e}");
-        let e = plan(&args("rdmabench write-bw -d a,b -p 65535 h")).unwrap_err();
-        assert!(e.message.contains("rail 1's port is past 65535"), "{e}");
-        let e = plan(&args("rdmabench write-bw -d a,,b h")).unwrap_err();
-        assert!(e.message.contains("an empty device name"), "{e}");
-    }
 }

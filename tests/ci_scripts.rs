@@ -1,6 +1,7 @@
 //! ci/test's own logic: `ci/lab-count`, which lists the lab tests on the host and checks
-//! that every one of them passed in the lab. Fake test binaries (shell scripts answering
-//! `--ignored --list` as libtest does) stand in for the real ones.
+//! that every one of them passed in the lab (fake test binaries, shell scripts answering
+//! `--ignored --list` as libtest does, stand in for the real ones); and `ci/floors`, the
+//! house's structure check, on small trees with an upward import, a circle, a long file.
 #![cfg(unix)]
 
 use std::fs;
@@ -186,4 +187,124 @@ fn a_bench_with_a_missed_target_exits_1_and_records_it() {
     assert!(text(&out.stdout).contains("partial run (BENCH_ONLY=write_lat): not a result"));
     assert!(text(&out.stdout).ends_with("all targets met\n"));
     fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A small tree for ci/floors: a floor table, and src/ files with the given texts.
+fn floors_tree(name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = scratch(name);
+    fs::create_dir_all(dir.join("docs")).unwrap();
+    fs::write(
+        dir.join("docs/architecture.md"),
+        "# Architecture\n\n## Floors\n\n| floor | rooms | what |\n|---|---|---|\n\
+         | 1 top | `lib.rs` `cli/` | the command line |\n\
+         | 2 commands | `serve/` `compare.rs` | commands |\n\
+         | 3 ground | `model.rs` `util/` | the model |\n\n## Next\n\n| floor | rooms |\n|---|---|\n| x | `nothing/` |\n",
+    )
+    .unwrap();
+    for (path, text) in files {
+        let path = dir.join("src").join(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+fn floors(root: &Path) -> Output {
+    Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/floors"))
+        .arg(root)
+        .output()
+        .expect("ci/floors runs")
+}
+
+/// A house whose imports all go down.
+const SOUND: &[(&str, &str)] = &[
+    ("lib.rs", "pub mod cli;\npub mod compare;\npub mod model;\npub mod serve;\npub mod util;\n"),
+    ("cli/mod.rs", "//! Flags.\nuse crate::serve::ServeOptions;\nuse crate::compare::{self, Options};\n"),
+    ("serve/mod.rs", "//! Serve.\nmod client;\nuse crate::model::Report;\npub struct ServeOptions;\n"),
+    ("serve/client.rs", "//! One client.\nuse super::ServeOptions;\nuse crate::util::time::now;\n"),
+    ("compare.rs", "//! Compare.\nuse crate::{model::Report, util};\n/// `crate::cli` in a comment is no import.\nconst S: &str = \"crate::cli::X\";\n"),
+    ("model.rs", "//! The model.\npub struct Report;\n#[cfg(test)]\nmod tests {\n    use super::Report;\n}\n"),
+    ("util/mod.rs", "//! Helpers.\npub mod time;\n"),
+    ("util/time.rs", "//! Time.\npub fn now() {}\n"),
+];
+
+#[test]
+fn floors_pass_a_house_whose_imports_go_down() {
+    let dir = floors_tree("floors-sound", SOUND);
+    let out = floors(&dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn floors_fail_an_upward_import_naming_file_line_and_path() {
+    let mut files = SOUND.to_vec();
+    files[2] = ("serve/mod.rs", "//! Serve.\nmod client;\n\nuse crate::cli::args::timeout;\npub struct ServeOptions;\n");
+    let dir = floors_tree("floors-up", &files);
+    let out = floors(&dir);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("src/serve/mod.rs:4: imports crate::cli::args::timeout from `cli` (floor 1), above its own room `serve` (floor 2)"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("ci/floors: src/").count(), 1, "only the one import: {stderr}");
+    // A grouped path, and a room the table does not name, are found too.
+    files[4] = ("compare.rs", "//! Compare.\nuse crate::{model::Report, cli::Flags};\n");
+    files.push(("stray.rs", "//! Nowhere.\n"));
+    let dir = floors_tree("floors-up-grouped", &files);
+    let stderr = text(&floors(&dir).stderr);
+    assert!(stderr.contains("src/compare.rs:2: imports crate::cli::Flags from `cli`"), "{stderr}");
+    assert!(stderr.contains("src/stray.rs: room `stray` has no floor"), "{stderr}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn floors_fail_circles_across_folders_and_unexplained_ones_within_a_folder() {
+    // model.rs and util/time.rs import each other: both on the ground floor, but a circle.
+    let mut files = SOUND.to_vec();
+    files[5] = ("model.rs", "//! The model.\nuse crate::util::time::now;\npub struct Report;\n");
+    files[7] = ("util/time.rs", "//! Time.\nuse crate::model::Report;\npub fn now() {}\n");
+    let dir = floors_tree("floors-circle", &files);
+    let stderr = text(&floors(&dir).stderr);
+    assert!(stderr.contains("circle across folders: src/model.rs, src/util/time.rs"), "{stderr}");
+    fs::remove_dir_all(&dir).unwrap();
+    // time.rs and twin.rs: one folder, not said to be one idea split for length.
+    let mut files = SOUND.to_vec();
+    files[6] = ("util/mod.rs", "//! Helpers.\npub mod time;\npub mod twin;\n");
+    files[7] = ("util/time.rs", "//! Time.\nuse super::twin::b;\npub fn now() {}\n");
+    files.push(("util/twin.rs", "//! Twin.\npub fn b() { super::time::now() }\n"));
+    let dir = floors_tree("floors-pair", &files);
+    let stderr = text(&floors(&dir).stderr);
+    assert!(
+        stderr.contains("circle in one folder: src/util/time.rs, src/util/twin.rs (not said"),
+        "{stderr}"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+    // Said so in both module docs, the pair in one folder is allowed.
+    files[7] = ("util/time.rs", "//! Time: one idea split for length (twin.rs).\nuse super::twin::b;\n");
+    files[8] = ("util/twin.rs", "//! Twin: one idea split for length (time.rs).\npub fn b() { super::time::now() }\n");
+    let dir = floors_tree("floors-twins", &files);
+    let out = floors(&dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn floors_fail_a_file_over_650_lines() {
+    let mut files = SOUND.to_vec();
+    let long = "//! Long.\n".to_string() + &"pub fn f() {}\n".repeat(650);
+    files.push(("util/long.rs", &long));
+    files[6] = ("util/mod.rs", "//! Helpers.\npub mod time;\npub mod long;\n");
+    let dir = floors_tree("floors-long", &files);
+    let stderr = text(&floors(&dir).stderr);
+    assert!(stderr.contains("src/util/long.rs: 651 lines, over 650"), "{stderr}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// This repository's own house (docs/architecture.md's floors) holds.
+#[test]
+fn floors_pass_this_repository() {
+    let out = floors(Path::new(env!("CARGO_MANIFEST_DIR")));
+    assert!(out.status.success(), "{}", text(&out.stderr));
 }

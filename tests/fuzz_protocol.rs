@@ -26,17 +26,17 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rdmabench::backend::{self, Found, SetupContext};
-use rdmabench::engine::pattern::slots_for;
-use rdmabench::engine::role::Role;
 use rdmabench::environment::Environment;
 use rdmabench::error::{one_line, Error, ErrorKind};
 use rdmabench::measure::{BwStats, LatStats};
-use rdmabench::perf::report::{SizeResult, Validation};
+use rdmabench::perf::pattern::slots_for;
+use rdmabench::results::{SizeResult, Validation};
 use rdmabench::session::auth::{AuthKey, Nonce, Party, Transcript};
 use rdmabench::session::protocol::{
     decode_header, encode, mismatches, Message, ProtocolError, HEADER_LEN, MAGIC, MAX_FRAME,
     MAX_HELLO, VERSION,
 };
+use rdmabench::spec::role::Role;
 use rdmabench::spec::rules::{
     self, RdmaRequest, TcpRequest, MAX_BUFFERS, MAX_DURATION, MAX_MESSAGE, MAX_QPS, MAX_SIZES,
     MAX_STREAMS,
@@ -421,7 +421,7 @@ fn size_result(rng: &mut Rng) -> SizeResult {
         received_bytes: maybe(rng, 30, Rng::next),
         cpu: Default::default(),
         // A peer's counters travel (never shown: each side shows its own port's).
-        counters: maybe(rng, 10, |r| rdmabench::perf::counters::CounterChanges {
+        counters: maybe(rng, 10, |r| rdmabench::counters::CounterChanges {
             port: "rxe0/1".into(),
             changes: [("hw_counters/sent_pkts".to_string(), r.next())].into(),
         }),

@@ -16,9 +16,9 @@ use std::net::IpAddr;
 
 use serde::{de::DeserializeOwned, Serialize};
 
-use crate::engine::pattern::slots_for;
 use crate::error::Error;
-use crate::perf::report::EffectiveParams;
+use crate::perf::pattern::slots_for;
+use crate::results::EffectiveParams;
 use crate::session::protocol::{Channel, Message};
 use crate::spec::{Local, Measure, TestSpec, Verb};
 use crate::transport::{Connection, ConnectionConfig, Transport};
@@ -69,7 +69,7 @@ pub struct Setup<C> {
     /// The peer's.
     pub remote: Vec<String>,
     /// This side's endpoints and the peer's, for JSON.
-    pub endpoints: [Vec<crate::perf::report::Endpoint>; 2],
+    pub endpoints: [Vec<crate::results::Endpoint>; 2],
     /// What it ran on.
     pub attachment: Attachment,
 }
@@ -205,7 +205,7 @@ pub struct Found {
     /// RC ACK timeout exponent and retry count set on the queue pairs (verbs).
     pub retries: Option<(u8, u8)>,
     /// The path's class (verbs).
-    pub path: Option<crate::perf::report::PathParams>,
+    pub path: Option<crate::results::PathParams>,
 }
 
 /// The parameters in effect on this side, after every default and what the device

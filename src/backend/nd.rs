@@ -77,9 +77,9 @@ impl Backend for Nd {
 }
 
 /// An endpoint for JSON: what [`endpoint_line`] prints.
-fn endpoint(ep: &NdEndpoint, at: IpAddr, verb: Verb) -> crate::perf::report::Endpoint {
+fn endpoint(ep: &NdEndpoint, at: IpAddr, verb: Verb) -> crate::results::Endpoint {
     let buffer = matches!(verb, Verb::Read | Verb::Write);
-    crate::perf::report::Endpoint {
+    crate::results::Endpoint {
         rkey: buffer.then_some(ep.buffer.rkey),
         vaddr: buffer.then_some(ep.buffer.addr),
         address: Some(ep.listen.map_or_else(|| at.to_string(), |l| l.to_string())),

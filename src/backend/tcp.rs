@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use super::{exchange_endpoints, params, Attachment, Backend, Found, Setup, SetupContext};
 use crate::error::{Error, ErrorKind};
-use crate::perf::report::TcpEffective;
+use crate::results::TcpEffective;
 use crate::session::protocol::Channel;
 use crate::spec::{Link, TcpSpec};
 use crate::transport::tcp::{
@@ -80,7 +80,7 @@ impl Backend for Tcp {
             conns.iter().enumerate().map(|(k, c)| line("local", k, c.local_addr())).collect();
         let remote =
             conns.iter().enumerate().map(|(k, c)| line("remote", k, c.peer_addr())).collect();
-        let endpoint = |a: Option<SocketAddr>| crate::perf::report::Endpoint {
+        let endpoint = |a: Option<SocketAddr>| crate::results::Endpoint {
             address: a.map(|a| a.to_string()),
             ..Default::default()
         };

@@ -12,10 +12,10 @@ use super::{
     address_lines, exchange_endpoints, params, prepare_all, rdma_connection, Attachment, Backend,
     Found, Setup, SetupContext,
 };
-use crate::engine::role::Role;
 use crate::error::{Error, ErrorKind};
-use crate::perf::report::PathParams;
+use crate::results::PathParams;
 use crate::session::protocol::Channel;
+use crate::spec::role::Role;
 use crate::spec::Verb;
 use crate::transport::verbs::{
     OdpNeed, VerbsConnection, VerbsEndpoint, VerbsOptions, VerbsTransport,
@@ -221,9 +221,9 @@ fn endpoint_line(ep: &VerbsEndpoint, verb: Verb) -> String {
 }
 
 /// An endpoint for JSON: what [`endpoint_line`] prints.
-fn endpoint(ep: &VerbsEndpoint, verb: Verb) -> crate::perf::report::Endpoint {
+fn endpoint(ep: &VerbsEndpoint, verb: Verb) -> crate::results::Endpoint {
     let buffer = matches!(verb, Verb::Read | Verb::Write | Verb::Atomic);
-    crate::perf::report::Endpoint {
+    crate::results::Endpoint {
         qpn: Some(ep.qp.qpn),
         psn: Some(ep.qp.psn),
         rkey: buffer.then_some(ep.buffer.rkey),

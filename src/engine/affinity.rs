@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::backend::Attachment;
 use crate::error::Error;
-use crate::perf::report::CpuAffinity;
+use crate::results::{cpu_ranges, CpuAffinity};
 use crate::spec::rules::parse_cpu_list;
 use crate::spec::Local;
 
@@ -41,7 +41,7 @@ pub(crate) fn apply(local: &Local, on: &Attachment) -> Result<CpuAffinity, Error
         }
     };
     ffi::os::set_current_thread_cpus(&cpus).map_err(|e| {
-        Error::usage(format!("{source}: cannot run on CPUs {}: {e}", ranges(&cpus)))
+        Error::usage(format!("{source}: cannot run on CPUs {}: {e}", cpu_ranges(&cpus)))
     })?;
     let cpus = ffi::os::current_thread_cpus().unwrap_or(cpus);
     Ok(CpuAffinity { cpus, source })
@@ -69,21 +69,6 @@ fn node_cpus(nodes: &Path, n: u32) -> Option<Vec<usize>> {
     parse_cpu_list(text.trim()).ok().filter(|c| !c.is_empty())
 }
 
-/// `0-3,8` for a sorted CPU list.
-pub fn ranges(cpus: &[usize]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
-        i = j + 1;
-    }
-    parts.join(",")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,9 +94,9 @@ mod tests {
     }
 
     #[test]
-    fn cpu_lists_print_as_ranges() {
-        assert_eq!(ranges(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
-        assert_eq!(ranges(&[5]), "5");
-        assert_eq!(ranges(&[]), "");
+    fn cpu_lists_print_as_cpu_ranges() {
+        assert_eq!(cpu_ranges(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
+        assert_eq!(cpu_ranges(&[5]), "5");
+        assert_eq!(cpu_ranges(&[]), "");
     }
 }

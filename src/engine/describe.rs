@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::backend::{Attachment, Setup, SetupContext};
 use crate::environment::{DeviceEnvironment, Environment, InterfaceEnvironment};
 use crate::error::Error;
-use crate::perf::report::{EnvironmentReport, RunReport};
+use crate::results::{EnvironmentReport, RunReport};
 use crate::session::protocol::{Channel, Message};
 use crate::transport::Backend;
 

@@ -7,7 +7,8 @@ use std::io::Write;
 
 use crate::error::Error;
 use crate::measure::BwStats;
-use crate::perf::report::{self, RunReport, SizeResult};
+use crate::perf::report;
+use crate::results::{RunReport, SizeResult};
 use crate::session::protocol::{Channel, Message};
 use crate::transport::Connection;
 

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::error::{Error, ErrorKind};
 use crate::inventory::sysfs;
-use crate::perf::report::EffectiveParams;
+use crate::results::EffectiveParams;
 
 /// Where Linux lists RDMA devices.
 const SYSFS_DEVICES: &str = "/sys/class/infiniband";

@@ -13,9 +13,9 @@ pub(crate) mod affinity;
 pub mod describe;
 mod infinite;
 pub mod link;
-pub mod pattern;
+pub use crate::perf::pattern;
 pub mod results;
-pub mod role;
+pub use crate::spec::role;
 pub mod session;
 pub mod step;
 pub mod threads;
@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 use crate::backend::{self, SetupContext};
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
-use crate::perf::report::{EnvironmentReport, RunReport};
+pub use crate::results::Outcome;
+use crate::results::{EnvironmentReport, RunReport};
 use crate::session::auth::{self, Nonce};
 use crate::session::connect::{connect, first_hello, ControlListener, Refusal};
 use crate::session::protocol::{mismatches, Channel, Message, ProtocolError};
@@ -48,16 +49,6 @@ pub enum Side {
     },
     /// Waits for one client on `Local::bind` and `Local::port`.
     Server,
-}
-
-/// What a run ended with: the report (every size that completed) and, if the run
-/// stopped early, why.
-#[derive(Debug)]
-pub struct Outcome {
-    /// What was measured.
-    pub report: RunReport,
-    /// Why the run stopped early, if it did.
-    pub error: Option<Error>,
 }
 
 /// Runs `spec` on this side and returns its outcome, printing perftest's header to

@@ -6,20 +6,33 @@
 use crate::error::Error;
 use crate::measure;
 use crate::measure::cpu::{self, CpuSnapshot};
-use crate::perf::report::{SizeResult, Validation};
+use crate::results::{SizeResult, Validation};
 use crate::session::protocol::{Channel, Message};
 use crate::spec::{RunLength, Verb};
 use crate::transport::Connection;
 
-use super::pattern::{check_pattern, check_sum, merge};
-use super::step::Step;
+use crate::perf::pattern::{check_pattern, check_sum, merge};
+use crate::spec::role::Role;
+use crate::spec::TestSpec;
+
+/// What the exchange needs of this side's step: the test, this side's part in it, and
+/// its CPU clock (MHz, for cycles per byte).
+#[derive(Clone, Copy)]
+pub struct ThisSide<'a> {
+    /// The test.
+    pub spec: &'a TestSpec,
+    /// This side's part.
+    pub role: Role,
+    /// CPU clock, MHz.
+    pub mhz: Option<f64>,
+}
 
 /// Exchanges this side's `local` result with the peer; returns what both print.
 ///
 /// # Errors
 /// The control channel failing, or the peer sending something else.
 pub fn exchange<C: Connection>(
-    s: &Step<'_>,
+    s: &ThisSide<'_>,
     ch: &mut Channel,
     conns: &[C],
     mut local: SizeResult,
@@ -129,7 +142,12 @@ fn unexpected(m: &Message) -> Error {
 }
 
 /// The target's check: the pattern in each QP's buffer, or the atomic counter's sum.
-fn validate<C: Connection>(s: &Step<'_>, conns: &[C], size: u64, slots: u32) -> Option<Validation> {
+fn validate<C: Connection>(
+    s: &ThisSide<'_>,
+    conns: &[C],
+    size: u64,
+    slots: u32,
+) -> Option<Validation> {
     let checked = match s.spec.run {
         RunLength::Iterations(n) => Some(n),
         RunLength::Duration { .. } => None,

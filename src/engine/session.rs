@@ -6,9 +6,10 @@
 use std::io::Write;
 
 use crate::backend::{Attachment, Backend, Setup, SetupContext};
+use crate::counters::PortCounters;
 use crate::error::Error;
-use crate::perf::counters::PortCounters;
-use crate::perf::report::{self, RunReport};
+use crate::perf::report;
+use crate::results::RunReport;
 use crate::session::protocol::{Channel, Message};
 use crate::spec::RunLength;
 use crate::transport::Connection;

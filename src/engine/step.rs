@@ -4,22 +4,23 @@
 
 use std::time::{Duration, Instant};
 
+use crate::counters::PortCounters;
 use crate::error::{Error, ErrorKind};
 use crate::measure::cpu::CpuSnapshot;
 use crate::measure::{self, BwStats, LatencyRecorder};
-use crate::perf::counters::PortCounters;
 use crate::perf::loops::{
     self, BwOutcome, BwPlan, Clock, LatPlan, LoopError, LoopFailure, Pace, RecvPlan,
 };
-use crate::perf::report::SizeResult;
+use crate::results::SizeResult;
 use crate::session::connect::Heartbeat;
 use crate::session::protocol::{Channel, Message, ProtocolError};
 use crate::spec::{AtomicType, Local, Measure, Queues, RunLength, TestSpec, Verb};
 use crate::transport::{Capabilities, Connection, Op};
 
-use super::pattern::{fill_pattern, slots_for};
-use super::role::Role;
+use super::results::ThisSide;
 use super::threads::{bw_send_threads, per_connection};
+use crate::perf::pattern::{fill_pattern, slots_for};
+use crate::spec::role::Role;
 
 /// What every size of a run shares on this side.
 pub struct Step<'a> {
@@ -118,7 +119,8 @@ impl<'a> Step<'a> {
             Measure::Lat => self.latency(ch, &mut conns[0], size32, &mut local),
         };
         measured.map_err(|e| self.failed(e, ch, size))?;
-        let mut shown = super::results::exchange(self, ch, conns, local, &cpu_before, slots)?;
+        let this = ThisSide { spec: self.spec, role: self.role, mhz: self.mhz };
+        let mut shown = super::results::exchange(&this, ch, conns, local, &cpu_before, slots)?;
         // After the exchange: a server's loop may end before the client's traffic
         // does. This side's own counters, never what the peer sent.
         shown.counters = self

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::transport::Backend;
 
-pub use crate::report::SCHEMA_VERSION;
+pub use crate::stamp::SCHEMA_VERSION;
 
 /// Everything `devices` reports.
 #[derive(Clone, Debug, Serialize)]

@@ -13,6 +13,15 @@ pub const MAX_COMPLETION_STAMPS: usize = 1 << 16;
 /// Bytes in a MiB: perftest's "MB/sec" was always this.
 pub const MIB: f64 = 1_048_576.0;
 
+/// Bandwidth in a report's unit: Gb/s (10^9 bits) with `gbits`, MiB/s otherwise.
+pub fn bw_in_unit(bytes_per_sec: f64, gbits: bool) -> f64 {
+    if gbits {
+        bytes_per_sec * 8.0 / 1e9
+    } else {
+        bytes_per_sec / MIB
+    }
+}
+
 /// What a bandwidth loop records on one QP: when each message was posted and, at
 /// each signaled completion, how many messages were done. Preallocated; recording
 /// never allocates.

@@ -9,8 +9,8 @@ use serde::Serialize;
 use super::analysis::{self, Analysis, LinkResult, RankInfo, Thresholds};
 use super::schedule::Pair;
 use super::MeshSpec;
-use crate::perf::report::Verdict;
 use crate::report::svg::{escape, size_label};
+use crate::results::Verdict;
 use crate::spec::{RunLength, TestSpec};
 
 /// Everything a mesh measured and found.

@@ -5,11 +5,12 @@
 
 use std::io::Write;
 
-use crate::engine::Outcome;
 use crate::error::{Error, ErrorKind};
+use crate::results::Outcome;
 use crate::spec::{Figure, Output, SampleOrder, TestSpec};
 
-use super::report::{self, RunReport};
+use super::report;
+use crate::results::RunReport;
 
 /// Prints the table, writes `--json`, judges the thresholds; returns 0, or the error
 /// that ended the run (a failed verdict is kind `threshold` or `validation`).
@@ -75,7 +76,9 @@ fn print_figures(
     let mut text = String::new();
     for r in &report.results {
         let value = match (figure, &r.bw, &r.lat) {
-            (Figure::Bandwidth, Some(bw), _) => report::bw_in_unit(bw.avg_bytes_per_sec, gbits),
+            (Figure::Bandwidth, Some(bw), _) => {
+                crate::measure::bw_in_unit(bw.avg_bytes_per_sec, gbits)
+            }
             (Figure::MessageRate, Some(bw), _) => bw.msg_rate / 1e6,
             (Figure::Latency, _, Some(lat)) => lat.t_avg_us,
             // A side that measured nothing this size (a server the client did not tell).
@@ -149,7 +152,7 @@ fn write_text(out: &mut dyn Write, text: &str) -> Result<(), Error> {
 mod tests {
     use super::*;
     use crate::measure::{BwStats, LatStats};
-    use crate::perf::report::SizeResult;
+    use crate::results::SizeResult;
 
     fn figures(figure: Figure, results: Vec<SizeResult>, gbits: bool) -> String {
         let mut report = RunReport::new("write_bw", "client", "test".into());

@@ -1,292 +1,15 @@
-//! The report of a perftest-style run: the model (also the JSON document), perftest's
-//! human layout, and the threshold verdict.
+//! A perftest-style run in print: perftest's header and the threshold verdict (the model
+//! they print is `crate::results`).
 
 use std::fmt::Write;
 
-use serde::{Deserialize, Serialize};
-
 pub use super::table::{cpu_line, details, table_header, table_row, Layout};
-use crate::environment::Environment;
-use crate::error::Error;
-use crate::measure::cpu::CpuSides;
-use crate::measure::{BwStats, LatStats, MIB};
+use crate::measure::bw_in_unit;
+pub use crate::report::RESULT_LINE;
+use crate::results::{
+    EffectiveParams, EnvironmentReport, PathParams, SizeResult, TcpEffective, Verdict,
+};
 use crate::spec::{Measure, Output, RunLength, TestKind, TestSpec, Verb};
-
-/// perftest's separator line (87 dashes).
-pub const RESULT_LINE: &str =
-    "---------------------------------------------------------------------------------------";
-
-/// What one side measured for one message size.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SizeResult {
-    /// Message size, bytes.
-    pub size: u64,
-    /// perftest's `#iterations`: messages per QP (in a duration run, those completed
-    /// inside the window).
-    pub iterations: u64,
-    /// Bandwidth, all QPs together (both directions summed with -b).
-    pub bw: Option<BwStats>,
-    /// Bandwidth per QP, when there are several.
-    pub per_qp: Vec<BwStats>,
-    /// With -b: `[this side → peer, peer → this side]` as the client sees them.
-    pub directions: Option<[BwStats; 2]>,
-    /// Latency.
-    pub lat: Option<LatStats>,
-    /// Pattern check (`--validate`).
-    pub validation: Option<Validation>,
-    /// Bytes the receiving side counted (send and TCP tests, writes with immediate
-    /// data): what really arrived.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub received_bytes: Option<u64>,
-    /// CPU cost of the measured window on each side.
-    #[serde(default)]
-    pub cpu: CpuSides,
-    /// This side's port counters over the size (`-W`); never the peer's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub counters: Option<super::counters::CounterChanges>,
-    /// `--run_infinitely`: the intervals this summary adds up.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub intervals: Option<u64>,
-    /// Every latency sample in run order, ns (`-H`, `-U`, on the measuring side): printed,
-    /// never sent or written (JSON keeps the histogram).
-    #[serde(skip)]
-    pub samples_ns: Option<Vec<u64>>,
-}
-
-/// The outcome of `--validate` for one size.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Validation {
-    /// Bytes compared with the expected pattern.
-    pub checked_bytes: u64,
-    /// Bytes that differed.
-    pub corrupted_bytes: u64,
-    /// Offset of the first difference in the receiver's buffer.
-    pub first_corrupted_offset: Option<u64>,
-}
-
-/// The whole run: printed by both sides, and written with `--json`.
-#[derive(Clone, Debug, Serialize)]
-pub struct RunReport {
-    /// JSON schema version.
-    pub schema_version: u32,
-    /// Always `perf`.
-    pub kind: &'static str,
-    /// `write_bw`, …
-    pub test: &'static str,
-    /// `client` or `server`.
-    pub role: &'static str,
-    /// `rdmabench 0.1.0`.
-    pub tool: String,
-    /// This side's host and device (or interface), and the peer's under `peer`.
-    pub environment: Option<EnvironmentReport>,
-    /// What actually ran on this side (null if the run stopped before set-up).
-    pub params: Option<EffectiveParams>,
-    /// What ran on the peer's side.
-    pub peer_params: Option<EffectiveParams>,
-    /// This side's queue pairs (streams), as the peer was told them.
-    pub local: Vec<Endpoint>,
-    /// The peer's.
-    pub remote: Vec<Endpoint>,
-    /// The peer's control-connection address, `ip:port` (null until connected).
-    pub peer_address: Option<String>,
-    /// One entry per size that completed, in order.
-    pub results: Vec<SizeResult>,
-    /// Thresholds and validation.
-    pub verdict: Verdict,
-    /// Why the run stopped early (or failed its verdict): kind and message.
-    pub error: Option<Error>,
-}
-
-impl RunReport {
-    /// An empty report of `test` on `role`'s side.
-    pub fn new(test: &'static str, role: &'static str, tool: String) -> Self {
-        RunReport {
-            schema_version: crate::report::SCHEMA_VERSION,
-            kind: "perf",
-            test,
-            role,
-            tool,
-            environment: None,
-            params: None,
-            peer_params: None,
-            local: Vec::new(),
-            remote: Vec::new(),
-            peer_address: None,
-            results: Vec::new(),
-            verdict: Verdict { pass: true, failures: Vec::new() },
-            error: None,
-        }
-    }
-}
-
-/// One queue pair's (or TCP stream's) address, as the two sides exchanged it; a field
-/// the transport has no such thing for is null.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Endpoint {
-    /// Queue pair number (verbs).
-    pub qpn: Option<u32>,
-    /// First packet sequence number (verbs).
-    pub psn: Option<u32>,
-    /// Remote key of its buffer (verbs; NetworkDirect: the token), where the peer
-    /// reads or writes it.
-    pub rkey: Option<u32>,
-    /// Address of its buffer, with `rkey`.
-    pub vaddr: Option<u64>,
-    /// GID, IPv6 text form (verbs over RoCE, or IB with a GRH).
-    pub gid: Option<String>,
-    /// LID (verbs over InfiniBand; 0 on RoCE).
-    pub lid: Option<u16>,
-    /// IP address, with the port where there is one (TCP streams, NetworkDirect).
-    pub address: Option<String>,
-}
-
-/// `environment` in a result: this side's, with the peer's under `peer`.
-#[derive(Clone, Debug, Serialize)]
-pub struct EnvironmentReport {
-    /// This side.
-    #[serde(flatten)]
-    pub local: Environment,
-    /// The peer (null until the two sides described themselves).
-    pub peer: Option<Environment>,
-}
-
-/// The parameters in effect after every default and adjustment.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EffectiveParams {
-    /// Device.
-    pub device: String,
-    /// Port.
-    pub ib_port: u8,
-    /// `InfiniBand` or `Ethernet`.
-    pub link_layer: String,
-    /// GID index (null: LID routing).
-    pub gid_index: Option<u8>,
-    /// Path MTU, bytes.
-    pub mtu: u32,
-    /// `RC`, `UC`, `UD`.
-    pub connection: String,
-    /// Queue pairs.
-    pub qps: u32,
-    /// Sizes.
-    pub sizes: Vec<u64>,
-    /// Iterations or duration.
-    pub run: RunLength,
-    /// Send queue depth.
-    pub tx_depth: u32,
-    /// Receive queue depth.
-    pub rx_depth: u32,
-    /// CQ moderation.
-    pub cq_mod: u32,
-    /// Post list.
-    pub post_list: u32,
-    /// Inline size the QP accepted, bytes.
-    pub inline_size: u32,
-    /// Outstanding reads/atomics.
-    pub outs: u32,
-    /// RC ACK timeout exponent and retries (verbs RC; null otherwise).
-    #[serde(default)]
-    pub qp_timeout: Option<u8>,
-    /// See `qp_timeout`.
-    #[serde(default)]
-    pub retry_count: Option<u8>,
-    /// The path's class (verbs; null otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<PathParams>,
-    /// The sender's software pacing (`--rate_limit`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate_limit: Option<crate::spec::RateLimit>,
-    /// Where the measuring thread runs (RDMA tests).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_affinity: Option<CpuAffinity>,
-    /// A full send queue, unmeasured, before each size (`--perform_warm_up`).
-    #[serde(default)]
-    pub warm_up: bool,
-    /// Buffers registered for on-demand paging (`--odp`).
-    #[serde(default)]
-    pub odp: bool,
-    /// Buffers in huge pages (`--use_hugepages`).
-    #[serde(default)]
-    pub hugepages: bool,
-    /// One shared receive queue per side (`--use-srq`).
-    #[serde(default)]
-    pub shared_receives: bool,
-    /// Writes or sends with immediate data (`--write_with_imm`, `--send_with_imm`).
-    #[serde(default)]
-    pub immediate: bool,
-    /// The server sends and measures (`--reversed`).
-    #[serde(default)]
-    pub reversed: bool,
-    /// Event mode.
-    pub events: bool,
-    /// Both directions.
-    pub bidirectional: bool,
-    /// rdma_cm.
-    pub rdma_cm: bool,
-    /// Atomic operation (atomic tests).
-    pub atomic_type: Option<String>,
-    /// `MiB/s` or `Gb/s`.
-    pub bw_unit: String,
-    /// `one-way (half round trip)` or `round trip`.
-    pub latency_is: String,
-    /// Pattern checking.
-    pub validate: bool,
-    /// TCP tests: streams, the socket buffer granted (null: autotuning), TCP_NODELAY.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tcp: Option<TcpEffective>,
-}
-
-/// Where the measuring thread may run (RDMA tests): the CPUs the kernel allows it after
-/// pinning, and why those.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CpuAffinity {
-    /// The CPUs, as `sched_getaffinity` reads them (empty: not pinned).
-    pub cpus: Vec<usize>,
-    /// `--numa_node 0`, `mlx4_0's NUMA node 1`, `not pinned: rxe0 reports no NUMA node`.
-    pub source: String,
-}
-
-/// The class of a verbs path as the queue pair holds it after connecting (read back
-/// with `ibv_query_qp`; set, for UD, whose QPs have no path).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PathParams {
-    /// Service level (`-S`).
-    pub sl: u8,
-    /// GRH traffic class (`--tclass`).
-    pub traffic_class: u8,
-    /// GRH flow label (`--flow_label`).
-    pub flow_label: u32,
-}
-
-/// A TCP test's socket set-up as it ran.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TcpEffective {
-    /// Parallel streams.
-    pub streams: u32,
-    /// SO_RCVBUF the kernel granted for -w, bytes (null: autotuning).
-    pub socket_buffer: Option<u32>,
-    /// TCP_NODELAY.
-    pub nodelay: bool,
-    /// CPUs the stream threads were pinned to (empty: not pinned).
-    pub pinned_cpus: Option<Vec<usize>>,
-}
-
-/// Pass/fail against the thresholds and the pattern check.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Verdict {
-    /// Whether everything held.
-    pub pass: bool,
-    /// Why not, one line each.
-    pub failures: Vec<String>,
-}
-
-/// Bandwidth in the report's unit.
-pub fn bw_in_unit(bytes_per_sec: f64, gbits: bool) -> f64 {
-    if gbits {
-        bytes_per_sec * 8.0 / 1e9
-    } else {
-        bytes_per_sec / MIB
-    }
-}
 
 /// Checks `results` against the thresholds of `output`.
 pub fn verdict(output: &Output, results: &[SizeResult]) -> Verdict {
@@ -424,7 +147,7 @@ fn rdma_header(spec: &TestSpec, p: &EffectiveParams, role: &str) -> String {
             cpus => writeln!(
                 o,
                 " CPU affinity    : CPUs {} ({})",
-                crate::engine::affinity::ranges(cpus),
+                crate::results::cpu_ranges(cpus),
                 a.source
             ),
         };
@@ -487,6 +210,8 @@ fn tcp_header(spec: &TestSpec, p: &EffectiveParams, t: &TcpEffective) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::{BwStats, LatStats, MIB};
+    use crate::results::Validation;
 
     const WRITE_BW: TestKind = TestKind { verb: Verb::Write, measure: Measure::Bw };
     const READ_LAT: TestKind = TestKind { verb: Verb::Read, measure: Measure::Lat };

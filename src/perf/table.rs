@@ -7,7 +7,8 @@ use std::fmt::Write;
 use crate::measure::cpu::{CounterSource, CpuCost};
 use crate::spec::{Measure, Output, RunLength, TestKind, TestSpec};
 
-use super::report::{bw_in_unit, SizeResult};
+use crate::measure::bw_in_unit;
+use crate::results::SizeResult;
 
 /// How a results table is laid out: the unit, the columns, what goes under each size.
 #[derive(Clone, Copy, Debug, Default)]

@@ -59,7 +59,7 @@ fn run_session(
     ctx: &crate::backend::SetupContext<'_>,
     wire: wire::Wire,
     version: &str,
-    report: &mut crate::perf::report::RunReport,
+    report: &mut crate::results::RunReport,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     session::run(ctx, wire, version, report, out)
@@ -71,7 +71,7 @@ fn run_session(
     _: &crate::backend::SetupContext<'_>,
     _: wire::Wire,
     _: &str,
-    _: &mut crate::perf::report::RunReport,
+    _: &mut crate::results::RunReport,
     _: &mut dyn Write,
 ) -> Result<(), Error> {
     Err(Error::new(

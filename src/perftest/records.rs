@@ -3,6 +3,9 @@
 //! (five big-endian 8-byte fields). Pure functions: the socket is [`super::wire`]'s.
 
 use crate::error::Error;
+use crate::measure::BwStats;
+use crate::results::SizeResult;
+use crate::spec::TestSpec;
 
 /// What rdmabench announces: perftest 5.70 and later accept it (older ones use other
 /// formats), and 6.28 and later, seeing it, skip their parameter negotiation, whose
@@ -214,6 +217,47 @@ impl BwReport {
             }
         }
         Ok(r)
+    }
+}
+
+/// A perftest report as this side's result: the figures in the units this side reports
+/// in (perftest does not say which it used: both sides should be given the same).
+pub(super) fn result_of(r: &BwReport, spec: &TestSpec, gbits: bool) -> SizeResult {
+    let unit = unit(gbits);
+    let avg = r.avg * unit;
+    let bytes = r.iters.saturating_mul(r.size);
+    let bw = BwStats {
+        messages: r.iters,
+        bytes,
+        window_ns: if avg > 0.0 { (bytes as f64 / avg * 1e9) as u64 } else { 0 },
+        avg_bytes_per_sec: avg,
+        peak_bytes_per_sec: (r.peak > 0.0).then_some(r.peak * unit),
+        min_bytes_per_sec: None,
+        interval_ns: None,
+        msg_rate: r.msg_rate * 1e6,
+    };
+    let qps = u64::from(spec.connections().max(1));
+    SizeResult { size: r.size, iterations: r.iters / qps, bw: Some(bw), ..Default::default() }
+}
+
+/// This side's result as perftest's report: iterations of all queue pairs, rates in
+/// MB/s (2^20) or Gb/s, messages in millions per second.
+pub(super) fn report_of(size: u64, bw: &BwStats, gbits: bool) -> BwReport {
+    let unit = unit(gbits);
+    BwReport {
+        size,
+        iters: bw.messages,
+        peak: bw.peak_bytes_per_sec.unwrap_or(0.0) / unit,
+        avg: bw.avg_bytes_per_sec / unit,
+        msg_rate: bw.msg_rate / 1e6,
+    }
+}
+
+fn unit(gbits: bool) -> f64 {
+    if gbits {
+        1e9 / 8.0
+    } else {
+        1_048_576.0
     }
 }
 

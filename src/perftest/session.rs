@@ -10,19 +10,19 @@ use std::time::Instant;
 use ffi::types::{Gid, QpEndpoint, RemoteBuffer};
 use ffi::verbs::Mtu;
 
-use super::records::{BwReport, Key};
+use super::records::{report_of, result_of, BwReport, Key};
 use super::wire::Wire;
 use crate::backend::{self, SetupContext};
+use crate::counters::{PortCounters, Snapshot};
 use crate::engine::results::cpu_cost;
 use crate::engine::step::{bw_result, Step};
 use crate::error::Error;
 use crate::measure::cpu::CpuSnapshot;
 use crate::measure::BwStats;
-use crate::perf::counters::{PortCounters, Snapshot};
 use crate::perf::loops::{
     self, Clock, CountedSampler, NoPulse, NoRecv, PingPong, RecvPlan, Sampler,
 };
-use crate::perf::report::{RunReport, SizeResult};
+use crate::results::{RunReport, SizeResult};
 use crate::spec::{Measure, TestSpec, Verb};
 use crate::transport::verbs::{VerbsConnection, VerbsEndpoint, VerbsTransport};
 use crate::transport::{Connection, Op, Service, Transport};
@@ -557,47 +557,6 @@ impl<S: Sampler> Sampler for AfterTheFirst<S> {
     }
 }
 
-/// A perftest report as this side's result: the figures in the units this side reports
-/// in (perftest does not say which it used: both sides should be given the same).
-fn result_of(r: &BwReport, spec: &TestSpec, gbits: bool) -> SizeResult {
-    let unit = unit(gbits);
-    let avg = r.avg * unit;
-    let bytes = r.iters.saturating_mul(r.size);
-    let bw = BwStats {
-        messages: r.iters,
-        bytes,
-        window_ns: if avg > 0.0 { (bytes as f64 / avg * 1e9) as u64 } else { 0 },
-        avg_bytes_per_sec: avg,
-        peak_bytes_per_sec: (r.peak > 0.0).then_some(r.peak * unit),
-        min_bytes_per_sec: None,
-        interval_ns: None,
-        msg_rate: r.msg_rate * 1e6,
-    };
-    let qps = u64::from(spec.connections().max(1));
-    SizeResult { size: r.size, iterations: r.iters / qps, bw: Some(bw), ..Default::default() }
-}
-
-/// This side's result as perftest's report: iterations of all queue pairs, rates in
-/// MB/s (2^20) or Gb/s, messages in millions per second.
-fn report_of(size: u64, bw: &BwStats, gbits: bool) -> BwReport {
-    let unit = unit(gbits);
-    BwReport {
-        size,
-        iters: bw.messages,
-        peak: bw.peak_bytes_per_sec.unwrap_or(0.0) / unit,
-        avg: bw.avg_bytes_per_sec / unit,
-        msg_rate: bw.msg_rate / 1e6,
-    }
-}
-
-fn unit(gbits: bool) -> f64 {
-    if gbits {
-        1e9 / 8.0
-    } else {
-        1_048_576.0
-    }
-}
-
 /// What a receiver counted, over its window (from the start barrier to the last
 /// message: perftest's starts at the first message, a barrier's round trip later).
 fn received_stats(size: u64, messages: u64, window: std::time::Duration) -> BwStats {
@@ -615,51 +574,4 @@ fn received_stats(size: u64, messages: u64, window: std::time::Duration) -> BwSt
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_sender_stays_inside_the_region_perftest_exposes() {
-        let l = Layout { cycle: 4096 };
-        for size in [1u64, 2, 64, 1000, 2048, 2049, 4096, 65536, 1 << 23] {
-            let slots = u64::from(l.slots(size));
-            assert!(slots >= 1);
-            assert!(slots * size <= l.region(size), "{size} B x {slots}");
-        }
-        assert_eq!(l.slots(2048), 2);
-        assert_eq!(l.slots(65536), 1);
-        assert_eq!(l.region(2), 4096);
-    }
-
-    #[test]
-    fn reports_carry_perftests_units_both_ways() {
-        let spec = crate::spec::rules::rdma(
-            crate::spec::TestKind { verb: Verb::Write, measure: Measure::Bw },
-            &crate::spec::rules::RdmaRequest::default(),
-        )
-        .unwrap();
-        let r = BwReport { size: 65536, iters: 5000, peak: 0.0, avg: 100.0, msg_rate: 0.0016 };
-        let got = result_of(&r, &spec, false);
-        let bw = got.bw.unwrap();
-        assert_eq!(bw.avg_bytes_per_sec, 100.0 * 1_048_576.0);
-        assert_eq!(bw.peak_bytes_per_sec, None, "0 is perftest's 'not computed'");
-        assert_eq!(got.iterations, 5000);
-        let back = report_of(65536, &bw, false);
-        assert_eq!((back.avg, back.iters), (100.0, 5000));
-        assert!((report_of(65536, &bw, true).avg - 100.0 * 1_048_576.0 * 8.0 / 1e9).abs() < 1e-9);
-    }
-
-    #[test]
-    fn only_gids_of_one_kind_connect() {
-        let mut v4 = [0u8; 16];
-        v4[10..].copy_from_slice(&[0xff, 0xff, 198, 18, 0, 1]);
-        let mut v6 = [0u8; 16];
-        v6[0] = 0xfe;
-        v6[1] = 0x80;
-        let k = |gid| Key { lid: 0, out_reads: 1, qpn: 1, psn: 1, rkey: 1, vaddr: 0, gid, srqn: 0 };
-        assert!(check_gids(&k(Some(v4)), &k(Some(v4))).is_ok());
-        let e = check_gids(&k(Some(v4)), &k(Some(v6))).unwrap_err();
-        assert!(e.message.contains("-x of the same kind"), "{e}");
-        assert!(check_gids(&k(None), &k(None)).is_ok());
-    }
-}
+mod tests;

@@ -89,7 +89,7 @@ fn new_report(
             waive: profile.waive.clone(),
         },
         server: args.server.clone(),
-        started: crate::serve::utc_now(),
+        started: crate::stamp::utc_now(),
         verdict: QualifyVerdict::default(),
         waived: Vec::new(),
         doctor,

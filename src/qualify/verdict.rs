@@ -7,7 +7,7 @@ use super::profile::Limits;
 use super::threshold::Percent;
 use crate::error::Error;
 use crate::measure::MIB;
-use crate::perf::report::SizeResult;
+use crate::results::SizeResult;
 
 /// One run of a point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::svg::{self, escape, size_label, Chart, Line, Scale};
 use crate::error::Error;
 use crate::measure::MIB;
-use crate::perf::report::SizeResult;
+use crate::results::SizeResult;
 use crate::spec::{Measure, TestKind};
 
 /// One series of the comparison: a test over one transport.
@@ -95,7 +95,7 @@ pub struct CompareReport {
     /// When the sweep started, UTC.
     pub started: String,
     /// This host and the server's, from the first point that reached it.
-    pub environment: Option<crate::perf::report::EnvironmentReport>,
+    pub environment: Option<crate::results::EnvironmentReport>,
     /// Sizes swept.
     pub sizes: Vec<u64>,
     /// The series, in table order.
@@ -176,7 +176,7 @@ fn block(
 
 /// The side-by-side table: bandwidth, latency, CPU cost.
 pub fn table(report: &CompareReport) -> String {
-    let line = crate::perf::report::RESULT_LINE;
+    let line = crate::report::RESULT_LINE;
     let mut o = format!(
         "{line}\n RDMA vs TCP, server {} ({} sizes)\n{line}\n",
         report.server,

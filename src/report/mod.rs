@@ -4,8 +4,11 @@ pub mod compare;
 pub mod devices;
 pub mod svg;
 
-/// Version of the JSON documents rdmabench writes; bumped on incompatible changes.
-pub const SCHEMA_VERSION: u32 = 2;
+pub use crate::stamp::SCHEMA_VERSION;
+
+/// perftest's separator line (87 dashes).
+pub const RESULT_LINE: &str =
+    "---------------------------------------------------------------------------------------";
 
 /// Serializes any report model as pretty JSON with a trailing newline.
 pub fn to_json<T: serde::Serialize>(model: &T) -> String {

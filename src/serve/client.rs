@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use super::admission::{Admission, ConnectionTicket, PendingTicket};
 use super::{summary, Config, Event};
-use crate::engine::role::Role;
 use crate::engine::serve_client;
 use crate::error::{Error, ErrorKind};
 use crate::session::connect::handshake;
+use crate::spec::role::Role;
 use crate::spec::{RunLength, TestSpec};
 
 /// How long a client that arrives during another's test waits for it to end (at most

@@ -14,14 +14,14 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cli::args::timeout;
-use crate::cli::ServeArgs;
 use crate::error::{one_line, Error, ErrorKind};
-use crate::perf::report::{bw_in_unit, RunReport};
-use crate::session::auth::AuthKey;
+use crate::measure::bw_in_unit;
+use crate::results::RunReport;
 use crate::session::connect::ControlListener;
-use crate::spec::rules::MAX_BUFFERS;
+use crate::spec::key::AuthKey;
+use crate::spec::rules::{timeout, MAX_BUFFERS};
 use crate::spec::{Local, DEFAULT_PORT};
+use crate::stamp::utc_now;
 
 pub use admission::{MAX_CONNECTIONS, MAX_PENDING, MAX_WAITING};
 
@@ -29,6 +29,32 @@ pub use admission::{MAX_CONNECTIONS, MAX_PENDING, MAX_WAITING};
 pub const DEFAULT_MAX_MEMORY: u64 = 1 << 30;
 /// `--max-time`'s default, seconds.
 pub const DEFAULT_MAX_TIME: u64 = 3600;
+
+/// What `serve` runs with: the command line's flags (`cli::ServeArgs`), or code's own.
+/// None: the default.
+#[derive(Clone, Debug, Default)]
+pub struct ServeOptions {
+    /// Address to listen on (None: every address).
+    pub bind: Option<std::net::IpAddr>,
+    /// Control port.
+    pub port: Option<u16>,
+    /// Device the tests run on (`-d`).
+    pub device: Option<String>,
+    /// Its port (`-i`; 1).
+    pub ib_port: Option<u8>,
+    /// GID index (`-x`).
+    pub gid_index: Option<u8>,
+    /// Per-step timeout, seconds.
+    pub timeout: u64,
+    /// Tests to serve before exiting (None: for ever).
+    pub count: Option<u64>,
+    /// Largest buffer memory one served test may hold, bytes ([`DEFAULT_MAX_MEMORY`]).
+    pub max_memory: Option<u64>,
+    /// Longest a served test may run, seconds ([`DEFAULT_MAX_TIME`]).
+    pub max_time: Option<u64>,
+    /// The shared key's file (`--auth-key`).
+    pub auth_key: Option<std::path::PathBuf>,
+}
 
 /// What every connection's thread needs: this side's settings and limits.
 struct Config {
@@ -55,7 +81,7 @@ enum Event {
 /// # Errors
 /// A listener that cannot be opened, a key file that cannot be read; with `--count`,
 /// a test that failed (the log says why), as the first failure's kind.
-pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<u8, Error> {
+pub fn serve(args: &ServeOptions, out: &mut dyn Write) -> Result<u8, Error> {
     if args.count == Some(0) {
         return Err(Error::usage("--count 0: at least 1 test (or no --count: serve for ever)"));
     }
@@ -126,7 +152,7 @@ fn start_client(
     }
 }
 
-fn config(args: &ServeArgs) -> Result<Config, Error> {
+fn config(args: &ServeOptions) -> Result<Config, Error> {
     let timeout = timeout(args.timeout)?;
     let max_memory = args.max_memory.unwrap_or(DEFAULT_MAX_MEMORY);
     if !(1 << 20..=MAX_BUFFERS).contains(&max_memory) {
@@ -198,27 +224,4 @@ pub fn summary(report: &RunReport) -> String {
 fn log(out: &mut dyn Write, line: &str) {
     let _ = writeln!(out, "{} {}", utc_now(), one_line(line));
     let _ = out.flush();
-}
-
-/// Now in UTC to the second, `2026-11-30T05:12:03Z`: the stamp on serve's log lines and
-/// on compare's and qualify's reports.
-pub fn utc_now() -> String {
-    utc(std::time::SystemTime::now())
-}
-
-fn utc(t: std::time::SystemTime) -> String {
-    humantime::format_rfc3339_seconds(t).to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_are_utc_calendar_dates_to_the_second() {
-        let at = |secs, nanos| utc(std::time::UNIX_EPOCH + Duration::new(secs, nanos));
-        assert_eq!(at(0, 0), "1970-01-01T00:00:00Z");
-        assert_eq!(at(951_782_400, 999_999_999), "2000-02-29T00:00:00Z");
-        assert_eq!(at(1_796_008_323, 0), "2026-11-30T03:12:03Z");
-    }
 }

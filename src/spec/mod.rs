@@ -7,16 +7,19 @@
 //! one [`TestSpec::validate`]. The spec travels whole in the hello, so a served test
 //! runs with exactly the client's parameters on both sides.
 
+pub mod key;
+mod local;
+pub mod role;
 pub mod rules;
 #[cfg(test)]
 mod tests;
+pub mod validate;
 
-use std::net::IpAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use local::{Figure, Local, Output, SampleOrder, TestOptions};
 pub use rules::{parse_cpu_list, parse_size};
 
 use crate::transport::{Backend, Service};
@@ -493,107 +496,4 @@ impl TestSpec {
         }
         m
     }
-}
-
-/// What one side decides for itself: which device, where to listen or connect, how
-/// long to wait. Not exchanged.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Local {
-    /// RDMA device (`-d`; None: the first), or a NetworkDirect adapter's IP.
-    pub device: Option<String>,
-    /// Device port (`-i`).
-    pub ib_port: u8,
-    /// GID index (`-x`; None: the RoCE v2 GID of the control connection's address).
-    pub gid_index: Option<u8>,
-    /// Control-channel TCP port (`-p`).
-    pub port: u16,
-    /// Address a server listens on (None: every address).
-    pub bind: Option<IpAddr>,
-    /// How long to wait for the peer at each step.
-    pub timeout: Duration,
-    /// How long a client retries a refused connection (a server still starting).
-    pub connect_window: Duration,
-    /// CPUs the measuring threads are pinned to, one per connection in turn (`--cpus`).
-    pub pin: Vec<usize>,
-    /// The shared secret both sides must hold (`--auth-key`; None: no authentication).
-    pub auth: Option<crate::session::auth::AuthKey>,
-    /// No progress bar on stderr during a sweep or a timed run (`--quiet`; also where a
-    /// caller draws its own: compare, qualify, serve).
-    pub quiet: bool,
-    /// The port counters read around each size (`-W`; None: none).
-    pub counters: Option<crate::perf::counters::CounterSelection>,
-    /// Keep every latency sample, in order, for `-H`/`-U` to print.
-    pub keep_samples: bool,
-    /// RDMA tests: run the measuring thread on this NUMA node's CPUs (`--numa_node`).
-    pub numa_node: Option<u32>,
-}
-
-impl Default for Local {
-    fn default() -> Self {
-        Local {
-            device: None,
-            ib_port: 1,
-            gid_index: None,
-            port: DEFAULT_PORT,
-            bind: None,
-            timeout: Duration::from_secs(30),
-            connect_window: Duration::from_secs(30),
-            pin: Vec::new(),
-            auth: None,
-            quiet: false,
-            counters: None,
-            keep_samples: false,
-            numa_node: None,
-        }
-    }
-}
-
-/// How results are shown and judged on this side.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Output {
-    /// Gb/s instead of MiB/s.
-    pub report_gbits: bool,
-    /// Write the run as one JSON document here.
-    pub json: Option<PathBuf>,
-    /// Fail below this average bandwidth (report units).
-    pub min_bw: Option<f64>,
-    /// Fail above this typical latency, µs.
-    pub max_lat: Option<f64>,
-    /// Fail below this message rate, millions per second (perftest's `-y`).
-    pub min_msg_rate: Option<f64>,
-    /// Print only this figure, one line per size (perftest's `--output`).
-    pub only: Option<Figure>,
-    /// Print every latency sample before the table (`-H` sorted, `-U` in run order).
-    pub samples: Option<SampleOrder>,
-    /// Print each side's CPU cost under each size (`--cpu_util`).
-    pub cpu: bool,
-    /// Print a row per QP or stream under each size (`--verbose`).
-    pub verbose: bool,
-}
-
-impl Output {
-    /// `--json -`: the document goes to stdout (and the table to stderr).
-    pub fn json_to_stdout(&self) -> bool {
-        self.json.as_deref().is_some_and(|p| p.as_os_str() == "-")
-    }
-}
-
-/// How `-H` and `-U` list a size's latency samples.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SampleOrder {
-    /// `-H`: smallest first.
-    Sorted,
-    /// `-U`: as they came.
-    Unsorted,
-}
-
-/// The one figure `--output` prints per size, as perftest's `%lf`, for scripts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Figure {
-    /// BW average, in the report's unit.
-    Bandwidth,
-    /// Messages per second, millions.
-    MessageRate,
-    /// Average latency, µs (perftest prints its average, not t_typical).
-    Latency,
 }

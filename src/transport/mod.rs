@@ -12,15 +12,21 @@
 //! What a backend cannot do is in its [`Capabilities`]; test loops check them once, up
 //! front ([`Capabilities::check`]), and never test mode flags while running.
 
+mod error;
 pub mod nd;
 pub mod tcp;
 #[cfg(target_os = "linux")]
 pub mod verbs;
 
+pub use error::TransportError;
+
 use std::fmt;
 use std::time::Duration;
 
 use serde::{de::DeserializeOwned, Serialize};
+
+/// Immediate value that tells a receiver the sender is finished (duration runs).
+pub const END_IMM: u32 = 0xFFFF_FFFF;
 
 /// What a backend can do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -542,70 +548,6 @@ pub struct RecvRange {
     pub offset: usize,
     /// Its largest length.
     pub len: u32,
-}
-
-/// Why a transport call failed.
-#[derive(Debug)]
-pub enum TransportError {
-    /// No such device or adapter (or no provider at all).
-    NoDevice(String),
-    /// The backend cannot do this.
-    Unsupported(String),
-    /// The peer closed a data connection.
-    PeerClosed(String),
-    /// Nothing moved on a data connection for the timeout.
-    PeerSilent(String),
-    /// A local or remote range does not fit its buffer.
-    Range(ffi::types::RangeError),
-    /// The verbs layer failed.
-    #[cfg(target_os = "linux")]
-    Verbs(ffi::verbs::Error),
-    /// A NetworkDirect call failed.
-    Nd(ffi::nd::NdError),
-    /// The connection is broken (its state says why).
-    Broken(String),
-}
-
-impl fmt::Display for TransportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TransportError::NoDevice(why)
-            | TransportError::Unsupported(why)
-            | TransportError::PeerClosed(why)
-            | TransportError::PeerSilent(why)
-            | TransportError::Broken(why) => f.write_str(why),
-            TransportError::Range(e) => write!(f, "{e}"),
-            #[cfg(target_os = "linux")]
-            TransportError::Verbs(e) => write!(f, "{e}"),
-            TransportError::Nd(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for TransportError {}
-
-impl From<TransportError> for crate::error::Error {
-    fn from(e: TransportError) -> Self {
-        use crate::error::ErrorKind;
-        let kind = match &e {
-            TransportError::NoDevice(_) => ErrorKind::NoDevice,
-            TransportError::Unsupported(_) => ErrorKind::Refused,
-            TransportError::PeerClosed(_) => ErrorKind::PeerClosed,
-            TransportError::PeerSilent(_) => ErrorKind::PeerSilent,
-            TransportError::Range(_) | TransportError::Nd(_) | TransportError::Broken(_) => {
-                ErrorKind::Device
-            }
-            #[cfg(target_os = "linux")]
-            TransportError::Verbs(_) => ErrorKind::Device,
-        };
-        crate::error::Error::new(kind, e.to_string())
-    }
-}
-
-impl From<ffi::types::RangeError> for TransportError {
-    fn from(e: ffi::types::RangeError) -> Self {
-        TransportError::Range(e)
-    }
 }
 
 #[cfg(test)]

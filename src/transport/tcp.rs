@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::END_IMM;
 use super::{
     Capabilities, Completion, CompletionKind, Connection, Op, RecvRange, Status, TransportError,
     WorkRequest,
 };
-use crate::perf::loops::END_IMM;
 
 /// Socket options of a data stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

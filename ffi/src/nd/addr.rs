@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use super::status::{check, NdError, ND_BUFFER_OVERFLOW};
 use super::sys::{self, SOCKADDR, SOCKADDR_IN, SOCKADDR_IN6};
 
 /// An address ready to pass as `const struct sockaddr*` plus its length.
@@ -167,6 +168,24 @@ pub fn local_for(remote: IpAddr) -> std::io::Result<IpAddr> {
     let s = std::net::UdpSocket::bind((any, 0))?;
     s.connect((remote, 9))?;
     Ok(s.local_addr()?.ip())
+}
+
+/// Runs a `QueryAddressList`-shaped call twice: for the size, then for the list.
+pub(crate) fn query_list(
+    call: &'static str,
+    mut f: impl FnMut(*mut sys::SOCKET_ADDRESS_LIST, *mut u32) -> sys::HRESULT,
+) -> Result<Vec<SocketAddr>, NdError> {
+    let mut len: u32 = 0;
+    let hr = f(std::ptr::null_mut(), &mut len);
+    if hr != ND_BUFFER_OVERFLOW {
+        check(call, hr)?;
+        return Ok(Vec::new());
+    }
+    let mut buf = vec![0u64; (len as usize).div_ceil(8)];
+    let mut len = (buf.len() * 8) as u32;
+    check(call, f(buf.as_mut_ptr().cast(), &mut len))?;
+    // SAFETY: the provider just wrote the list into `buf`.
+    Ok(unsafe { read_list(&buf) })
 }
 
 #[cfg(test)]

@@ -35,12 +35,12 @@ pub mod sys;
 #[cfg(windows)]
 mod win;
 
-pub use adapter::Adapter;
+pub use adapter::{open_adapter, Adapter, OpenError};
 pub use connector::Connector;
 pub use cq::{CompletionQueue, NdCompletion, RequestKind};
 pub use listener::Listener;
 pub use mr::{MemoryRegion, MrFlags, NdSlice};
-pub use provider::{discover, open_adapter, register, Discovery, OpenError, Provider};
+pub use provider::{discover, register, Discovery, Provider};
 pub use qp::{OpFlags, QpCaps, QueuePair};
 pub use status::NdError;
 pub use sys::ND2_ADAPTER_INFO as AdapterInfo;

@@ -1,19 +1,17 @@
 //! Finding NetworkDirect providers and opening the adapter that owns an address.
 
-use std::ffi::c_void;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 
-use super::adapter::Adapter;
-use super::addr::{self, SockAddr};
+use super::addr::{query_list, SockAddr};
 use super::com::ComPtr;
-use super::status::{check, NdError, ND_BUFFER_OVERFLOW};
+use super::status::{check, NdError};
 use super::sys::{self, WSAPROTOCOL_INFOW};
 
 /// A loaded NetworkDirect provider (`IND2Provider`).
 #[derive(Clone, Debug)]
 pub struct Provider {
-    ptr: ComPtr<sys::IND2Provider>,
+    pub(super) ptr: ComPtr<sys::IND2Provider>,
     name: String,
 }
 
@@ -59,41 +57,6 @@ impl Provider {
         check("IND2Provider::ResolveAddress", hr)?;
         Ok(id)
     }
-
-    /// Opens adapter `id`.
-    ///
-    /// # Errors
-    /// `OpenAdapter` or the adapter's first queries failing.
-    pub fn open(&self, id: u64) -> Result<Adapter, NdError> {
-        let mut out: *mut c_void = std::ptr::null_mut();
-        // SAFETY: live provider; IID and out-pointer valid for the call.
-        let hr = unsafe {
-            (self.ptr.vtbl().OpenAdapter)(self.ptr.as_raw(), &sys::IID_IND2Adapter, id, &mut out)
-        };
-        check("IND2Provider::OpenAdapter", hr)?;
-        // SAFETY: on success a counted IND2Adapter reference.
-        let ptr = unsafe { ComPtr::from_raw(out.cast::<sys::IND2Adapter>()) }
-            .ok_or(NdError::new("IND2Provider::OpenAdapter", super::status::ND_INTERNAL_ERROR))?;
-        Adapter::new(ptr, self.clone())
-    }
-}
-
-/// Runs a `QueryAddressList`-shaped call twice: for the size, then for the list.
-pub(crate) fn query_list(
-    call: &'static str,
-    mut f: impl FnMut(*mut sys::SOCKET_ADDRESS_LIST, *mut u32) -> sys::HRESULT,
-) -> Result<Vec<SocketAddr>, NdError> {
-    let mut len: u32 = 0;
-    let hr = f(std::ptr::null_mut(), &mut len);
-    if hr != ND_BUFFER_OVERFLOW {
-        check(call, hr)?;
-        return Ok(Vec::new());
-    }
-    let mut buf = vec![0u64; (len as usize).div_ceil(8)];
-    let mut len = (buf.len() * 8) as u32;
-    check(call, f(buf.as_mut_ptr().cast(), &mut len))?;
-    // SAFETY: the provider just wrote the list into `buf`.
-    Ok(unsafe { addr::read_list(&buf) })
 }
 
 /// Whether a Winsock catalog entry is a NetworkDirect v2 provider, by the fields
@@ -163,78 +126,6 @@ pub fn discover() -> Discovery {
         Err(why) => d.problems.push(why),
     }
     d
-}
-
-/// Why no adapter could be opened.
-#[derive(Debug)]
-pub enum OpenError {
-    /// No provider at all.
-    NoProvider(Vec<String>),
-    /// Providers, but none owns the address.
-    NoAdapter {
-        /// The address asked for.
-        ip: IpAddr,
-        /// Addresses the providers have.
-        available: Vec<IpAddr>,
-    },
-    /// A call failed.
-    Nd(NdError),
-}
-
-impl std::fmt::Display for OpenError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            OpenError::NoProvider(problems) => {
-                if cfg!(windows) {
-                    write!(
-                        f,
-                        "no NetworkDirect provider is installed: install the adapter's driver with \
-                         NetworkDirect (WinOF / WinOF-2 for ConnectX) and enable it \
-                         (Set-NetOffloadGlobalSetting -NetworkDirect Enabled)"
-                    )?;
-                } else {
-                    write!(f, "no NetworkDirect provider: NetworkDirect is Windows' RDMA interface; on Linux use verbs")?;
-                }
-                if !problems.is_empty() {
-                    write!(f, " ({})", problems.join("; "))?;
-                }
-                Ok(())
-            }
-            OpenError::NoAdapter { ip, available } => {
-                let list: Vec<String> = available.iter().map(|a| a.to_string()).collect();
-                write!(
-                    f,
-                    "no NetworkDirect adapter has address {ip} (adapter addresses: {})",
-                    if list.is_empty() { "none".to_string() } else { list.join(", ") }
-                )
-            }
-            OpenError::Nd(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for OpenError {}
-
-/// Opens the adapter that owns local address `ip`, asking each provider in turn
-/// (what `NdOpenAdapter` does).
-///
-/// # Errors
-/// [`OpenError`]: no provider, no adapter with that address, or a failing call.
-pub fn open_adapter(ip: IpAddr) -> Result<Adapter, OpenError> {
-    let d = discover();
-    if d.providers.is_empty() {
-        return Err(OpenError::NoProvider(d.problems));
-    }
-    let mut available = Vec::new();
-    for p in &d.providers {
-        let addrs = p.addresses().map_err(OpenError::Nd)?;
-        if addrs.iter().any(|a| a.ip() == ip) {
-            let id = p.resolve(ip).map_err(OpenError::Nd)?;
-            return p.open(id).map_err(OpenError::Nd);
-        }
-        available.extend(addrs.iter().map(|a| a.ip()));
-    }
-    Err(OpenError::NoAdapter { ip, available })
 }
 
 #[cfg(test)]

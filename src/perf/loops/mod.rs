@@ -22,8 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::transport::{Connection, Op, Polled, Status, TransportError, WorkRequest};
 
-/// Immediate value that tells a receiver the sender is finished (duration runs).
-pub const END_IMM: u32 = 0xFFFF_FFFF;
+pub use crate::transport::END_IMM;
 
 /// Immediate value of every measured message with `--write_with_imm` or
 /// `--send_with_imm` ("RDMB"): never [`END_IMM`].
@@ -195,7 +194,7 @@ impl Stamper {
 }
 
 /// Keeps a peer that only waits on the control channel told that this side is alive
-/// while a loop works alone ([`Role::heartbeat`](crate::engine::role::Role::heartbeat)).
+/// while a loop works alone ([`Role::heartbeat`](crate::spec::role::Role::heartbeat)).
 /// The loop calls it from its stall checks, at its first poll, then every few ms, and
 /// between event waits; it sends at most once a second. No thread does this: a second
 /// thread in the process makes glibc wrap every system call in cancellation

@@ -18,8 +18,10 @@ mod basic;
 mod bound;
 mod builder;
 mod common;
+mod emit;
 mod extended;
 mod generic;
+mod prepared;
 mod receive;
 mod request;
 
@@ -34,8 +36,9 @@ pub use builder::{ExtendedQpError, QueuePairBuilder};
 pub use common::QueuePair;
 pub use extended::ExtendedQueuePair;
 pub use generic::GenericQueuePair;
+pub use prepared::PreparedSend;
 pub use receive::PreparedRecv;
-pub use request::{PreparedSend, SendFlags, SendOp, SendRequest, UdDest};
+pub use request::{SendFlags, SendOp, SendRequest, UdDest};
 
 /// Most scatter/gather entries one work request may carry through this layer.
 pub const MAX_SGE: usize = 32;

@@ -1,7 +1,7 @@
 //! Buffer slots and `--validate`'s per-message pattern: the source fills it before a
 //! size runs, the target checks it after.
 
-use crate::perf::report::Validation;
+use crate::results::Validation;
 
 /// Buffer slots messages rotate through: enough that `--validate` sees many distinct
 /// messages, bounded to 1 MiB of buffer, and at least two (a ping-pong sends from one

@@ -1,0 +1,243 @@
+//! The other commands' flags (`devices`, `doctor`, `qualify`, `serve`, `compare`,
+//! `completions`, `manpages`), each turned into its command's own options.
+
+use clap::Args;
+
+use super::args::BackendArg;
+
+use crate::compare::{ClientOptions, CompareOptions};
+use crate::error::Error;
+use crate::serve::ServeOptions;
+use crate::spec::parse_size;
+
+#[doc = concat!("`rdmabench devices`.")]
+#[derive(Debug, Args)]
+pub struct DevicesArgs {
+    /// Only this device (e.g. mlx4_0, rxe0), as perftest's -d.
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// Everything: limits, GUIDs, PCIe link, NUMA node, LIDs.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// JSON on stdout instead of text (schema: /usr/share/doc/rdmabench/docs/json.md).
+    #[arg(long)]
+    pub json: bool,
+    /// RDMA interface: verbs, or nd (NetworkDirect; -d then takes an adapter's IP).
+    /// Default: nd on Windows, verbs elsewhere.
+    #[arg(long = "backend", value_enum, value_name = "API")]
+    pub backend: Option<BackendArg>,
+}
+
+#[doc = concat!("`rdmabench completions`.")]
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[doc = concat!("`rdmabench manpages`.")]
+#[derive(Debug, Args)]
+pub struct ManpagesArgs {
+    /// Where the pages go (created if missing).
+    #[arg(value_name = "DIR")]
+    pub dir: std::path::PathBuf,
+}
+
+#[doc = concat!("`rdmabench doctor`.")]
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Only this device's checks (host checks always run).
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// Also write the checks as JSON to FILE (/usr/share/doc/rdmabench/docs/json.md).
+    #[arg(long = "json", value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+    /// Judge the /sys and /proc under DIR (a tree `--capture` wrote) instead of this
+    /// host's; no device is opened.
+    #[arg(long = "root", value_name = "DIR")]
+    pub root: Option<std::path::PathBuf>,
+    /// Judge nothing: copy the files doctor reads (under --root, else this host's) into
+    /// DIR, for `doctor --root DIR` to judge later, anywhere.
+    #[arg(long = "capture", value_name = "DIR", conflicts_with_all = ["json", "device"])]
+    pub capture: Option<std::path::PathBuf>,
+    /// RDMA interface: verbs, or nd (NetworkDirect's checks). Default: nd on Windows,
+    /// verbs elsewhere.
+    #[arg(long = "backend", value_enum, value_name = "API")]
+    pub backend: Option<BackendArg>,
+}
+
+#[doc = concat!("`rdmabench qualify`.")]
+#[derive(Debug, Args)]
+pub struct QualifyArgs {
+    /// A built-in profile (quick, sweep) or a profile file (TOML; /usr/share/doc/rdmabench/examples/qualify-profile.toml).
+    #[arg(value_name = "PROFILE")]
+    pub profile: String,
+    /// The host running `rdmabench serve`.
+    #[arg(long = "server", value_name = "HOST")]
+    pub server: String,
+    /// An earlier qualify JSON: flag each result that regressed beyond the profile's tolerance.
+    #[arg(long = "baseline", value_name = "FILE")]
+    pub baseline: Option<std::path::PathBuf>,
+    /// Write every run, the verdicts and the environments as JSON to FILE.
+    #[arg(long = "json", value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+    /// Write JUnit XML (one testcase per check and test point) to FILE.
+    #[arg(long = "junit", value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
+    /// Where qualify.json, junit.xml and report.html go.
+    #[arg(long = "out", value_name = "DIR", default_value = "rdmabench-qualify")]
+    pub out: std::path::PathBuf,
+    /// No progress bar (there is none either when stderr is not a terminal).
+    #[arg(long = "quiet")]
+    pub quiet: bool,
+    /// How this side reaches the server (`-d`: also the device doctor checks).
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[doc = concat!("`rdmabench serve`.")]
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Listen on this address only (default: every address).
+    #[arg(long = "bind", value_name = "ADDR")]
+    pub bind: Option<std::net::IpAddr>,
+    /// Control-channel TCP port.
+    #[arg(short = 'p', long = "port")]
+    pub port: Option<u16>,
+    /// RDMA device for the RDMA tests (default: the first).
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// Device port.
+    #[arg(short = 'i', long = "ib-port")]
+    pub ib_port: Option<u8>,
+    /// GID index (default: the RoCE v2 GID of the address the client reached).
+    #[arg(short = 'x', long = "gid-index")]
+    pub gid_index: Option<u8>,
+    /// Seconds to wait for a client at each step of a test.
+    #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
+    /// Exit after this many tests have run (default: serve for ever); exit status 0
+    /// only if every one passed.
+    #[arg(long = "count", value_name = "N")]
+    pub count: Option<u64>,
+    /// Most buffer memory one test may hold, bytes with K/M/G suffixes (default 1G, at most 4G).
+    #[arg(long = "max-memory", value_name = "BYTES", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
+    /// Longest a test may hold the server, seconds (default 3600, at most 86400).
+    #[arg(long = "max-time", value_name = "SECS")]
+    pub max_time: Option<u64>,
+    /// Serve only clients that prove they hold the shared secret in FILE (/usr/share/doc/rdmabench/docs/security.md).
+    #[arg(long = "auth-key", value_name = "FILE")]
+    pub auth_key: Option<std::path::PathBuf>,
+}
+
+#[doc = concat!("`rdmabench compare`.")]
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The host running `rdmabench serve`.
+    #[arg(value_name = "HOST")]
+    pub host: String,
+    /// Where results.json, results.csv, the charts and report.html go.
+    #[arg(long = "out", value_name = "DIR", default_value = "rdmabench-compare")]
+    pub out: std::path::PathBuf,
+    /// Message sizes (K/M suffixes), comma-separated (default: 2 B … 8 MiB, ×4 steps).
+    #[arg(long = "sizes", value_name = "LIST", value_delimiter = ',', value_parser = parse_size)]
+    pub sizes: Option<Vec<u64>>,
+    /// Every power of two from 2 B to 8 MiB.
+    #[arg(long = "all-sizes", conflicts_with = "sizes")]
+    pub all_sizes: bool,
+    /// Streams of the parallel TCP test.
+    #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 4)]
+    pub streams: u32,
+    /// Bytes each bandwidth point moves (iterations = this / size, 5 … 5000).
+    #[arg(long = "bytes", value_parser = parse_size, default_value = "64M")]
+    pub bytes: u64,
+    /// Bytes each latency point moves (iterations = this / size, 5 … 1000).
+    #[arg(long = "lat-bytes", value_parser = parse_size, default_value = "16M")]
+    pub lat_bytes: u64,
+    /// No progress bar (there is none either when stderr is not a terminal).
+    #[arg(long = "quiet")]
+    pub quiet: bool,
+    /// How this side reaches the server.
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[doc = concat!(
+    "How a client of `rdmabench serve` reaches it: what `compare` and `qualify` share.",
+)]
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// Control-channel TCP port of the server.
+    #[arg(short = 'p', long = "port")]
+    pub port: Option<u16>,
+    /// RDMA device on this side (default: the first).
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// GID index on this side.
+    #[arg(short = 'x', long = "gid-index")]
+    pub gid_index: Option<u8>,
+    /// Seconds to wait for the server at each step.
+    #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
+    /// Prove to the server (and check) the shared secret in FILE (/usr/share/doc/rdmabench/docs/security.md).
+    #[arg(long = "auth-key", value_name = "FILE")]
+    pub auth_key: Option<std::path::PathBuf>,
+}
+
+impl ClientArgs {
+    /// This side's settings for each test it runs against the server.
+    ///
+    /// # Errors
+    /// A `--timeout` out of range, or an `--auth-key` file that cannot be used.
+    pub fn local(&self) -> Result<crate::spec::Local, Error> {
+        self.options().local()
+    }
+
+    /// The flags as the library's options.
+    pub fn options(&self) -> ClientOptions {
+        ClientOptions {
+            port: self.port,
+            device: self.device.clone(),
+            gid_index: self.gid_index,
+            timeout: self.timeout,
+            auth_key: self.auth_key.clone(),
+        }
+    }
+}
+
+impl CompareArgs {
+    /// The flags as `compare`'s options.
+    pub fn options(&self) -> CompareOptions {
+        CompareOptions {
+            host: self.host.clone(),
+            out: self.out.clone(),
+            sizes: self.sizes.clone(),
+            all_sizes: self.all_sizes,
+            streams: self.streams,
+            bytes: self.bytes,
+            lat_bytes: self.lat_bytes,
+            quiet: self.quiet,
+            client: self.client.options(),
+        }
+    }
+}
+
+impl ServeArgs {
+    /// The flags as `serve`'s options.
+    pub fn options(&self) -> ServeOptions {
+        ServeOptions {
+            bind: self.bind,
+            port: self.port,
+            device: self.device.clone(),
+            ib_port: self.ib_port,
+            gid_index: self.gid_index,
+            timeout: self.timeout,
+            count: self.count,
+            max_memory: self.max_memory,
+            max_time: self.max_time,
+            auth_key: self.auth_key.clone(),
+        }
+    }
+}

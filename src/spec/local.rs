@@ -1,0 +1,128 @@
+//! This side's own part of a test, never exchanged: its settings ([`Local`]: device,
+//! addresses, waits, pinning, key), how it shows and judges results ([`Output`]), and
+//! the whole of one test as this side runs it ([`TestOptions`]).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{TestSpec, DEFAULT_PORT};
+
+/// What one side decides for itself: which device, where to listen or connect, how
+/// long to wait. Not exchanged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Local {
+    /// RDMA device (`-d`; None: the first), or a NetworkDirect adapter's IP.
+    pub device: Option<String>,
+    /// Device port (`-i`).
+    pub ib_port: u8,
+    /// GID index (`-x`; None: the RoCE v2 GID of the control connection's address).
+    pub gid_index: Option<u8>,
+    /// Control-channel TCP port (`-p`).
+    pub port: u16,
+    /// Address a server listens on (None: every address).
+    pub bind: Option<IpAddr>,
+    /// How long to wait for the peer at each step.
+    pub timeout: Duration,
+    /// How long a client retries a refused connection (a server still starting).
+    pub connect_window: Duration,
+    /// CPUs the measuring threads are pinned to, one per connection in turn (`--cpus`).
+    pub pin: Vec<usize>,
+    /// The shared secret both sides must hold (`--auth-key`; None: no authentication).
+    pub auth: Option<crate::spec::key::AuthKey>,
+    /// No progress bar on stderr during a sweep or a timed run (`--quiet`; also where a
+    /// caller draws its own: compare, qualify, serve).
+    pub quiet: bool,
+    /// The port counters read around each size (`-W`; None: none).
+    pub counters: Option<crate::counters::CounterSelection>,
+    /// Keep every latency sample, in order, for `-H`/`-U` to print.
+    pub keep_samples: bool,
+    /// RDMA tests: run the measuring thread on this NUMA node's CPUs (`--numa_node`).
+    pub numa_node: Option<u32>,
+}
+
+impl Default for Local {
+    fn default() -> Self {
+        Local {
+            device: None,
+            ib_port: 1,
+            gid_index: None,
+            port: DEFAULT_PORT,
+            bind: None,
+            timeout: Duration::from_secs(30),
+            connect_window: Duration::from_secs(30),
+            pin: Vec::new(),
+            auth: None,
+            quiet: false,
+            counters: None,
+            keep_samples: false,
+            numa_node: None,
+        }
+    }
+}
+
+/// How results are shown and judged on this side.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Output {
+    /// Gb/s instead of MiB/s.
+    pub report_gbits: bool,
+    /// Write the run as one JSON document here.
+    pub json: Option<PathBuf>,
+    /// Fail below this average bandwidth (report units).
+    pub min_bw: Option<f64>,
+    /// Fail above this typical latency, µs.
+    pub max_lat: Option<f64>,
+    /// Fail below this message rate, millions per second (perftest's `-y`).
+    pub min_msg_rate: Option<f64>,
+    /// Print only this figure, one line per size (perftest's `--output`).
+    pub only: Option<Figure>,
+    /// Print every latency sample before the table (`-H` sorted, `-U` in run order).
+    pub samples: Option<SampleOrder>,
+    /// Print each side's CPU cost under each size (`--cpu_util`).
+    pub cpu: bool,
+    /// Print a row per QP or stream under each size (`--verbose`).
+    pub verbose: bool,
+}
+
+impl Output {
+    /// `--json -`: the document goes to stdout (and the table to stderr).
+    pub fn json_to_stdout(&self) -> bool {
+        self.json.as_deref().is_some_and(|p| p.as_os_str() == "-")
+    }
+}
+
+/// How `-H` and `-U` list a size's latency samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SampleOrder {
+    /// `-H`: smallest first.
+    Sorted,
+    /// `-U`: as they came.
+    Unsorted,
+}
+
+/// The one figure `--output` prints per size, as perftest's `%lf`, for scripts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Figure {
+    /// BW average, in the report's unit.
+    Bandwidth,
+    /// Messages per second, millions.
+    MessageRate,
+    /// Average latency, µs (perftest prints its average, not t_typical).
+    Latency,
+}
+
+/// One test on this side, as the command line (or code) gives it: the spec, which side
+/// this is, this side's own settings and its output.
+#[derive(Clone, Debug)]
+pub struct TestOptions {
+    /// What both sides run.
+    pub spec: TestSpec,
+    /// The server to connect to (None: this side is the server).
+    pub host: Option<String>,
+    /// Device, port, timeout.
+    pub local: Local,
+    /// Output and thresholds.
+    pub output: Output,
+    /// The peer is perftest, spoken to in its own exchange (`--perftest`).
+    pub perftest: bool,
+}
