@@ -287,9 +287,13 @@ pub(crate) enum ConnectFailure {
     Io(std::io::Error),
 }
 
+/// How soon a refused connection is tried again: a server started beside its client
+/// listens a moment later (a test pair, a lab), and each retry is one SYN and its RST.
+const REFUSED_RETRY: Duration = Duration::from_millis(25);
+
 /// Connects to `host:port` from `source` (if given), each attempt waiting up to
-/// `per_try`; a refused connection (a server still starting) is retried every 100 ms
-/// for up to `window`.
+/// `per_try`; a refused connection (a server still starting) is retried every
+/// [`REFUSED_RETRY`] for up to `window`.
 pub(crate) fn connect_retrying(
     host: &str,
     port: u16,
@@ -314,7 +318,7 @@ pub(crate) fn connect_retrying(
                     && start.elapsed() < window =>
             {
                 countdown(host, port, start.elapsed(), window, &mut told);
-                std::thread::sleep(Duration::from_millis(100));
+                std::thread::sleep(REFUSED_RETRY);
             }
             Some(e) => return Err(ConnectFailure::Io(e)),
             None => return Err(ConnectFailure::NoAddress),
