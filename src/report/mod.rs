@@ -2,7 +2,11 @@
 
 pub mod compare;
 pub mod devices;
+pub mod environment;
+pub mod junit;
 pub mod svg;
+
+pub use environment::{changes_list, environment_table};
 
 /// Version of the JSON documents rdmabench writes; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 2;
