@@ -667,3 +667,139 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, String> {
     }
     out
 }
+
+/// `rdmabench ARGS`, to its end.
+fn rdmabench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rdmabench")).args(args).output().unwrap()
+}
+
+/// qualify on this host, which has no RDMA: without a server and with a bad profile it
+/// cannot start, and its junit.xml says why; against a `serve` here, a TCP profile (the
+/// missing device waived) runs, and its JUnit, page and table say what was tested.
+#[test]
+fn qualify_without_rdma_writes_its_junit_whatever_stops_it() {
+    assert!(
+        !Path::new("/sys/class/infiniband").read_dir().is_ok_and(|mut d| d.next().is_some()),
+        "this host has RDMA devices: this test needs a host without (--skip qualify_without_rdma)"
+    );
+    let dir = std::env::temp_dir().join(format!("rdmabench-qualify-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).display().to_string();
+    let stderr = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
+
+    // No server: doctor's suite (the device check failing) and the reason.
+    let out = rdmabench(&[
+        "qualify",
+        "quick",
+        "--server",
+        "127.0.0.1",
+        "-p",
+        "19761",
+        "--quiet",
+        "--out",
+        &path("none"),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot reach") && stderr(&out).lines().count() == 1,
+        "{}",
+        stderr(&out)
+    );
+    let suites = junit(&dir.join("none/junit.xml"));
+    assert_eq!(suites[0]["attrs"]["name"], "doctor");
+    assert_eq!(suites[0]["cases"][0]["attrs"]["name"], "rdma.device host");
+    let start = &suites[1]["cases"][0];
+    assert_eq!(
+        (suites[1]["attrs"]["name"].as_str(), start["attrs"]["name"].as_str()),
+        (Some("qualify.quick"), Some("start"))
+    );
+    assert!(start["failure"].as_str().unwrap().contains("cannot reach"), "{start}");
+
+    // A bad profile: the same file in --out and --junit, naming the mistake.
+    fs::write(dir.join("bad.toml"), "[[test]]\ntest = \"write_bww\"\n").unwrap();
+    let out = rdmabench(&[
+        "qualify",
+        &path("bad.toml"),
+        "--server",
+        "127.0.0.1",
+        "--out",
+        &path("bad"),
+        "--junit",
+        &path("bad.xml"),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(
+        fs::read(dir.join("bad.xml")).unwrap(),
+        fs::read(dir.join("bad/junit.xml")).unwrap()
+    );
+    let suites = junit(&dir.join("bad.xml"));
+    assert_eq!(suites.as_array().unwrap().len(), 1, "doctor never ran: {suites}");
+    let why = suites[0]["cases"][0]["failure"].as_str().unwrap();
+    assert!(why.contains("bad.toml line 1") && why.contains("write_bww"), "{why}");
+
+    // --print-profile: the built-in, as it loads.
+    let out = rdmabench(&["qualify", "--print-profile", "quick"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), include_str!("../src/qualify/quick.toml"));
+
+    // Against a serve on this host: TCP only, the missing device waived.
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+        .args(["serve", "-p", "19762", "--timeout", "10"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect("127.0.0.1:19762").is_err() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "serve never listened");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    fs::write(
+        dir.join("tcp.toml"),
+        "name = \"tcp\"\nrepeats = 1\nwaive = [\"rdma.device\"]\n\n[[test]]\ntest = \"tcp_bw\"\nsizes = [\"64K\"]\niters = 200\nmin_bw = \"1 MiB/s\"\n\n[[test]]\ntest = \"tcp_lat\"\nsizes = [2]\niters = 200\nmax_lat_typical = \"1 s\"\n",
+    )
+    .unwrap();
+    let out = rdmabench(&[
+        "qualify",
+        &path("tcp.toml"),
+        "--server",
+        "127.0.0.1",
+        "-p",
+        "19762",
+        "--quiet",
+        "--out",
+        &path("tcp"),
+    ]);
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", stderr(&out));
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap().trim().to_string();
+    assert!(stdout.lines().nth(1).unwrap().starts_with(" this host: "), "{stdout}");
+    assert!(stdout.contains(&format!("Linux {kernel}")), "{stdout}");
+    let suites = junit(&dir.join("tcp/junit.xml"));
+    let points = &suites[1];
+    assert_eq!(points["attrs"]["name"], "qualify.tcp");
+    assert_eq!(points["attrs"]["failures"], "0");
+    assert!(points["attrs"]["hostname"].as_str().is_some_and(|h| !h.is_empty()), "{points}");
+    for suite in suites.as_array().unwrap() {
+        for case in suite["cases"].as_array().unwrap() {
+            assert!(case["attrs"]["time"].as_str().unwrap().parse::<f64>().is_ok(), "{case}");
+        }
+    }
+    let time =
+        |i: usize| points["cases"][i]["attrs"]["time"].as_str().unwrap().parse::<f64>().unwrap();
+    assert!(time(0) > 0.0 && time(1) > 0.0, "{points}");
+    assert_eq!(points["properties"]["local.kernel"], kernel.as_str());
+    assert_eq!(points["properties"]["server.kernel"], kernel.as_str());
+    assert_eq!(points["properties"]["local.interface"], "lo");
+    let page = fs::read_to_string(dir.join("tcp/report.html")).unwrap();
+    assert!(page.contains("<table id=\"environment\">"), "{page}");
+    assert!(
+        page.contains(&format!(
+            "<tr data-field=\"kernel\"><th>kernel</th><td>{kernel}</td><td>{kernel}</td></tr>"
+        )),
+        "{page}"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
