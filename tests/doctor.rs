@@ -735,6 +735,7 @@ fn qualify_without_rdma_writes_its_junit_whatever_stops_it() {
     );
     let suites = junit(&dir.join("bad.xml"));
     assert_eq!(suites.as_array().unwrap().len(), 1, "doctor never ran: {suites}");
+    assert_eq!(suites[0]["attrs"]["name"], "qualify.bad", "named as the profile would be");
     let why = suites[0]["cases"][0]["failure"].as_str().unwrap();
     assert!(why.contains("bad.toml line 1") && why.contains("write_bww"), "{why}");
 

@@ -289,7 +289,9 @@ fn lab_qualify_passes_fails_a_threshold_and_names_regressions() {
     // Not a qualify JSON: refused with one line, exit 2.
     let bad = dir.join("not-qualify.json");
     std::fs::write(&bad, "{\"kind\": \"compare\"}").unwrap();
-    let out = qualify(&lab, &["--baseline", bad.to_str().unwrap()]);
+    let out_bad = dir.join("bad-baseline");
+    let out =
+        qualify(&lab, &["--baseline", bad.to_str().unwrap(), "--out", out_bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(err(&out).contains("not a qualify JSON"), "{}", err(&out));
     serve.kill().unwrap();

@@ -49,13 +49,15 @@ pub fn document(r: &QualifyReport) -> String {
 
 /// The JUnit document of a qualification that could not start (a bad profile or
 /// baseline, no server, no device): doctor's suite when doctor ran, and one failed
-/// `qualify.PROFILE` testcase whose message is `reason`, so CI shows why.
+/// `qualify.NAME` testcase whose message is `reason`, so CI shows why. `profile` is as
+/// given (a built-in's name or a path).
 pub fn not_started(
     profile: &str,
     reason: &str,
     doctor: Option<&DoctorReport>,
     started: &str,
 ) -> String {
+    let profile = &super::profile::default_name(profile);
     let env = doctor.map_or_else(crate::environment::Environment::host, |d| d.environment.clone());
     let mut suites: Vec<Suite> =
         doctor.map(|d| crate::doctor::junit::suite(d, &[], started, 0.0)).into_iter().collect();

@@ -146,9 +146,14 @@ pub fn load(name_or_path: &str) -> Result<Profile, Error> {
             names.join(", ")
         ))
     })?;
-    let stem =
-        path.file_stem().map_or(name_or_path.to_string(), |s| s.to_string_lossy().into_owned());
-    parse(&text, name_or_path, &stem)
+    parse(&text, name_or_path, &default_name(name_or_path))
+}
+
+/// The name a profile goes by unless it sets `name`: a built-in's, else its file's stem
+/// (`lab` for `/tmp/lab.toml`).
+pub fn default_name(name_or_path: &str) -> String {
+    let path = std::path::Path::new(name_or_path);
+    path.file_stem().map_or(name_or_path.to_string(), |s| s.to_string_lossy().into_owned())
 }
 
 /// Parses and checks profile `text` from `source`.
