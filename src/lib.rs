@@ -133,11 +133,18 @@ fn doctor(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8, Error> {
         return Ok(0);
     }
     let target = doctor::Target { device: args.device.as_deref(), root: &root, backend };
+    let (started, clock) = (stamp::utc_now(), std::time::Instant::now());
     let report = doctor::diagnose(&target)?;
     write_out(out, &doctor::render(&report))?;
+    let write = |flag: &str, path: &std::path::Path, text: String| {
+        std::fs::write(path, text).map_err(|e| Error::io(format!("{flag} {}: {e}", path.display())))
+    };
     if let Some(path) = &args.json {
-        std::fs::write(path, report::to_json(&report))
-            .map_err(|e| Error::io(format!("--json {}: {e}", path.display())))?;
+        write("--json", path, report::to_json(&report))?;
+    }
+    if let Some(path) = &args.junit {
+        let seconds = clock.elapsed().as_secs_f64();
+        write("--junit", path, doctor::junit::document(&report, &started, seconds))?;
     }
     Ok(if report.worst() == doctor::Status::Fail { EXIT_VERDICT } else { 0 })
 }

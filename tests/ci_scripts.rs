@@ -308,3 +308,40 @@ fn floors_pass_this_repository() {
     let out = floors(Path::new(env!("CARGO_MANIFEST_DIR")));
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+/// `ci/check-report --junit`: doctor's JUnit (of the lab's captured tree) passes the
+/// common schema; a file that breaks it fails, naming what.
+#[test]
+fn check_report_holds_junit_to_the_common_schema() {
+    let dir = scratch("junit");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let xml = dir.join("doctor.xml");
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+        .args(["doctor", "--root"])
+        .arg(root.join("tests/fixtures/doctor/lab-rxe"))
+        .arg("--junit")
+        .arg(&xml)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let check = |p: &Path| {
+        Command::new(root.join("ci/check-report")).arg("--junit").arg(p).output().unwrap()
+    };
+    let out = check(&xml);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stdout).contains("is valid JUnit ... ok"), "{}", text(&out.stdout));
+    let good = fs::read_to_string(&xml).unwrap();
+    let bad = dir.join("bad.xml");
+    let broken = good.replacen(" time=\"0.000\">", " time=\"fast\">", 1).replacen(
+        "<testcase ",
+        "<testcase flaky=\"yes\" ",
+        1,
+    );
+    assert_ne!(broken, good);
+    fs::write(&bad, broken).unwrap();
+    let out = check(&bad);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let said = text(&out.stdout);
+    assert!(said.contains("is not a decimal") && said.contains("<testcase flaky=...>"), "{said}");
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -242,7 +242,8 @@ fn a_healthy_connectx3_fdr_host_passes() {
     assert!(text(&c, "firmware mlx4_0", "observed").contains("ConnectX-3 2.42.5000"));
     // The terminal table: one line per check, a count at the end.
     assert!(stdout.lines().any(|l| l.starts_with("PASS") && l.contains("pcie.link")), "{stdout}");
-    assert!(stdout.contains("doctor: 9 pass, 0 warn, 0 fail, 3 n/a"), "{stdout}");
+    assert!(stdout.contains("doctor: 9 pass, 0 warn, 0 fail, 4 n/a"), "{stdout}");
+    assert_eq!(status(&c, "hugepages host"), "na", "no /proc/meminfo in the tree");
 }
 
 #[test]
@@ -410,6 +411,122 @@ fn the_lab_rxe_tree_judges_like_the_lab() {
     assert_eq!(s("cpu.governor host"), "na", "a TCG guest has no cpufreq");
 }
 
+/// The testsuites of a JUnit file as Python's XML parser reads them: for each, its
+/// attributes, properties and testcases (attributes, and the tag of each child).
+fn junit(path: &Path) -> Value {
+    let script = r#"
+import json, sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+assert root.tag == "testsuites", root.tag
+print(json.dumps([{"attrs": s.attrib,
+    "properties": {p.get("name"): p.get("value") for p in s.iter("property")},
+    "cases": [{"attrs": c.attrib, "children": [x.tag for x in c],
+               "failure": (c.find("failure").get("message") if c.find("failure") is not None else None),
+               "out": c.findtext("system-out")} for c in s.iter("testcase")]}
+    for s in root.iter("testsuite")]))
+"#;
+    let out = Command::new("python3").args(["-c", script]).arg(path).output().unwrap();
+    assert!(out.status.success(), "not JUnit XML: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_host_without_rdma_runs_its_host_checks_and_fails_the_device_checks_by_name() {
+    let h = Host::new("no-rdma");
+    h.cpus(16, "powersave", &[("POLL", 0, false), ("C6", 133, false)]);
+    h.file("proc/meminfo", "MemTotal:       16384000 kB\nHugePages_Total:       0\nHugePages_Free:        0\nHugepagesize:       2048 kB");
+    let xml = h.root.with_extension("xml");
+    let (out, c) = h.doctor(&["--junit", xml.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(status(&c, "rdma.device host"), "fail");
+    let why = text(&c, "rdma.device host", "observed");
+    assert!(why.starts_with("no RDMA stack (no "), "{why}");
+    for check in ["port.state", "port.rate", "pcie.link", "firmware", "roce.mtu", "numa.locality"] {
+        assert!(why.contains(check), "{check} not named: {why}");
+    }
+    assert_eq!(status(&c, "memlock host"), "pass");
+    assert_eq!(status(&c, "cpu.governor host"), "warn");
+    assert_eq!(status(&c, "cpu.cstates host"), "warn");
+    assert_eq!(status(&c, "hugepages host"), "na");
+    assert_eq!(c.len(), 6, "rdma.device and five host checks: {:?}", c.keys());
+    assert!(stdout.starts_with("STATUS") && stdout.contains("FAIL   rdma.device"), "{stdout}");
+    // The same in JUnit: a failure naming the device checks, warnings visible.
+    let suites = junit(&xml);
+    let _ = fs::remove_file(&xml);
+    let doctor = &suites[0];
+    assert_eq!(doctor["attrs"]["name"], "doctor");
+    assert_eq!(doctor["attrs"]["tests"], "6");
+    assert_eq!(doctor["attrs"]["failures"], "1");
+    assert_eq!(doctor["attrs"]["skipped"], "2");
+    assert_eq!(doctor["attrs"]["hostname"], "no-rdma");
+    assert!(doctor["attrs"]["timestamp"].as_str().unwrap().starts_with("20"), "{doctor}");
+    assert_eq!(doctor["properties"]["local.kernel"], "6.1.0-57-amd64");
+    assert_eq!(doctor["properties"]["doctor.warnings"], "cpu.governor host, cpu.cstates host");
+    let cases = doctor["cases"].as_array().unwrap();
+    assert!(cases.iter().all(|c| c["attrs"]["time"].is_string()), "{cases:?}");
+    let device = &cases[0];
+    assert_eq!(device["attrs"]["name"], "rdma.device host");
+    assert!(device["failure"].as_str().unwrap().contains("port.state, port.rate"), "{device}");
+    let governor = cases.iter().find(|c| c["attrs"]["name"] == "cpu.governor host").unwrap();
+    assert_eq!(governor["children"], serde_json::json!(["system-out"]));
+    assert!(governor["out"].as_str().unwrap().starts_with("WARN: "), "{governor}");
+    let hugepages = cases.iter().find(|c| c["attrs"]["name"] == "hugepages host").unwrap();
+    assert_eq!(hugepages["children"], serde_json::json!(["skipped", "system-out"]));
+}
+
+#[test]
+fn huge_pages_are_judged_against_a_default_tests_buffers() {
+    let h = Host::cx3_fdr("cx3-hugepages", GEN3_X8);
+    let meminfo = |total: u32, free: u32| {
+        format!(
+            "HugePages_Total:    {total}\nHugePages_Free:     {free}\nHugepagesize:       2048 kB"
+        )
+    };
+    h.file("proc/meminfo", &meminfo(1024, 1000));
+    let (_, c) = h.doctor(&[]);
+    assert_eq!(status(&c, "hugepages host"), "pass", "{:?}", c["hugepages host"]);
+    assert!(
+        text(&c, "hugepages host", "observed").starts_with("1000 of 1024 pages of 2048 KiB free")
+    );
+    h.file("proc/meminfo", &meminfo(1, 0));
+    let (out, c) = h.doctor(&[]);
+    assert_eq!(out.status.code(), Some(0), "a warning passes");
+    assert_eq!(status(&c, "hugepages host"), "warn");
+    assert!(text(&c, "hugepages host", "fix").starts_with("sysctl vm.nr_hugepages="));
+}
+
+#[test]
+fn this_host_is_judged_with_or_without_rdma() {
+    let dir = std::env::temp_dir().join(format!("rdmabench-doctor-live-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let (json, xml) = (dir.join("doctor.json"), dir.join("doctor.xml"));
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+        .args(["doctor", "--backend", "verbs", "--json"])
+        .arg(&json)
+        .arg("--junit")
+        .arg(&xml)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    let suites = junit(&xml);
+    fs::remove_dir_all(&dir).unwrap();
+    let ids: Vec<&str> =
+        v["checks"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
+    for host_check in ["cpu.governor", "cpu.cstates", "memlock", "hugepages"] {
+        assert!(ids.contains(&host_check), "{host_check}: {ids:?}");
+    }
+    let has_rdma =
+        Path::new("/sys/class/infiniband").read_dir().is_ok_and(|mut d| d.next().is_some());
+    // This host has no RDMA; a lab guest (or a developer's RDMA host) has a device.
+    assert_eq!(ids.contains(&"rdma.device"), !has_rdma, "{ids:?}");
+    assert_eq!(ids.contains(&"port.state"), has_rdma, "{ids:?}");
+    if !has_rdma {
+        assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!(suites[0]["attrs"]["tests"], ids.len().to_string());
+}
+
 #[test]
 fn bad_roots_and_devices_are_one_line_errors() {
     let h = Host::new("empty");
@@ -418,9 +535,9 @@ fn bad_roots_and_devices_are_one_line_errors() {
         .arg(&h.root)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no RDMA stack") && err.lines().count() == 1, "{err}");
+    assert_eq!(out.status.code(), Some(1), "host checks run, the device check fails");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("no RDMA stack"), "{stdout}");
     let h = Host::cx3_fdr("cx3-baddev", GEN3_X8);
     let (out, _) = h.doctor(&["-d", "mlx5_0"]);
     assert_eq!(out.status.code(), Some(2));
@@ -549,4 +666,141 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, String> {
         }
     }
     out
+}
+
+/// `rdmabench ARGS`, to its end.
+fn rdmabench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rdmabench")).args(args).output().unwrap()
+}
+
+/// qualify on this host, which has no RDMA: without a server and with a bad profile it
+/// cannot start, and its junit.xml says why; against a `serve` here, a TCP profile (the
+/// missing device waived) runs, and its JUnit, page and table say what was tested.
+#[test]
+fn qualify_without_rdma_writes_its_junit_whatever_stops_it() {
+    assert!(
+        !Path::new("/sys/class/infiniband").read_dir().is_ok_and(|mut d| d.next().is_some()),
+        "this host has RDMA devices: this test needs a host without (--skip qualify_without_rdma)"
+    );
+    let dir = std::env::temp_dir().join(format!("rdmabench-qualify-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).display().to_string();
+    let stderr = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
+
+    // No server: doctor's suite (the device check failing) and the reason.
+    let out = rdmabench(&[
+        "qualify",
+        "quick",
+        "--server",
+        "127.0.0.1",
+        "-p",
+        "19761",
+        "--quiet",
+        "--out",
+        &path("none"),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot reach") && stderr(&out).lines().count() == 1,
+        "{}",
+        stderr(&out)
+    );
+    let suites = junit(&dir.join("none/junit.xml"));
+    assert_eq!(suites[0]["attrs"]["name"], "doctor");
+    assert_eq!(suites[0]["cases"][0]["attrs"]["name"], "rdma.device host");
+    let start = &suites[1]["cases"][0];
+    assert_eq!(
+        (suites[1]["attrs"]["name"].as_str(), start["attrs"]["name"].as_str()),
+        (Some("qualify.quick"), Some("start"))
+    );
+    assert!(start["failure"].as_str().unwrap().contains("cannot reach"), "{start}");
+
+    // A bad profile: the same file in --out and --junit, naming the mistake.
+    fs::write(dir.join("bad.toml"), "[[test]]\ntest = \"write_bww\"\n").unwrap();
+    let out = rdmabench(&[
+        "qualify",
+        &path("bad.toml"),
+        "--server",
+        "127.0.0.1",
+        "--out",
+        &path("bad"),
+        "--junit",
+        &path("bad.xml"),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(
+        fs::read(dir.join("bad.xml")).unwrap(),
+        fs::read(dir.join("bad/junit.xml")).unwrap()
+    );
+    let suites = junit(&dir.join("bad.xml"));
+    assert_eq!(suites.as_array().unwrap().len(), 1, "doctor never ran: {suites}");
+    assert_eq!(suites[0]["attrs"]["name"], "qualify.bad", "named as the profile would be");
+    let why = suites[0]["cases"][0]["failure"].as_str().unwrap();
+    assert!(why.contains("bad.toml line 1") && why.contains("write_bww"), "{why}");
+
+    // --print-profile: the built-in, as it loads.
+    let out = rdmabench(&["qualify", "--print-profile", "quick"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), include_str!("../src/qualify/quick.toml"));
+
+    // Against a serve on this host: TCP only, the missing device waived.
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+        .args(["serve", "-p", "19762", "--timeout", "10"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect("127.0.0.1:19762").is_err() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "serve never listened");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    fs::write(
+        dir.join("tcp.toml"),
+        "name = \"tcp\"\nrepeats = 1\nwaive = [\"rdma.device\"]\n\n[[test]]\ntest = \"tcp_bw\"\nsizes = [\"64K\"]\niters = 200\nmin_bw = \"1 MiB/s\"\n\n[[test]]\ntest = \"tcp_lat\"\nsizes = [2]\niters = 200\nmax_lat_typical = \"1 s\"\n",
+    )
+    .unwrap();
+    let out = rdmabench(&[
+        "qualify",
+        &path("tcp.toml"),
+        "--server",
+        "127.0.0.1",
+        "-p",
+        "19762",
+        "--quiet",
+        "--out",
+        &path("tcp"),
+    ]);
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", stderr(&out));
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap().trim().to_string();
+    assert!(stdout.lines().nth(1).unwrap().starts_with(" this host: "), "{stdout}");
+    assert!(stdout.contains(&format!("Linux {kernel}")), "{stdout}");
+    let suites = junit(&dir.join("tcp/junit.xml"));
+    let points = &suites[1];
+    assert_eq!(points["attrs"]["name"], "qualify.tcp");
+    assert_eq!(points["attrs"]["failures"], "0");
+    assert!(points["attrs"]["hostname"].as_str().is_some_and(|h| !h.is_empty()), "{points}");
+    for suite in suites.as_array().unwrap() {
+        for case in suite["cases"].as_array().unwrap() {
+            assert!(case["attrs"]["time"].as_str().unwrap().parse::<f64>().is_ok(), "{case}");
+        }
+    }
+    let time =
+        |i: usize| points["cases"][i]["attrs"]["time"].as_str().unwrap().parse::<f64>().unwrap();
+    assert!(time(0) > 0.0 && time(1) > 0.0, "{points}");
+    assert_eq!(points["properties"]["local.kernel"], kernel.as_str());
+    assert_eq!(points["properties"]["server.kernel"], kernel.as_str());
+    assert_eq!(points["properties"]["local.interface"], "lo");
+    let page = fs::read_to_string(dir.join("tcp/report.html")).unwrap();
+    assert!(page.contains("<table id=\"environment\">"), "{page}");
+    assert!(
+        page.contains(&format!(
+            "<tr data-field=\"kernel\"><th>kernel</th><td>{kernel}</td><td>{kernel}</td></tr>"
+        )),
+        "{page}"
+    );
+    fs::remove_dir_all(&dir).unwrap();
 }

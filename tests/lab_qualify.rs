@@ -100,6 +100,61 @@ fn lab_doctor_judges_the_live_rxe0() {
     assert!(text(&out).contains("doctor: "), "{}", text(&out));
 }
 
+/// For each testsuite of a JUnit file: its timestamp and hostname, its properties, and
+/// each testcase's time (None when absent), read by Python's XML parser.
+fn junit_environment(path: &Path) -> Value {
+    let script = r#"
+import json, sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+print(json.dumps([{"timestamp": s.get("timestamp"), "hostname": s.get("hostname"),
+    "properties": {p.get("name"): p.get("value") for p in s.iter("property")},
+    "times": [c.get("time") for c in s.iter("testcase")]} for s in root.iter("testsuite")]))
+"#;
+    let out =
+        Command::new("python3").args(["-c", script]).arg(path).output().expect("python3 runs");
+    assert!(out.status.success(), "{}: not JUnit XML: {}", path.display(), err(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A passing qualification's report.html names rxe0's model, firmware and the kernel,
+/// and its junit.xml has a time on every testcase and the environment as properties.
+fn what_was_tested(out_dir: &Path, report: &Value) {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let kernel = kernel.trim();
+    let device = &report["environment"]["local"]["device"];
+    let firmware = device["firmware"].as_str().unwrap();
+    assert_eq!(device["model"], "Soft-RoCE (rxe)", "{device}");
+    let page = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    for (field, value) in [("model", "Soft-RoCE (rxe)"), ("firmware", firmware), ("kernel", kernel)]
+    {
+        let row = format!("<tr data-field=\"{field}\"><th>{field}</th><td>{value}</td>");
+        assert!(page.contains(&row), "{row} not in the page:\n{page}");
+    }
+    let suites = junit_environment(&out_dir.join("junit.xml"));
+    for s in suites.as_array().unwrap() {
+        assert!(s["timestamp"].as_str().is_some_and(|t| t.len() == 19), "{s}");
+        assert!(s["hostname"].as_str().is_some_and(|h| !h.is_empty()), "{s}");
+        let times = s["times"].as_array().unwrap();
+        assert!(
+            !times.is_empty()
+                && times.iter().all(|t| t.as_str().is_some_and(|t| t.parse::<f64>().is_ok())),
+            "{s}"
+        );
+        assert_eq!(s["properties"]["local.kernel"], kernel, "{s}");
+    }
+    let points = &suites[1];
+    assert_eq!(points["properties"]["local.model"], "Soft-RoCE (rxe)", "{points}");
+    assert_eq!(points["properties"]["local.firmware"], firmware, "{points}");
+    assert_eq!(points["properties"]["server.device"], "rxe0 port 1", "{points}");
+    let busy: Vec<f64> = points["times"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(busy.iter().all(|&t| t > 0.0), "every point took time: {busy:?}");
+}
+
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_qualify_passes_fails_a_threshold_and_names_regressions() {
@@ -153,6 +208,7 @@ fn lab_qualify_passes_fails_a_threshold_and_names_regressions() {
     let bw = points[0]["median"]["bw_bytes_per_sec"].as_f64().unwrap();
     assert!(bw > 1048576.0, "{bw}");
     assert_eq!(report["environment"]["peer"]["device"]["name"], "rxe0");
+    what_was_tested(&out_dir, &report);
 
     // An impossible floor: exit 1, the point named in the JUnit failure.
     let impossible = profile(
@@ -171,6 +227,25 @@ fn lab_qualify_passes_fails_a_threshold_and_names_regressions() {
     assert_eq!(cases[0].0, "write_bw 64K");
     let why = cases[0].1.as_deref().unwrap();
     assert!(why.starts_with("min_bw: ") && why.contains("limit 102400.00 MiB/s"), "{why}");
+
+    // "90% link" on soft-RoCE, whose 2.5 Gb/s is nominal: n/a as doctor says, not a fail.
+    let of_link = profile(
+        &dir,
+        "of-link",
+        "repeats = 1\nwaive = [\"roce.mtu\"]\n[[test]]\ntest = \"write_bw\"\nsizes = [\"64K\"]\niters = 300\nmin_bw = \"90% link\"\n",
+    );
+    let json4 = dir.join("of-link.json");
+    let out = qualify(
+        &of_link,
+        &["--out", dir.join("of-link").to_str().unwrap(), "--json", json4.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out), err(&out));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json4).unwrap()).unwrap();
+    let floor = &v["points"][0]["judgements"][1];
+    assert_eq!((&floor["threshold"], &floor["pass"]), (&"min_bw".into(), &true.into()), "{floor}");
+    let observed = floor["observed"].as_str().unwrap();
+    assert!(observed.starts_with("n/a: rxe0/1: soft device: no physical link"), "{observed}");
+    assert!(text(&out).contains("min_bw n/a: rxe0/1"), "{}", text(&out));
 
     // A baseline with ten times this run's bandwidth: each bandwidth point has
     // regressed. (Not twice: the lab's soft-RoCE and loopback TCP change speed by up to
@@ -214,7 +289,9 @@ fn lab_qualify_passes_fails_a_threshold_and_names_regressions() {
     // Not a qualify JSON: refused with one line, exit 2.
     let bad = dir.join("not-qualify.json");
     std::fs::write(&bad, "{\"kind\": \"compare\"}").unwrap();
-    let out = qualify(&lab, &["--baseline", bad.to_str().unwrap()]);
+    let out_bad = dir.join("bad-baseline");
+    let out =
+        qualify(&lab, &["--baseline", bad.to_str().unwrap(), "--out", out_bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(err(&out).contains("not a qualify JSON"), "{}", err(&out));
     serve.kill().unwrap();

@@ -68,6 +68,9 @@ fn package_holds_the_binary_man_pages_completions_and_docs() {
         "usr/share/doc/rdmabench/copyright".into(),
         "usr/share/doc/rdmabench/docs/lab.md".into(),
         "usr/share/doc/rdmabench/examples/rdmabench-memlock.conf".into(),
+        "usr/share/doc/rdmabench/examples/qualify-profile.toml".into(),
+        "usr/share/doc/rdmabench/examples/qualify-quick.toml".into(),
+        "usr/share/doc/rdmabench/examples/qualify-sweep.toml".into(),
         "lib/systemd/system/rdmabench-serve.service".into(),
         "etc/rdmabench/serve.conf".into(),
     ];
@@ -79,6 +82,16 @@ fn package_holds_the_binary_man_pages_completions_and_docs() {
     for path in &want {
         assert!(entry(path).is_some(), "{path} is not in the package:\n{listing}");
     }
+    // The example profiles are the built-ins, as `qualify --print-profile` prints them.
+    let dir = unpacked("profiles");
+    for (name, built_in) in [
+        ("quick", include_str!("../src/qualify/quick.toml")),
+        ("sweep", include_str!("../src/qualify/sweep.toml")),
+    ] {
+        let example = dir.join(format!("usr/share/doc/rdmabench/examples/qualify-{name}.toml"));
+        assert_eq!(std::fs::read_to_string(&example).unwrap(), built_in, "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
     let fields =
         run(Command::new("dpkg-deb").arg("--field").arg(deb()).arg("Package").arg("Depends"));
     let fields = text(&fields.stdout);

@@ -53,13 +53,16 @@ pub struct DoctorArgs {
     /// Also write the checks as JSON to FILE (/usr/share/doc/rdmabench/docs/json.md).
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
+    /// Also write the checks as JUnit XML to FILE (N/A skipped, warnings in system-out).
+    #[arg(long = "junit", value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
     /// Judge the /sys and /proc under DIR (a tree `--capture` wrote) instead of this
     /// host's; no device is opened.
     #[arg(long = "root", value_name = "DIR")]
     pub root: Option<std::path::PathBuf>,
     /// Judge nothing: copy the files doctor reads (under --root, else this host's) into
     /// DIR, for `doctor --root DIR` to judge later, anywhere.
-    #[arg(long = "capture", value_name = "DIR", conflicts_with_all = ["json", "device"])]
+    #[arg(long = "capture", value_name = "DIR", conflicts_with_all = ["json", "junit", "device"])]
     pub capture: Option<std::path::PathBuf>,
     /// RDMA interface: verbs, or nd (NetworkDirect's checks). Default: nd on Windows,
     /// verbs elsewhere.
@@ -74,8 +77,20 @@ pub struct QualifyArgs {
     #[arg(value_name = "PROFILE")]
     pub profile: String,
     /// The host running `rdmabench serve`.
-    #[arg(long = "server", value_name = "HOST")]
+    #[arg(
+        long = "server",
+        value_name = "HOST",
+        required_unless_present = "print_profile",
+        default_value = ""
+    )]
     pub server: String,
+    /// Print the built-in PROFILE as TOML (to start one's own from) and exit.
+    #[arg(long = "print-profile")]
+    pub print_profile: bool,
+    /// Take a baseline: doctor's firmware check is recorded, not judged (old firmware
+    /// below the minimum does not fail the run), as the profile's firmware = "record".
+    #[arg(long = "baseline-only")]
+    pub baseline_only: bool,
     /// An earlier qualify JSON: flag each result that regressed beyond the profile's tolerance.
     #[arg(long = "baseline", value_name = "FILE")]
     pub baseline: Option<std::path::PathBuf>,

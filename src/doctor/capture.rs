@@ -42,8 +42,9 @@ const PCI_FILES: [&str; 10] = [
 const NET_FILES: [&str; 9] =
     ["mtu", "type", "speed", "operstate", "address", "dev_port", "dev_id", "mode", "ifindex"];
 const IDLE_FILES: [&str; 4] = ["name", "desc", "latency", "disable"];
-const HOST_FILES: [&str; 9] = [
+const HOST_FILES: [&str; 10] = [
     "proc/self/limits",
+    "proc/meminfo",
     "proc/self/status",
     "proc/sys/kernel/hostname",
     "proc/sys/kernel/osrelease",

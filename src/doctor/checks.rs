@@ -20,6 +20,21 @@ pub struct Registration {
     pub sweep: u64,
 }
 
+/// What `port.rate` observes on a soft device (rxe, siw): its rate is nominal.
+pub const NO_PHYSICAL_LINK: &str = "soft device: no physical link";
+
+/// The ids of the checks run per device or port, in their order.
+pub const DEVICE_CHECKS: [&str; 8] = [
+    "port.state",
+    "port.rate",
+    "roce.mtu",
+    "roce.gid",
+    "ipoib",
+    "pcie.link",
+    "numa.locality",
+    "firmware",
+];
+
 /// Every Linux check; device checks only for `only` when given.
 pub fn all(h: &HostFacts, only: Option<&str>, reg: Registration) -> Vec<Check> {
     let mut checks = Vec::new();
@@ -39,6 +54,7 @@ pub fn all(h: &HostFacts, only: Option<&str>, reg: Registration) -> Vec<Check> {
     checks.push(governor(h));
     checks.push(cstates(h));
     checks.push(memlock(h, reg));
+    checks.push(hugepages(h, reg));
     checks.push(homogeneity(h));
     checks
 }
@@ -75,7 +91,7 @@ fn capability(model: &str, link_layer: &str) -> Option<(u32, &'static str, f64)>
 fn port_rate(subject: &str, nic: &NicFacts, p: &PortFacts) -> Check {
     const ID: &str = "port.rate";
     if nic.soft {
-        return Check::na(ID, subject, "soft device: no physical link");
+        return Check::na(ID, subject, NO_PHYSICAL_LINK);
     }
     let rate = p.rate_gbps.map_or("unknown".into(), |r| format!("{r} Gb/s"));
     let observed = match (p.lanes, &p.speed) {
@@ -441,6 +457,29 @@ fn memlock(h: &HostFacts, reg: Registration) -> Check {
         Status::Pass
     };
     Check::new(ID, "host", status, observed, expected, fix)
+}
+
+/// Huge pages matter only to `--use_hugepages`: none reserved is N/A, too few free for
+/// a default test's buffers a warning.
+fn hugepages(h: &HostFacts, reg: Registration) -> Check {
+    const ID: &str = "hugepages";
+    let Some(hp) = h.hugepages else {
+        return Check::na(ID, "host", "no HugePages_Total in /proc/meminfo");
+    };
+    let mib = |b: u64| format!("{} MiB", b.div_ceil(1 << 20));
+    if hp.total == 0 {
+        return Check::na(ID, "host", "none reserved (only --use_hugepages uses them)");
+    }
+    let free = hp.free.saturating_mul(hp.size);
+    let observed =
+        format!("{} of {} pages of {} KiB free ({})", hp.free, hp.total, hp.size / 1024, mib(free));
+    let expected = format!("≥ {} free for --use_hugepages (a default test)", mib(reg.default));
+    if free >= reg.default {
+        return Check::new(ID, "host", Status::Pass, observed, expected, "");
+    }
+    let pages = reg.default.div_ceil(hp.size.max(1)) + hp.total - hp.free;
+    let fix = format!("sysctl vm.nr_hugepages={pages}");
+    Check::new(ID, "host", Status::Warn, observed, expected, fix)
 }
 
 fn homogeneity(h: &HostFacts) -> Check {

@@ -34,6 +34,19 @@ pub struct HostFacts {
     pub memlock_known: bool,
     /// CAP_IPC_LOCK in the effective set: registration ignores the limit.
     pub cap_ipc_lock: bool,
+    /// The default-size huge pages of `proc/meminfo`; `None` without the file.
+    pub hugepages: Option<HugePages>,
+}
+
+/// `HugePages_Total`, `HugePages_Free` and `Hugepagesize` of `proc/meminfo`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HugePages {
+    /// Pages reserved (`vm.nr_hugepages`).
+    pub total: u64,
+    /// Of which free.
+    pub free: u64,
+    /// Bytes per page.
+    pub size: u64,
 }
 
 /// One RDMA device (`sys/class/infiniband/NAME`).
@@ -211,6 +224,7 @@ impl HostFacts {
             cap_ipc_lock: status_field(root, "CapEff")
                 .and_then(|c| u64::from_str_radix(c.trim(), 16).ok())
                 .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0),
+            hugepages: read(root, "proc/meminfo").and_then(|m| hugepages(&m)),
         }
     }
 
@@ -399,6 +413,22 @@ fn status_field(root: &SystemTree, field: &str) -> Option<String> {
     let text = read(root, "proc/self/status")?;
     text.lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':').map(|v| v.trim().to_string()))
+}
+
+/// The huge pages of a `proc/meminfo` text; `None` when it has no `HugePages_Total`
+/// (a kernel without hugetlbfs).
+fn hugepages(meminfo: &str) -> Option<HugePages> {
+    let field = |name: &str| {
+        meminfo.lines().find_map(|l| {
+            let value = l.strip_prefix(name)?.strip_prefix(':')?.split_whitespace().next()?;
+            value.parse::<u64>().ok()
+        })
+    };
+    Some(HugePages {
+        total: field("HugePages_Total")?,
+        free: field("HugePages_Free").unwrap_or(0),
+        size: field("Hugepagesize").unwrap_or(0).saturating_mul(1024),
+    })
 }
 
 /// RLIMIT_MEMLOCK's soft limit from `proc/self/limits`: (bytes, whether the line was

@@ -9,6 +9,7 @@ pub mod check;
 pub mod checks;
 pub mod facts;
 pub mod firmware;
+pub mod junit;
 pub mod windows;
 
 use std::path::Path;
@@ -43,6 +44,16 @@ impl DoctorReport {
         self.checks.iter().map(|c| c.status).max().unwrap_or(Status::Na)
     }
 
+    /// Whether `device`'s port (the first device's when `None`) has no physical link,
+    /// as `port.rate` found (a soft device: its rate is nominal): `rxe0/1: soft device:
+    /// no physical link`, else `None`.
+    pub fn no_physical_link(&self, device: Option<&str>) -> Option<String> {
+        let on = |c: &&Check| device.is_none_or(|d| c.subject.split('/').next() == Some(d));
+        let rate = self.checks.iter().filter(|c| c.id == "port.rate").find(on)?;
+        (rate.status == Status::Na && rate.observed == checks::NO_PHYSICAL_LINK)
+            .then(|| format!("{}: {}", rate.subject, rate.observed))
+    }
+
     /// How many checks have `status`.
     pub fn count(&self, status: Status) -> usize {
         self.checks.iter().filter(|c| c.status == status).count()
@@ -61,10 +72,13 @@ pub struct Target<'a> {
     pub backend: Backend,
 }
 
-/// Runs every check for `target`.
+/// Runs every check for `target`. Without any RDMA device (or stack) the host checks
+/// still run, and one failing `rdma.device` check names the device checks that could
+/// not.
 ///
 /// # Errors
-/// No RDMA stack or device to check, or `-d` naming no device.
+/// `-d` naming no device of several, a tree that cannot be read, or (NetworkDirect)
+/// no provider.
 pub fn diagnose(target: &Target<'_>) -> Result<DoctorReport, Error> {
     let (checks, environment) = match target.backend {
         Backend::Nd => windows::diagnose(target.device)?,
@@ -89,15 +103,11 @@ fn linux(target: &Target<'_>) -> Result<(Vec<Check>, Environment), Error> {
         return Err(Error::io(e.to_string()));
     }
     if host.nics.is_empty() {
-        let e = if root.join("sys/class/infiniband").is_dir() {
-            InventoryError::NoDevice
-        } else {
-            InventoryError::NoRdmaStack(format!(
-                "no {}",
-                root.join("sys/class/infiniband").display()
-            ))
-        };
-        return Err(e.into());
+        // The host checks still help (memlock, governor, C-states, huge pages); the
+        // device checks fail as one, named.
+        let mut checks = checks::all(&host, None, registration());
+        checks.insert(0, no_device(root, target.device));
+        return Ok((checks, environment));
     }
     if let Some(name) = target.device {
         if !host.nics.iter().any(|n| n.name == name) {
@@ -116,6 +126,26 @@ fn linux(target: &Target<'_>) -> Result<(Vec<Check>, Environment), Error> {
         }
     }
     Ok((checks::all(&host, target.device, registration()), environment))
+}
+
+/// The device checks that could not run, as the one failing check `rdma.device`.
+fn no_device(root: &Path, wanted: Option<&str>) -> Check {
+    let class = root.join("sys/class/infiniband");
+    let why = if class.is_dir() {
+        format!("no RDMA device in {}", class.display())
+    } else {
+        format!("no RDMA stack (no {})", class.display())
+    };
+    let wanted = wanted.map(|d| format!(" ({d} asked for)")).unwrap_or_default();
+    let observed = format!("{why}{wanted}: {} not checked", checks::DEVICE_CHECKS.join(", "));
+    Check::new(
+        "rdma.device",
+        "host",
+        Status::Fail,
+        observed,
+        "an RDMA device under sys/class/infiniband",
+        "load the driver (modprobe mlx4_ib), or for soft-RoCE: rdma link add rxe0 type rxe netdev IF",
+    )
 }
 
 /// The verbs inventory's active MTUs into the sysfs facts.

@@ -9,6 +9,7 @@
 //! sanitiser, [`crate::text`]), so a value never breaks the one-line
 //! [`Environment::summary`] nor hides, reorders or repaints what it is shown with.
 
+mod diff;
 mod host;
 mod net;
 mod peer;
@@ -22,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::files::SystemTree;
 
 pub use crate::text::clean;
+pub use diff::{diff, Change, ABSENT};
 pub use rdma::rdma_core_version;
 
 /// The host a side ran on, and its RDMA device or network interface.
@@ -58,6 +60,10 @@ pub struct DeviceEnvironment {
     pub model: Option<String>,
     /// Firmware version (`2.42.5000`; rxe `0.0.0`; empty for NetworkDirect).
     pub firmware: String,
+    /// Board id (`board_id` in sysfs: Mellanox's PSID, `MT_1090120019`); soft devices
+    /// and NetworkDirect have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board_id: Option<String>,
     /// Link layer of the port: `InfiniBand`, `Ethernet`, or `NetworkDirect`.
     pub link_layer: String,
     /// Nominal rate of the port, Gb/s (4X FDR = 56).

@@ -20,6 +20,7 @@ impl Environment {
                 name: clean(&d.name),
                 model: opt(d.model),
                 firmware: clean(&d.firmware),
+                board_id: opt(d.board_id),
                 link_layer: clean(&d.link_layer),
                 pcie: d.pcie.map(|p| PcieEnvironment {
                     current_speed: opt(p.current_speed),

@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::{clean, DeviceEnvironment, PcieEnvironment};
+use super::{clean, read_clean, DeviceEnvironment, PcieEnvironment};
 use crate::files::SystemTree;
 use crate::inventory::decode::{RXE_VENDOR_ID, SIW_VENDOR_ID};
 use crate::inventory::{DeviceInfo, PcieLink};
@@ -15,6 +15,9 @@ impl DeviceEnvironment {
     /// adapter is described as [`DeviceEnvironment::from_nd`] does, on `port`. A port the
     /// device does not have gives link layer `unknown` and no rate or MTU.
     ///
+    /// The board id is `sys/class/infiniband/<dev>/board_id` (the PSID on Mellanox
+    /// cards), where the driver provides one.
+    ///
     /// The driver is the basename of the `sys/class/infiniband/<dev>/device/driver` link
     /// (`mlx4_core`). Soft devices have no such link (rxe0 is a virtual device, whose only
     /// own attribute is `parent`, its netdev), so their vendor id names their module:
@@ -24,7 +27,12 @@ impl DeviceEnvironment {
         if info.nd.is_some() {
             return DeviceEnvironment { port, ..DeviceEnvironment::from_nd(info) };
         }
+        let tree = SystemTree::new(root);
+        let board_id = (!info.name.contains('/'))
+            .then(|| read_clean(&tree, &format!("sys/class/infiniband/{}/board_id", info.name)))
+            .flatten();
         DeviceEnvironment {
+            board_id,
             driver: kernel_driver(info, root),
             rdma_core: rdma_core_version(root),
             ..DeviceEnvironment::common(info, port)
@@ -49,6 +57,7 @@ impl DeviceEnvironment {
             name: clean(&info.name),
             model: info.model.as_deref().map(clean),
             firmware: clean(&info.fw_ver),
+            board_id: None,
             link_layer: p.map_or_else(|| "unknown".to_string(), |p| clean(&p.link_layer)),
             rate_gbps: p.and_then(|p| p.rate_gbps),
             active_mtu: p.and_then(|p| p.active_mtu),

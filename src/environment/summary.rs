@@ -34,11 +34,12 @@ impl Environment {
 }
 
 impl DeviceEnvironment {
-    /// One line: `mlx4_0 port 1, ConnectX-3, fw 2.42.5000, InfiniBand 56 Gb/s, MTU 4096,
+    /// One line: `mlx4_0 port 1, ConnectX-3, board MT_1090120019, fw 2.42.5000, InfiniBand 56 Gb/s, MTU 4096,
     /// PCIe 8.0 GT/s x8, NUMA node 0, driver mlx4_core, rdma-core 44.0`.
     pub fn summary(&self) -> String {
         let mut parts = vec![format!("{} port {}", clean(&self.name), self.port)];
         parts.extend(self.model.as_deref().map(clean));
+        parts.extend(self.board_id.as_deref().map(|b| format!("board {}", clean(b))));
         let firmware = clean(&self.firmware);
         if !firmware.is_empty() {
             parts.push(format!("fw {firmware}"));
@@ -68,13 +69,13 @@ impl InterfaceEnvironment {
 }
 
 /// `x` to at most three decimals, without trailing zeros (`56`, `2.5`, `54.545`).
-fn rounded(x: f64) -> f64 {
+pub(super) fn rounded(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
 /// `PCIe 8.0 GT/s x8`, and the maximum when the link runs below it:
 /// `PCIe 5.0 GT/s x4 (max 8.0 GT/s x8)`.
-fn pcie_text(p: &PcieEnvironment) -> Option<String> {
+pub(super) fn pcie_text(p: &PcieEnvironment) -> Option<String> {
     let link = |speed: &Option<String>, width: Option<u32>| {
         let speed = speed.as_deref().map(|s| clean(s.trim_end_matches("PCIe")));
         let width = width.map(|w| format!("x{w}"));

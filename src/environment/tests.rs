@@ -82,6 +82,7 @@ fn cx3_tree() -> Tree {
         .file("proc/cpuinfo", CPUINFO_XEON)
         .file("sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", "powersave\n")
         .file(&format!("{pci}/numa_node"), "0\n")
+        .file("sys/class/infiniband/mlx4_0/board_id", "MT_1090120019\n")
         .file(&format!("{pci}/current_link_speed"), "8.0 GT/s PCIe\n")
         .link(&format!("{pci}/driver"), "../../../../bus/pci/drivers/mlx4_core")
         .link(
@@ -189,6 +190,7 @@ fn lab_host_with_rxe0() {
             name: "rxe0".into(),
             model: Some("Soft-RoCE (rxe)".into()),
             firmware: "0.0.0".into(),
+            board_id: None,
             link_layer: "Ethernet".into(),
             rate_gbps: Some(2.5),
             active_mtu: Some(4096),
@@ -234,6 +236,7 @@ fn connectx3_host_with_mlx4_0() {
             name: "mlx4_0".into(),
             model: Some("ConnectX-3".into()),
             firmware: "2.42.5000".into(),
+            board_id: Some("MT_1090120019".into()),
             link_layer: "InfiniBand".into(),
             rate_gbps: Some(56.0),
             active_mtu: Some(4096),
@@ -249,7 +252,7 @@ fn connectx3_host_with_mlx4_0() {
     assert_eq!(
         env.summary(),
         "node1: Linux 5.10.0-30-amd64, Debian GNU/Linux, 2 x Intel(R) Xeon(R) CPU E5-2680 v2 @ \
-         2.80GHz, governor powersave; mlx4_0 port 1, ConnectX-3, fw 2.42.5000, InfiniBand 56 Gb/s, \
+         2.80GHz, governor powersave; mlx4_0 port 1, ConnectX-3, board MT_1090120019, fw 2.42.5000, InfiniBand 56 Gb/s, \
          MTU 4096, PCIe 8.0 GT/s x8, NUMA node 0, driver mlx4_core, rdma-core 33.2"
     );
     let port2 = DeviceEnvironment::from_inventory(&mlx4_0(), 2, &t.0);

@@ -4,6 +4,7 @@
 //! qualify.json, junit.xml and report.html; exit 0 pass, 1 fail or regression, 2 error.
 //! docs/qualify.md walks a firmware upgrade with it.
 
+pub mod junit;
 pub mod profile;
 pub mod report;
 pub mod threshold;
@@ -22,6 +23,7 @@ use crate::spec::{Link, Local};
 use crate::transport::Backend;
 
 use report::{BaselineSummary, Point, ProfileSummary, QualifyReport, QualifyVerdict, Sides};
+use threshold::LinkRate;
 use verdict::{Median, Run};
 
 /// Runs the qualification and writes its files. Returns the exit status: 0 when
@@ -31,21 +33,19 @@ use verdict::{Median, Run};
 /// A bad profile or baseline, doctor finding no device, files that cannot be written, or
 /// a server that is gone (the partial report is written first).
 pub fn qualify(args: &QualifyArgs, out: &mut dyn Write) -> Result<u8, Error> {
-    let profile = profile::load(&args.profile)?;
-    let baseline = args.baseline.as_deref().map(Baseline::load).transpose()?;
-    let local = args.client.local()?;
-    prepare_outputs(args)?;
-    let root = PathBuf::from("/");
-    let target = doctor::Target {
-        device: args.client.device.as_deref(),
-        root: &root,
-        backend: Backend::native(),
-    };
-    let doctor = doctor::diagnose(&target)?;
-    reach_server(&args.server, &local)?;
+    if args.print_profile {
+        return profile::print_built_in(&args.profile, out);
+    }
+    let started = crate::stamp::utc_now();
+    let mut doctor_ran = None;
+    let (profile, baseline, local, doctor) = start(args, &mut doctor_ran)
+        .inspect_err(|e| write_not_started(args, e, doctor_ran.as_ref(), &started))?;
     let mut report = new_report(args, &profile, doctor);
-    let link_gbps = rdma_link_gbps(args.client.device.as_deref());
-    let stopped = run_points(&mut report, &profile, &local, link_gbps, args.quiet);
+    let link = match report.doctor.no_physical_link(args.client.device.as_deref()) {
+        Some(why) => LinkRate::NoPhysicalLink(why),
+        None => rdma_link_gbps(args.client.device.as_deref()).into(),
+    };
+    let stopped = run_points(&mut report, &profile, &local, &link, args.quiet);
     finish(&mut report, &profile, baseline.as_ref());
     write_files(args, &report)?;
     if let Err(e) = stopped {
@@ -58,6 +58,32 @@ pub fn qualify(args: &QualifyArgs, out: &mut dyn Write) -> Result<u8, Error> {
     out.write_all(text.as_bytes()).map_err(|e| Error::io(format!("writing output: {e}")))?;
     let _ = out.flush();
     Ok(if report.verdict.pass { 0 } else { crate::EXIT_VERDICT })
+}
+
+/// Everything before the first point: the profile (`--baseline-only` recording the
+/// firmware check), the baseline, the outputs, doctor (into `doctor_ran` for the JUnit
+/// of a start that fails later) and the server reached.
+fn start(
+    args: &QualifyArgs,
+    doctor_ran: &mut Option<doctor::DoctorReport>,
+) -> Result<(profile::Profile, Option<Baseline>, Local, doctor::DoctorReport), Error> {
+    let mut profile = profile::load(&args.profile)?;
+    if args.baseline_only {
+        profile.record_firmware();
+    }
+    let baseline = args.baseline.as_deref().map(Baseline::load).transpose()?;
+    let local = args.client.local()?;
+    prepare_outputs(args)?;
+    let root = PathBuf::from("/");
+    let target = doctor::Target {
+        device: args.client.device.as_deref(),
+        root: &root,
+        backend: Backend::native(),
+    };
+    let doctor = doctor::diagnose(&target)?;
+    *doctor_ran = Some(doctor.clone());
+    reach_server(&args.server, &local)?;
+    Ok((profile, baseline, local, doctor))
 }
 
 /// `--out` created, `--json` and `--junit` checked (and emptied) before anything runs:
@@ -106,7 +132,7 @@ fn run_points(
     report: &mut QualifyReport,
     profile: &profile::Profile,
     local: &Local,
-    link_gbps: Option<f64>,
+    link_rate: &LinkRate,
     quiet: bool,
 ) -> Result<(), Error> {
     let side = Side::Client { host: report.server.clone() };
@@ -117,8 +143,9 @@ fn run_points(
         for spec in &test.specs {
             let id = Point::id_for(&test.name, spec.sizes[0]);
             let mut runs = Vec::with_capacity(profile.repeats as usize);
-            let mut link = link_gbps;
+            let mut link = link_rate.clone();
             let mut gone = None;
+            let clock = std::time::Instant::now();
             for _ in 0..profile.repeats {
                 progress.running(&id);
                 let outcome = run_point(spec, &side, local);
@@ -126,12 +153,8 @@ fn run_points(
                 if let Some(env) = &outcome.report.environment {
                     if matches!(spec.link, Link::Tcp(_)) {
                         // A TCP point's "link" is the interface's speed.
-                        link = env
-                            .local
-                            .interface
-                            .as_ref()
-                            .and_then(|i| i.speed_mbps)
-                            .map(|m| m as f64 / 1000.0);
+                        let speed = env.local.interface.as_ref().and_then(|i| i.speed_mbps);
+                        link = speed.map(|m| m as f64 / 1000.0).into();
                     }
                     if report.environment.is_none() && env.peer.is_some() {
                         report.environment =
@@ -147,7 +170,9 @@ fn run_points(
                     break;
                 }
             }
-            report.points.push(point(test, &id, spec.id(), spec.sizes[0], runs, link));
+            let mut point = point(test, &id, spec.id(), spec.sizes[0], runs, &link);
+            point.seconds = clock.elapsed().as_secs_f64();
+            report.points.push(point);
             if let Some(e) = gone {
                 return Err(e);
             }
@@ -163,7 +188,7 @@ fn point(
     kind: &str,
     size: u64,
     runs: Vec<Run>,
-    link: Option<f64>,
+    link: &LinkRate,
 ) -> Point {
     let median = Median::of(&runs);
     let judgements = verdict::judge(&test.limits, &runs, &median, link);
@@ -176,6 +201,7 @@ fn point(
         median,
         judgements,
         regressions: Vec::new(),
+        seconds: 0.0,
     }
 }
 
@@ -254,6 +280,21 @@ impl Baseline {
     }
 }
 
+/// The JUnit of a qualification that could not start, into `--out` and `--junit`, so CI
+/// shows why. Best effort: the error that stopped it is what the command reports.
+fn write_not_started(
+    args: &QualifyArgs,
+    e: &Error,
+    doctor: Option<&doctor::DoctorReport>,
+    started: &str,
+) {
+    let xml = junit::not_started(&args.profile, &e.message, doctor, started);
+    let _ = std::fs::create_dir_all(&args.out);
+    for path in [Some(args.out.join("junit.xml")), args.junit.clone()].into_iter().flatten() {
+        let _ = std::fs::write(path, &xml);
+    }
+}
+
 /// qualify.json, junit.xml and report.html into `--out`, and `--json`/`--junit`.
 fn write_files(args: &QualifyArgs, report: &QualifyReport) -> Result<(), Error> {
     let write = |path: &Path, text: &str| {
@@ -261,7 +302,7 @@ fn write_files(args: &QualifyArgs, report: &QualifyReport) -> Result<(), Error> 
             .map_err(|e| Error::io(format!("cannot write {}: {e}", path.display())))
     };
     let json = crate::report::to_json(report);
-    let junit = report::junit(report);
+    let junit = junit::document(report);
     write(&args.out.join("qualify.json"), &json)?;
     write(&args.out.join("junit.xml"), &junit)?;
     write(&args.out.join("report.html"), &report::html(report))?;

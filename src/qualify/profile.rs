@@ -74,8 +74,20 @@ struct RawProfile {
     tolerance: Option<Percent>,
     #[serde(default)]
     waive: Vec<String>,
+    firmware: Option<FirmwareRule>,
     #[serde(default)]
     test: Vec<Spanned<RawTest>>,
+}
+
+/// `firmware = "judge" | "record"`: whether doctor's firmware check fails the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FirmwareRule {
+    /// Below the minimum fails (the default).
+    #[default]
+    Judge,
+    /// Recorded in the report, never failing: a baseline on the old firmware.
+    Record,
 }
 
 #[derive(Deserialize)]
@@ -134,9 +146,14 @@ pub fn load(name_or_path: &str) -> Result<Profile, Error> {
             names.join(", ")
         ))
     })?;
-    let stem =
-        path.file_stem().map_or(name_or_path.to_string(), |s| s.to_string_lossy().into_owned());
-    parse(&text, name_or_path, &stem)
+    parse(&text, name_or_path, &default_name(name_or_path))
+}
+
+/// The name a profile goes by unless it sets `name`: a built-in's, else its file's stem
+/// (`lab` for `/tmp/lab.toml`).
+pub fn default_name(name_or_path: &str) -> String {
+    let path = std::path::Path::new(name_or_path);
+    path.file_stem().map_or(name_or_path.to_string(), |s| s.to_string_lossy().into_owned())
 }
 
 /// Parses and checks profile `text` from `source`.
@@ -184,7 +201,46 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Profile, Er
         tolerance: raw.tolerance.unwrap_or(Percent(10.0)),
         waive: raw.waive,
         tests,
-    })
+    }
+    .with_firmware(raw.firmware.unwrap_or_default()))
+}
+
+impl Profile {
+    /// `firmware = "record"` (or `--baseline-only`): doctor's firmware check is waived,
+    /// so a baseline can be taken on firmware below the minimum; the report still shows
+    /// its FAIL, marked waived.
+    pub fn record_firmware(&mut self) {
+        if !self.waive.iter().any(|w| w == FIRMWARE_CHECK) {
+            self.waive.push(FIRMWARE_CHECK.to_string());
+        }
+    }
+
+    fn with_firmware(mut self, rule: FirmwareRule) -> Profile {
+        if rule == FirmwareRule::Record {
+            self.record_firmware();
+        }
+        self
+    }
+}
+
+/// doctor's firmware check's id.
+const FIRMWARE_CHECK: &str = "firmware";
+
+/// `qualify --print-profile NAME`: the built-in profile's TOML, exactly what loads as
+/// `NAME`, onto `out`.
+///
+/// # Errors
+/// `name` is not a built-in profile, or `out` cannot be written.
+pub fn print_built_in(name: &str, out: &mut dyn std::io::Write) -> Result<u8, Error> {
+    let Some((_, text)) = BUILT_IN.iter().find(|(n, _)| *n == name) else {
+        let names: Vec<&str> = BUILT_IN.iter().map(|(n, _)| *n).collect();
+        let msg = format!("--print-profile {name}: not a built-in profile ({})", names.join(", "));
+        return Err(Error::usage(msg));
+    };
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::io(format!("writing output: {e}")))?;
+    Ok(0)
 }
 
 /// Where a text's lines start, to name the line of a byte offset without counting
@@ -403,5 +459,55 @@ mod tests {
         assert!(load("quick").is_ok());
         let e = load("/nonexistent/profile.toml").unwrap_err().message;
         assert!(e.contains("quick, sweep"), "{e}");
+    }
+
+    #[test]
+    fn a_printed_built_in_loads_back_as_itself() {
+        for (name, _) in BUILT_IN {
+            let mut out = Vec::new();
+            assert_eq!(print_built_in(name, &mut out).unwrap(), 0);
+            let printed = String::from_utf8(out).unwrap();
+            let dir = std::env::temp_dir().join(format!("rdmabench-print-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let file = dir.join(format!("{name}.toml"));
+            std::fs::write(&file, &printed).unwrap();
+            let again = load(file.to_str().unwrap()).unwrap();
+            let built_in = load(name).unwrap();
+            assert_eq!(again.name, built_in.name);
+            assert_eq!((again.repeats, again.tolerance), (built_in.repeats, built_in.tolerance));
+            assert_eq!(again.waive, built_in.waive);
+            let shape = |p: &Profile| {
+                p.tests
+                    .iter()
+                    .map(|t| (t.name.clone(), t.limits.clone(), t.specs.len()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(shape(&again), shape(&built_in));
+            let specs = |p: &Profile| {
+                p.tests
+                    .iter()
+                    .flat_map(|t| t.specs.iter().map(|s| format!("{s:?}")))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(specs(&again), specs(&built_in));
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        let e = print_built_in("nope", &mut Vec::new()).unwrap_err().message;
+        assert_eq!(e, "--print-profile nope: not a built-in profile (quick, sweep)");
+    }
+
+    #[test]
+    fn firmware_record_waives_the_firmware_check_only() {
+        let base = "[[test]]\ntest = \"write_bw\"\n";
+        let p = parse(&format!("firmware = \"record\"\n{base}"), "p.toml", "p").unwrap();
+        assert_eq!(p.waive, ["firmware"]);
+        let p = parse(&format!("firmware = \"judge\"\n{base}"), "p.toml", "p").unwrap();
+        assert!(p.waive.is_empty());
+        let mut p = parse(base, "p.toml", "p").unwrap();
+        p.record_firmware();
+        p.record_firmware();
+        assert_eq!(p.waive, ["firmware"]);
+        let e = err(&format!("firmware = \"skip\"\n{base}"));
+        assert!(e.starts_with("profile p.toml line 1:") && e.contains("skip"), "{e}");
     }
 }

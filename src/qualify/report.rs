@@ -96,6 +96,9 @@ pub struct Point {
     pub judgements: Vec<Judgement>,
     /// Regressions against the baseline.
     pub regressions: Vec<String>,
+    /// Wall-clock seconds its runs took (JUnit's `time`).
+    #[serde(default)]
+    pub seconds: f64,
 }
 
 impl Point {
@@ -123,47 +126,15 @@ pub struct BaselineSummary {
     pub differences: Vec<String>,
 }
 
-/// What changed between two environments, one line each.
+/// What changed between two runs' environments, one line each, this host's first:
+/// `local firmware 2.40.7000 → 2.42.5000`, `server kernel 6.1.0 → 6.12.0`
+/// ([`crate::environment::diff`] on each side).
 pub fn differences(was: Option<&Sides>, now: Option<&Sides>) -> Vec<String> {
     let (Some(was), Some(now)) = (was, now) else { return Vec::new() };
     let mut out = Vec::new();
     let mut side = |label: &str, a: Option<&Environment>, b: Option<&Environment>| {
-        let (Some(a), Some(b)) = (a, b) else { return };
-        let dev = |e: &Environment,
-                   f: &dyn Fn(&crate::environment::DeviceEnvironment) -> String| {
-            e.device.as_ref().map_or_else(|| "-".to_string(), f)
-        };
-        let fields: [(&str, String, String); 9] = [
-            ("hostname", a.hostname.clone(), b.hostname.clone()),
-            ("kernel", a.kernel.clone(), b.kernel.clone()),
-            ("os", a.os.clone(), b.os.clone()),
-            ("rdmabench", a.rdmabench.clone(), b.rdmabench.clone()),
-            (
-                "governor",
-                a.governor.clone().unwrap_or_default(),
-                b.governor.clone().unwrap_or_default(),
-            ),
-            (
-                "device",
-                dev(a, &|d| format!("{} {}", d.name, d.model.clone().unwrap_or_default())),
-                dev(b, &|d| format!("{} {}", d.name, d.model.clone().unwrap_or_default())),
-            ),
-            ("firmware", dev(a, &|d| d.firmware.clone()), dev(b, &|d| d.firmware.clone())),
-            (
-                "driver",
-                dev(a, &|d| d.driver.clone().unwrap_or_default()),
-                dev(b, &|d| d.driver.clone().unwrap_or_default()),
-            ),
-            (
-                "rdma-core",
-                dev(a, &|d| d.rdma_core.clone().unwrap_or_default()),
-                dev(b, &|d| d.rdma_core.clone().unwrap_or_default()),
-            ),
-        ];
-        for (name, x, y) in fields {
-            if x != y {
-                out.push(format!("{label} {name}: {x} → {y}"));
-            }
+        if let (Some(a), Some(b)) = (a, b) {
+            out.extend(crate::environment::diff(a, b).iter().map(|c| format!("{label} {c}")));
         }
     };
     side("local", Some(&was.local), Some(&now.local));
@@ -171,7 +142,33 @@ pub fn differences(was: Option<&Sides>, now: Option<&Sides>) -> Vec<String> {
     out
 }
 
-fn median_text(p: &Point) -> String {
+/// The terminal's "what was tested" lines: each side's one-line summary.
+fn tested(o: &mut String, sides: Option<&Sides>) {
+    match sides {
+        Some(s) => {
+            let _ = writeln!(o, " this host: {}", s.local.summary());
+            if let Some(peer) = &s.peer {
+                let _ = writeln!(o, " server   : {}", peer.summary());
+            }
+        }
+        None => {
+            let _ = writeln!(o, " environment: not recorded (no run reached the server)");
+        }
+    }
+}
+
+/// A point's result word and its CSS class: PASS, FAIL, or PASS (n/a) when a
+/// threshold did not apply.
+fn point_word(p: &Point) -> (&'static str, &'static str) {
+    match (p.pass(), p.judgements.iter().any(|j| j.not_applicable())) {
+        (false, _) => ("fail", "FAIL"),
+        (true, true) => ("pass", "PASS (n/a)"),
+        (true, false) => ("pass", "PASS"),
+    }
+}
+
+/// A point's median, as the table shows it.
+pub fn median_text(p: &Point) -> String {
     let m = &p.median;
     match (m.bw_bytes_per_sec, m.lat_typical_us) {
         (Some(b), _) => format!("{:.2} MiB/s", b / MIB),
@@ -180,7 +177,7 @@ fn median_text(p: &Point) -> String {
     }
 }
 
-/// Why a point failed, one line.
+/// Why a point failed, and which thresholds did not apply, one line.
 pub fn reasons(p: &Point) -> String {
     let mut why: Vec<String> = p
         .judgements
@@ -189,6 +186,12 @@ pub fn reasons(p: &Point) -> String {
         .map(|j| format!("{}: {} (limit {})", j.threshold, j.observed, j.limit))
         .collect();
     why.extend(p.regressions.iter().cloned());
+    why.extend(
+        p.judgements
+            .iter()
+            .filter(|j| j.not_applicable())
+            .map(|j| format!("{} {}", j.threshold, j.observed)),
+    );
     why.join("; ")
 }
 
@@ -201,6 +204,16 @@ pub fn table(r: &QualifyReport) -> String {
         "qualify {} ({}) against {}: {} runs per point",
         r.profile.name, r.profile.source, r.server, r.profile.repeats
     );
+    tested(&mut o, r.environment.as_ref());
+    if let Some(b) = &r.baseline {
+        let _ = writeln!(o, " changed since the baseline {} ({}):", b.file, b.started);
+        for d in &b.differences {
+            let _ = writeln!(o, "  {d}");
+        }
+        if b.differences.is_empty() {
+            let _ = writeln!(o, "  nothing: the same environment");
+        }
+    }
     let _ = writeln!(
         o,
         " doctor: {} pass, {} warn, {} fail ({} waived), {} n/a",
@@ -220,15 +233,6 @@ pub fn table(r: &QualifyReport) -> String {
         let verdict = if p.pass() { "PASS" } else { "FAIL" };
         let _ = writeln!(o, " {verdict:<6} {:<w$} {:<32} {}", p.id, median_text(p), reasons(p));
     }
-    if let Some(b) = &r.baseline {
-        let _ = writeln!(o, " baseline {} ({}):", b.file, b.started);
-        for d in &b.differences {
-            let _ = writeln!(o, "  {d}");
-        }
-        if b.differences.is_empty() {
-            let _ = writeln!(o, "  same environment");
-        }
-    }
     let v = &r.verdict;
     let _ = writeln!(
         o,
@@ -242,135 +246,31 @@ pub fn table(r: &QualifyReport) -> String {
     o
 }
 
-/// One JUnit testcase: name, classname, what it printed, and its outcome.
-struct Case {
-    name: String,
-    class: String,
-    out: String,
-    outcome: Outcome,
-}
-
-/// A testcase's outcome: passed, skipped (with why) or failed (with the reason).
-enum Outcome {
-    Passed,
-    Skipped(String),
-    Failed(String),
-}
-
-/// JUnit XML as Jenkins and GitLab read it: a `doctor` testsuite (one testcase per
-/// check; N/A skipped, WARN and a waived FAIL pass with their text) and a
-/// `qualify.NAME` testsuite (one testcase per point, a failure carrying the reason).
-/// Written with `quick-xml`, which escapes every name, message and text.
-pub fn junit(r: &QualifyReport) -> String {
-    let doctor: Vec<Case> = r
-        .doctor
-        .checks
-        .iter()
-        .map(|c| Case {
-            name: c.name(),
-            class: format!("doctor.{}", c.id),
-            out: format!("{}: {}", c.status.label(), c.observed),
-            outcome: match c.status {
-                Status::Fail if !r.waived.contains(&c.name()) => Outcome::Failed(format!(
-                    "{} (expected {}); fix: {}",
-                    c.observed, c.expected, c.fix
-                )),
-                Status::Na => Outcome::Skipped(c.observed.clone()),
-                _ => Outcome::Passed,
-            },
-        })
-        .collect();
-    let points: Vec<Case> = r
-        .points
-        .iter()
-        .map(|p| Case {
-            name: p.id.clone(),
-            class: format!("qualify.{}.{}", r.profile.name, p.test),
-            out: format!("median {}", median_text(p)),
-            outcome: if p.pass() { Outcome::Passed } else { Outcome::Failed(reasons(p)) },
-        })
-        .collect();
-    let suites = [("doctor".to_string(), doctor), (format!("qualify.{}", r.profile.name), points)];
-    let mut w = quick_xml::Writer::new_with_indent(Vec::new(), b' ', 2);
-    let written = write_suites(&mut w, &format!("rdmabench qualify {}", r.profile.name), &suites);
-    match written {
-        Ok(()) => {
-            let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-            xml.push_str(&String::from_utf8_lossy(&w.into_inner()));
-            xml.push('\n');
-            xml
-        }
-        Err(e) => format!("<!-- JUnit XML could not be written: {e} -->\n"),
+/// report.html's "what was tested": with a baseline, what changed first; then both
+/// sides' environments (and the baseline's) in one table.
+fn tested_html(o: &mut String, r: &QualifyReport) {
+    use crate::report::{changes_list, environment_table};
+    let now = r.environment.as_ref();
+    let was = r.baseline.as_ref().and_then(|b| b.environment.as_ref());
+    let mut columns =
+        vec![("this host", now.map(|s| &s.local)), ("server", now.and_then(|s| s.peer.as_ref()))];
+    if let Some(b) = &r.baseline {
+        let _ = writeln!(
+            o,
+            "<h2>Changed since the baseline</h2>\n<p>Baseline {} ({}).</p>",
+            escape(&b.file),
+            escape(&b.started)
+        );
+        o.push_str(&changes_list("differences", &b.differences));
+        columns.push(("baseline: this host", was.map(|s| &s.local)));
+        columns.push(("baseline: server", was.and_then(|s| s.peer.as_ref())));
     }
+    o.push_str("<h2>What was tested</h2>\n");
+    o.push_str(&environment_table("environment", &columns));
 }
 
-/// `(tests, failures, skipped)` of some cases.
-fn counts<'a>(cases: impl IntoIterator<Item = &'a Case>) -> [(&'static str, usize); 3] {
-    let (mut tests, mut failures, mut skipped) = (0, 0, 0);
-    for c in cases {
-        tests += 1;
-        match c.outcome {
-            Outcome::Failed(_) => failures += 1,
-            Outcome::Skipped(_) => skipped += 1,
-            Outcome::Passed => {}
-        }
-    }
-    [("tests", tests), ("failures", failures), ("skipped", skipped)]
-}
-
-fn write_suites(
-    w: &mut quick_xml::Writer<Vec<u8>>,
-    name: &str,
-    suites: &[(String, Vec<Case>)],
-) -> std::io::Result<()> {
-    use quick_xml::events::BytesText;
-    let numbers = |c: [(&'static str, usize); 3]| c.map(|(k, v)| (k, v.to_string()));
-    let all = numbers(counts(suites.iter().flat_map(|(_, c)| c)));
-    let mut root = w.create_element("testsuites").with_attribute(("name", name));
-    for (k, v) in &all {
-        root = root.with_attribute((*k, v.as_str()));
-    }
-    root.write_inner_content(|w| {
-        for (suite, cases) in suites {
-            let mut e = w.create_element("testsuite").with_attribute(("name", suite.as_str()));
-            for (k, v) in &numbers(counts(cases)) {
-                e = e.with_attribute((*k, v.as_str()));
-            }
-            e.write_inner_content(|w| {
-                for c in cases {
-                    let case = w
-                        .create_element("testcase")
-                        .with_attribute(("name", c.name.as_str()))
-                        .with_attribute(("classname", c.class.as_str()));
-                    case.write_inner_content(|w| {
-                        match &c.outcome {
-                            Outcome::Failed(m) => {
-                                let f = w
-                                    .create_element("failure")
-                                    .with_attribute(("message", m.as_str()));
-                                f.with_attribute(("type", "failure")).write_empty()?;
-                            }
-                            Outcome::Skipped(m) => {
-                                w.create_element("skipped")
-                                    .with_attribute(("message", m.as_str()))
-                                    .write_empty()?;
-                            }
-                            Outcome::Passed => {}
-                        }
-                        w.create_element("system-out")
-                            .write_text_content(BytesText::new(&c.out))?;
-                        Ok(())
-                    })?;
-                }
-                Ok(())
-            })?;
-        }
-        Ok(())
-    })?;
-    Ok(())
-}
-
-/// report.html: the verdict, doctor's checks and every point, one self-contained page.
+/// report.html: the verdict, what was tested (and what changed against the baseline),
+/// every point and doctor's checks, one self-contained page.
 pub fn html(r: &QualifyReport) -> String {
     let mut o = String::new();
     let _ = writeln!(
@@ -381,8 +281,10 @@ pub fn html(r: &QualifyReport) -> String {
     o.push_str(
         "<style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}\
          td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f4f4f4}\
-         .pass{color:#1a7f37}.fail{color:#b00}.warn{color:#9a6700}.na{color:#777}</style>\n</head>\n<body>\n",
+         .pass{color:#1a7f37}.fail{color:#b00}.warn{color:#9a6700}.na{color:#777}",
     );
+    o.push_str(crate::report::environment::STYLE);
+    o.push_str("</style>\n</head>\n<body>\n");
     let (class, word) = if r.verdict.pass { ("pass", "PASS") } else { ("fail", "FAIL") };
     let _ = writeln!(
         o,
@@ -393,9 +295,10 @@ pub fn html(r: &QualifyReport) -> String {
         escape(&r.started),
         escape(&r.tool)
     );
+    tested_html(&mut o, r);
     o.push_str("<h2>Tests</h2>\n<table id=\"points\">\n<tr><th>result</th><th>point</th><th>median</th><th>runs</th><th>why</th></tr>\n");
     for p in &r.points {
-        let (class, word) = if p.pass() { ("pass", "PASS") } else { ("fail", "FAIL") };
+        let (class, word) = point_word(p);
         let _ = writeln!(
             o,
             "<tr data-point=\"{}\"><td class=\"{class}\">{word}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -429,29 +332,17 @@ pub fn html(r: &QualifyReport) -> String {
         );
     }
     o.push_str("</table>\n");
-    if let Some(b) = &r.baseline {
-        let _ = writeln!(
-            o,
-            "<h2>Baseline</h2>\n<p>{} ({})</p>\n<ul id=\"differences\">",
-            escape(&b.file),
-            escape(&b.started)
-        );
-        for d in &b.differences {
-            let _ = writeln!(o, "<li>{}</li>", escape(d));
-        }
-        o.push_str("</ul>\n");
-    }
     o.push_str("</body>\n</html>\n");
     o
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::doctor::Check;
     use crate::qualify::verdict::Judgement;
 
-    fn report() -> QualifyReport {
+    pub(crate) fn report() -> QualifyReport {
         let check = |id: &str, status| {
             Check::new(id, "mlx4_0", status, "seen <here>", "wanted", "do \"this\"")
         };
@@ -470,6 +361,7 @@ mod tests {
             median: Median { bw_bytes_per_sec: Some(50.0 * MIB), ..Default::default() },
             judgements: vec![judgement(pass)],
             regressions: Vec::new(),
+            seconds: 1.25,
         };
         QualifyReport {
             schema_version: 1,
@@ -506,21 +398,71 @@ mod tests {
         }
     }
 
+    pub(crate) fn rxe(firmware: &str) -> crate::environment::DeviceEnvironment {
+        crate::environment::DeviceEnvironment {
+            name: "rxe0".into(),
+            model: Some("Soft-RoCE (rxe)".into()),
+            firmware: firmware.into(),
+            board_id: None,
+            link_layer: "Ethernet".into(),
+            rate_gbps: Some(2.5),
+            active_mtu: Some(1024),
+            pcie: None,
+            numa_node: None,
+            driver: Some("rdma_rxe".into()),
+            rdma_core: Some("44.0".into()),
+            port: 1,
+        }
+    }
+
+    /// [`report`] run against a baseline on older firmware, its first point's floor
+    /// not applicable.
+    pub(crate) fn against_baseline() -> QualifyReport {
+        let mut r = report();
+        let mut local = Environment::host_at(std::path::Path::new("/nonexistent"));
+        local.kernel = "6.12.0".into();
+        local.device = Some(rxe("2.42.5000"));
+        r.environment = Some(Sides { local: local.clone(), peer: Some(local.clone()) });
+        local.device = Some(rxe("2.40.7000"));
+        let was = Sides { local: local.clone(), peer: Some(local) };
+        let differences = differences(Some(&was), r.environment.as_ref());
+        r.baseline = Some(BaselineSummary {
+            file: "before/qualify.json".into(),
+            started: "2026-11-30T00:00:00Z".into(),
+            environment: Some(was),
+            differences,
+        });
+        r.points[1].judgements[0].observed =
+            "n/a: rxe0/1: soft device: no physical link (measured 50.00 MiB/s)".into();
+        r
+    }
+
     #[test]
-    fn junit_has_a_case_per_check_and_point_with_reasons() {
-        let xml = junit(&report());
-        let head = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
-                    <testsuites name=\"rdmabench qualify lab\" tests=\"5\" failures=\"1\" skipped=\"1\">";
-        assert!(xml.starts_with(head), "{xml}");
-        // The waived FAIL passes, N/A is skipped.
-        let doctor = "<testsuite name=\"doctor\" tests=\"3\" failures=\"0\" skipped=\"1\">";
-        assert!(xml.contains(doctor), "{xml}");
-        assert!(xml.contains("<skipped message=\"seen &lt;here&gt;\"/>"), "{xml}");
-        let points = "<testsuite name=\"qualify.lab\" tests=\"2\" failures=\"1\" skipped=\"0\">";
-        assert!(xml.contains(points), "{xml}");
-        assert_eq!(xml.matches("<testcase ").count(), 5);
-        assert!(xml.contains("message=\"min_bw: 50.00 MiB/s (limit 100.00 MiB/s)\""), "{xml}");
-        assert!(xml.contains("seen &lt;here&gt;"), "escaped: {xml}");
+    fn what_was_tested_and_what_changed_come_first() {
+        let r = against_baseline();
+        let t = table(&r);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[1].starts_with(" this host: ") && lines[1].contains("fw 2.42.5000"), "{t}");
+        assert!(lines[2].starts_with(" server   : ") && lines[2].contains("rxe0 port 1"), "{t}");
+        assert_eq!(
+            lines[3],
+            " changed since the baseline before/qualify.json (2026-11-30T00:00:00Z):"
+        );
+        assert_eq!(lines[4], "  local firmware 2.40.7000 → 2.42.5000");
+        assert_eq!(lines[5], "  server firmware 2.40.7000 → 2.42.5000");
+        assert!(lines[6].starts_with(" doctor: "), "{t}");
+        let na = lines.iter().find(|l| l.contains("write_bw 1M")).unwrap();
+        assert!(na.contains("PASS") && na.contains("min_bw n/a: rxe0/1: soft device"), "{na}");
+        let page = html(&r);
+        let changed = page.find("<ul id=\"differences\">").unwrap();
+        assert!(changed < page.find("<table id=\"points\">").unwrap(), "changes first");
+        assert!(page.contains("<li>local firmware 2.40.7000 → 2.42.5000</li>"), "{page}");
+        for row in ["model", "firmware", "kernel", "link layer", "rate", "active MTU", "driver"] {
+            assert!(page.contains(&format!("<tr data-field=\"{row}\">")), "{row}: {page}");
+        }
+        assert!(page.contains("<td>Soft-RoCE (rxe)</td>"), "{page}");
+        assert!(page.contains("<th>baseline: server</th>"), "{page}");
+        assert!(page.contains("PASS (n/a)"), "{page}");
     }
 
     #[test]
@@ -552,7 +494,18 @@ mod tests {
         was.local.kernel = "6.1.0".into();
         let mut now = was.clone();
         now.local.kernel = "6.12.0".into();
-        assert_eq!(differences(Some(&was), Some(&now)), ["local kernel: 6.1.0 → 6.12.0"]);
+        assert_eq!(differences(Some(&was), Some(&now)), ["local kernel 6.1.0 → 6.12.0"]);
+        let server = |fw: &str| {
+            let mut e = Environment::host_at(std::path::Path::new("/nonexistent"));
+            e.device = Some(rxe(fw));
+            Some(e)
+        };
+        let was = Sides { peer: server("2.40.7000"), ..was };
+        let now = Sides { peer: server("2.42.5000"), ..now };
+        assert_eq!(
+            differences(Some(&was), Some(&now)),
+            ["local kernel 6.1.0 → 6.12.0", "server firmware 2.40.7000 → 2.42.5000"]
+        );
         assert!(differences(Some(&was), Some(&was)).is_empty());
         assert!(differences(None, Some(&now)).is_empty());
     }

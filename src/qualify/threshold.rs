@@ -18,17 +18,62 @@ pub enum Bandwidth {
     OfLink(f64),
 }
 
+/// What a `% link` floor is a share of.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LinkRate {
+    /// The port's data rate, Gb/s (after line encoding; on Ethernet the link speed).
+    Gbps(f64),
+    /// Not known here.
+    Unknown,
+    /// No physical link to take a share of, and why (`rxe0/1: soft device: no physical
+    /// link`): soft-RoCE's 2.5 Gb/s is nominal, not a line the data crosses.
+    NoPhysicalLink(String),
+}
+
+impl From<Option<f64>> for LinkRate {
+    fn from(gbps: Option<f64>) -> LinkRate {
+        gbps.map_or(LinkRate::Unknown, LinkRate::Gbps)
+    }
+}
+
+/// A bandwidth floor as it applies to one link.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Floor {
+    /// Bytes per second.
+    Bytes(f64),
+    /// Not applicable here, and why: a `% link` floor where there is no physical link.
+    NotApplicable(String),
+}
+
 impl Bandwidth {
     /// The floor in bytes/s, given the link's data rate in Gb/s (`None`: unknown).
     ///
     /// # Errors
     /// A `% link` floor on a link whose rate is unknown.
     pub fn bytes_per_sec(self, link_gbps: Option<f64>) -> Result<f64, String> {
-        match self {
-            Bandwidth::Absolute(b) => Ok(b),
-            Bandwidth::OfLink(pct) => link_gbps
-                .map(|g| g * 1e9 / 8.0 * pct / 100.0)
-                .ok_or_else(|| format!("{self}: the link's data rate is unknown here")),
+        match self.floor(&link_gbps.into())? {
+            Floor::Bytes(b) => Ok(b),
+            Floor::NotApplicable(why) => Err(why),
+        }
+    }
+
+    /// The floor on `link`: an absolute floor everywhere; a `% link` floor taken of the
+    /// link's rate, not applicable without a physical link.
+    ///
+    /// # Errors
+    /// A `% link` floor on a link whose rate is unknown.
+    pub fn floor(self, link: &LinkRate) -> Result<Floor, String> {
+        match (self, link) {
+            (Bandwidth::Absolute(b), _) => Ok(Floor::Bytes(b)),
+            (Bandwidth::OfLink(pct), LinkRate::Gbps(g)) => {
+                Ok(Floor::Bytes(g * 1e9 / 8.0 * pct / 100.0))
+            }
+            (Bandwidth::OfLink(_), LinkRate::NoPhysicalLink(why)) => {
+                Ok(Floor::NotApplicable(format!("n/a: {why}")))
+            }
+            (Bandwidth::OfLink(_), LinkRate::Unknown) => {
+                Err(format!("{self}: the link's data rate is unknown here"))
+            }
         }
     }
 }
@@ -175,6 +220,19 @@ mod tests {
         assert!((b - 54.545e9 / 8.0 * 0.9).abs() < 1.0);
         assert!(Bandwidth::OfLink(90.0).bytes_per_sec(None).unwrap_err().contains("unknown"));
         assert_eq!(Bandwidth::Absolute(10.0).bytes_per_sec(None), Ok(10.0));
+    }
+
+    #[test]
+    fn percent_of_link_is_not_applicable_without_a_physical_link() {
+        let soft = LinkRate::NoPhysicalLink("rxe0/1: soft device: no physical link".into());
+        assert_eq!(
+            Bandwidth::OfLink(90.0).floor(&soft),
+            Ok(Floor::NotApplicable("n/a: rxe0/1: soft device: no physical link".into()))
+        );
+        // An absolute floor still holds there.
+        assert_eq!(Bandwidth::Absolute(10.0).floor(&soft), Ok(Floor::Bytes(10.0)));
+        assert_eq!(Bandwidth::OfLink(50.0).floor(&LinkRate::Gbps(8.0)), Ok(Floor::Bytes(5e8)));
+        assert!(Bandwidth::OfLink(50.0).floor(&LinkRate::Unknown).is_err());
     }
 
     #[test]

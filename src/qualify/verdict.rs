@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::profile::Limits;
-use super::threshold::Percent;
+use super::threshold::{Floor, LinkRate, Percent};
 use crate::error::Error;
 use crate::measure::MIB;
 use crate::results::SizeResult;
@@ -80,18 +80,22 @@ pub struct Judgement {
     pub pass: bool,
 }
 
+impl Judgement {
+    /// A threshold that does not apply here (`n/a: …`, see [`judge`]): it passes, and
+    /// reports show it as n/a.
+    pub fn not_applicable(&self) -> bool {
+        self.observed.starts_with("n/a: ")
+    }
+}
+
 fn mib(b: f64) -> String {
     format!("{:.2} MiB/s", b / MIB)
 }
 
-/// Every threshold of `limits` judged on `median`; `link_gbps` is the port's data rate
-/// for `% link` floors. A failed run fails the point on its own.
-pub fn judge(
-    limits: &Limits,
-    runs: &[Run],
-    median: &Median,
-    link_gbps: Option<f64>,
-) -> Vec<Judgement> {
+/// Every threshold of `limits` judged on `median`; `link` is what `% link` floors take
+/// their share of (without a physical link they are not applicable: they pass, saying
+/// `n/a: why`). A failed run fails the point on its own.
+pub fn judge(limits: &Limits, runs: &[Run], median: &Median, link: &LinkRate) -> Vec<Judgement> {
     let mut out = Vec::new();
     let failed: Vec<&Error> = runs.iter().filter_map(|r| r.error.as_ref()).collect();
     out.push(Judgement {
@@ -105,14 +109,20 @@ pub fn judge(
     });
     let missing = || "not measured".to_string();
     if let Some(floor) = limits.min_bw {
-        let j = match (floor.bytes_per_sec(link_gbps), median.bw_bytes_per_sec) {
+        let j = match (floor.floor(link), median.bw_bytes_per_sec) {
             (Err(why), _) => Judgement {
                 threshold: "min_bw".into(),
                 limit: floor.to_string(),
                 observed: why,
                 pass: false,
             },
-            (Ok(f), bw) => Judgement {
+            (Ok(Floor::NotApplicable(why)), bw) => Judgement {
+                threshold: "min_bw".into(),
+                limit: floor.to_string(),
+                observed: format!("{why} (measured {})", bw.map_or_else(missing, mib)),
+                pass: true,
+            },
+            (Ok(Floor::Bytes(f)), bw) => Judgement {
                 threshold: "min_bw".into(),
                 limit: match floor {
                     super::threshold::Bandwidth::OfLink(_) => format!("{floor} = {}", mib(f)),
@@ -216,11 +226,11 @@ mod tests {
         let m = Median::of(&runs);
         let limits =
             Limits { min_bw: Some(Bandwidth::Absolute(250.0 * MIB)), ..Default::default() };
-        let j = judge(&limits, &runs, &m, None);
+        let j = judge(&limits, &runs, &m, &LinkRate::Unknown);
         assert!(j.iter().all(|j| j.pass), "{j:?}");
         let limits =
             Limits { min_bw: Some(Bandwidth::Absolute(400.0 * MIB)), ..Default::default() };
-        let j = judge(&limits, &runs, &m, None);
+        let j = judge(&limits, &runs, &m, &LinkRate::Unknown);
         assert_eq!(
             j.iter().filter(|j| !j.pass).map(|j| j.threshold.as_str()).collect::<Vec<_>>(),
             ["min_bw"]
@@ -228,11 +238,18 @@ mod tests {
         assert_eq!(j[1].observed, "300.00 MiB/s");
         // 90 % of a 1X SDR link (2 Gb/s of data) is 225 MB/s: 300 MiB/s passes.
         let limits = Limits { min_bw: Some(Bandwidth::OfLink(90.0)), ..Default::default() };
-        let j = judge(&limits, &runs, &m, Some(2.0));
+        let j = judge(&limits, &runs, &m, &LinkRate::Gbps(2.0));
         assert!(j[1].pass && j[1].limit.starts_with("90% link = 214.58 MiB/s"), "{:?}", j[1]);
         assert!(
-            !judge(&limits, &runs, &m, None)[1].pass,
+            !judge(&limits, &runs, &m, &LinkRate::Unknown)[1].pass,
             "an unknown link rate fails a % link floor"
+        );
+        let soft = LinkRate::NoPhysicalLink("rxe0/1: soft device: no physical link".into());
+        let j = &judge(&limits, &runs, &m, &soft)[1];
+        assert!(j.pass && j.not_applicable(), "{j:?}");
+        assert_eq!(
+            j.observed,
+            "n/a: rxe0/1: soft device: no physical link (measured 300.00 MiB/s)"
         );
     }
 
@@ -253,7 +270,7 @@ mod tests {
             max_lat_p99: Some(Latency(4.0)),
             ..Default::default()
         };
-        let j = judge(&limits, &runs, &m, None);
+        let j = judge(&limits, &runs, &m, &LinkRate::Unknown);
         let failing: Vec<&str> =
             j.iter().filter(|j| !j.pass).map(|j| j.threshold.as_str()).collect();
         assert_eq!(failing, ["runs", "max_lat_p99"]);

@@ -334,8 +334,10 @@ pub fn html(report: &CompareReport, charts: &[(&str, String)]) -> String {
     o.push_str(
         "<style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}\
          td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}\
-         figure{margin:1em 0}.fail{color:#b00}</style>\n</head>\n<body>\n",
+         figure{margin:1em 0}.fail{color:#b00}",
     );
+    o.push_str(super::environment::STYLE);
+    o.push_str("</style>\n</head>\n<body>\n");
     let _ = writeln!(
         o,
         "<h1>RDMA vs TCP</h1>\n<p>Server <b>{}</b>, started {}, {} ({} points, {} failed). Data: \
@@ -346,6 +348,11 @@ pub fn html(report: &CompareReport, charts: &[(&str, String)]) -> String {
         report.rows.len(),
         report.failures()
     );
+    let env = report.environment.as_ref();
+    let sides =
+        [("this host", env.map(|e| &e.local)), ("server", env.and_then(|e| e.peer.as_ref()))];
+    o.push_str("<h2>What was tested</h2>\n");
+    o.push_str(&super::environment_table("environment", &sides));
     for (file, svg) in charts {
         let _ = writeln!(o, "<figure data-file=\"{file}\">\n{svg}</figure>");
     }
@@ -518,5 +525,17 @@ mod tests {
         }
         assert_eq!(page.matches("<table>").count(), 3);
         assert!(page.contains("class=\"fail\" title=\"the peer stopped: &quot;boom&quot;\""));
+        assert!(page.contains("<p id=\"environment\">No environment was recorded.</p>"));
+        let mut r = r;
+        let mut local = crate::environment::Environment::host();
+        local.kernel = "6.1.0-57-amd64".into();
+        let mut peer = local.clone();
+        peer.hostname = "target1".into();
+        r.environment = Some(crate::results::EnvironmentReport { local, peer: Some(peer) });
+        let page = html(&r, &ch);
+        let table = page.find("<table id=\"environment\">").expect("the environment table");
+        assert!(table < page.find("<figure").unwrap(), "what was tested comes first");
+        assert!(page.contains("<td>6.1.0-57-amd64</td><td>6.1.0-57-amd64</td>"), "{page}");
+        assert!(page.contains("<td class=\"changed\">target1</td>"), "{page}");
     }
 }

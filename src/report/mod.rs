@@ -2,8 +2,11 @@
 
 pub mod compare;
 pub mod devices;
+pub mod environment;
+pub mod junit;
 pub mod svg;
 
+pub use environment::{changes_list, environment_table};
 pub use crate::stamp::SCHEMA_VERSION;
 
 /// perftest's separator line (87 dashes).
