@@ -176,8 +176,8 @@ pub fn registration() -> checks::Registration {
     reg
 }
 
-/// The terminal table: one line per check, its fix under it when there is one, and a
-/// count.
+/// The terminal table: one line per check, its fix under it when there is one, what
+/// was checked (the host and device, one line) and a count.
 pub fn render(report: &DoctorReport) -> String {
     let width = |f: &dyn Fn(&Check) -> usize| report.checks.iter().map(f).max().unwrap_or(0);
     let (wi, ws) = (width(&|c| c.id.len()).max(5), width(&|c| c.subject.len()).max(7));
@@ -200,6 +200,7 @@ pub fn render(report: &DoctorReport) -> String {
             out.push_str(&format!("{:<6} {:<wi$} {:<ws$} fix: {}\n", "", "", "", c.fix));
         }
     }
+    out.push_str(&format!("on {}\n", report.environment.summary()));
     out.push_str(&format!(
         "doctor: {} pass, {} warn, {} fail, {} n/a\n",
         report.count(Status::Pass),

@@ -30,8 +30,9 @@ use verdict::{Median, Run};
 /// everything passed, 1 on a failure or a regression.
 ///
 /// # Errors
-/// A bad profile or baseline, doctor finding no device, files that cannot be written, or
-/// a server that is gone (the partial report is written first).
+/// A bad profile or baseline, files that cannot be written, a server that cannot be
+/// reached (each writing a junit.xml that says why), or a server that is gone (the
+/// partial report is written first).
 pub fn qualify(args: &QualifyArgs, out: &mut dyn Write) -> Result<u8, Error> {
     if args.print_profile {
         return profile::print_built_in(&args.profile, out);

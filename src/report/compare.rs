@@ -177,11 +177,15 @@ fn block(
 /// The side-by-side table: bandwidth, latency, CPU cost.
 pub fn table(report: &CompareReport) -> String {
     let line = crate::report::RESULT_LINE;
-    let mut o = format!(
-        "{line}\n RDMA vs TCP, server {} ({} sizes)\n{line}\n",
-        report.server,
-        report.sizes.len()
-    );
+    let mut head =
+        format!(" RDMA vs TCP, server {} ({} sizes)\n", report.server, report.sizes.len());
+    if let Some(env) = &report.environment {
+        let _ = writeln!(head, " this host: {}", env.local.summary());
+        if let Some(peer) = &env.peer {
+            let _ = writeln!(head, " server   : {}", peer.summary());
+        }
+    }
+    let mut o = format!("{line}\n{head}{line}\n");
     o.push_str(&block(report, Measure::Bw, "BW average [MiB/sec]", bw_mib));
     o.push_str(&format!("{line}\n"));
     o.push_str(&block(
@@ -533,9 +537,13 @@ mod tests {
         peer.hostname = "target1".into();
         r.environment = Some(crate::results::EnvironmentReport { local, peer: Some(peer) });
         let page = html(&r, &ch);
-        let table = page.find("<table id=\"environment\">").expect("the environment table");
-        assert!(table < page.find("<figure").unwrap(), "what was tested comes first");
+        let env_at = page.find("<table id=\"environment\">").expect("the environment table");
+        assert!(env_at < page.find("<figure").unwrap(), "what was tested comes first");
         assert!(page.contains("<td>6.1.0-57-amd64</td><td>6.1.0-57-amd64</td>"), "{page}");
         assert!(page.contains("<td class=\"changed\">target1</td>"), "{page}");
+        let t = table(&r);
+        let head: Vec<&str> = t.lines().take(4).collect();
+        assert!(head[2].starts_with(" this host: ") && head[2].contains("6.1.0-57-amd64"), "{t}");
+        assert!(head[3].starts_with(" server   : target1: "), "{t}");
     }
 }
