@@ -11,6 +11,8 @@
 //! - [`error`]: one error type with a kind, mapped once to the exit status;
 //! - [`environment`]: the host, device and interface every result records;
 //! - [`inventory`] (`rdmabench devices`), [`serve`], [`compare`], [`doctor`], [`qualify`];
+//! - [`stats`] (comparing runs with a baseline's), [`store`] (the results history),
+//!   [`history`] (`rdmabench history`, `diff`);
 //! - [`version`] (`--version`), [`progress`] (the bar of sweeps, compare and qualify).
 //!
 //! All `unsafe` code lives in the `rdmabench-ffi` crate (imported as `ffi`); this crate
@@ -26,6 +28,7 @@ pub mod engine;
 pub mod environment;
 pub mod error;
 pub mod files;
+pub mod history;
 pub mod inventory;
 pub mod measure;
 pub mod mesh;
@@ -38,6 +41,8 @@ pub mod report;
 pub mod serve;
 pub mod session;
 pub mod spec;
+pub mod stats;
+pub mod store;
 pub mod text;
 pub mod transport;
 pub mod version;
@@ -66,7 +71,9 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, Error> {
         Command::Serve(args) => serve::serve(&args, out),
         Command::Compare(args) => compare::compare(&args, out),
         Command::Doctor(args) => doctor(&args, out),
-        Command::Qualify(args) => qualify::qualify(&args, out),
+        Command::Qualify(args) => qualify::qualify(&args.options()?, out),
+        Command::History(args) => history::history(&args.options()?, out),
+        Command::Diff(args) => history::diff(&args.options()?, out),
         Command::Mesh(args) => mesh::launch::command(&args, out),
         Command::Completions(args) => cli::generate::completions(args.shell, out).map(|()| 0),
         Command::Manpages(args) => {

@@ -3,11 +3,13 @@
 
 pub mod args;
 pub mod generate;
+pub mod history;
 pub mod mesh;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
 pub use args::{BackendArg, PerfArgs, ReportArgs, TcpArgs, TestArgs};
+pub use history::{DiffArgs, HistoryArgs, StoreArgs};
 pub use mesh::MeshArgs;
 
 use crate::error::Error;
@@ -70,6 +72,10 @@ enum RawCommand {
     /// Qualify a NIC, firmware or driver: doctor, then a profile's tests against `serve`,
     /// judged by thresholds and a baseline; table, JSON, JUnit XML, HTML.
     Qualify(QualifyArgs),
+    /// The stored runs (every qualify, and tests run with --store): filter by host, device, firmware, profile, date.
+    History(HistoryArgs),
+    /// Two stored qualifications compared as `qualify --baseline` would: B against A.
+    Diff(DiffArgs),
     /// All pairs of an MPI job (mpirun -np N / srun -n N), both directions, bandwidth and
     /// latency: N×N matrices, per-node summaries, outlier links; heatmaps in HTML.
     Mesh(MeshArgs),
@@ -97,6 +103,10 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// `rdmabench qualify`.
     Qualify(Box<QualifyArgs>),
+    /// `rdmabench history`.
+    History(HistoryArgs),
+    /// `rdmabench diff`.
+    Diff(DiffArgs),
     /// `rdmabench mesh`.
     Mesh(Box<MeshArgs>),
     /// `rdmabench completions SHELL`.
@@ -126,6 +136,8 @@ impl From<RawCommand> for Command {
             RawCommand::Compare(a) => Command::Compare(Box::new(a)),
             RawCommand::Doctor(a) => Command::Doctor(a),
             RawCommand::Qualify(a) => Command::Qualify(Box::new(a)),
+            RawCommand::History(a) => Command::History(a),
+            RawCommand::Diff(a) => Command::Diff(a),
             RawCommand::Mesh(a) => Command::Mesh(Box::new(a)),
             RawCommand::Completions(a) => Command::Completions(a),
             RawCommand::Manpages(a) => Command::Manpages(a),
@@ -199,9 +211,10 @@ pub struct QualifyArgs {
     /// The host running `rdmabench serve`.
     #[arg(long = "server", value_name = "HOST")]
     pub server: String,
-    /// An earlier qualify JSON: flag each result that regressed beyond the profile's tolerance.
-    #[arg(long = "baseline", value_name = "FILE")]
-    pub baseline: Option<std::path::PathBuf>,
+    /// An earlier qualify JSON, or a stored run's id (rdmabench history): each point is
+    /// judged better, same, worse or inconclusive against it; worse fails.
+    #[arg(long = "baseline", value_name = "FILE|ID")]
+    pub baseline: Option<String>,
     /// Write every run, the verdicts and the environments as JSON to FILE.
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
@@ -217,6 +230,9 @@ pub struct QualifyArgs {
     /// How this side reaches the server (`-d`: also the device doctor checks).
     #[command(flatten)]
     pub client: ClientArgs,
+    /// Where the run is recorded.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 #[doc = concat!("`rdmabench serve`.")]

@@ -38,6 +38,12 @@ pub struct QualifyReport {
     pub environment: Option<Sides>,
     /// The baseline compared with, if any.
     pub baseline: Option<BaselineSummary>,
+    /// The run's id in the results store, once recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<i64>,
+    /// Earlier runs' medians of the same profile on this host (report.html's trends).
+    #[serde(skip)]
+    pub trend: Vec<crate::store::query::TrendRow>,
 }
 
 /// The profile, as the report records it.
@@ -96,6 +102,9 @@ pub struct Point {
     pub judgements: Vec<Judgement>,
     /// Regressions against the baseline.
     pub regressions: Vec<String>,
+    /// The runs against the baseline's (crate::stats).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<super::verdict::PointComparison>,
 }
 
 impl Point {
@@ -220,6 +229,7 @@ pub fn table(r: &QualifyReport) -> String {
         let verdict = if p.pass() { "PASS" } else { "FAIL" };
         let _ = writeln!(o, " {verdict:<6} {:<w$} {:<32} {}", p.id, median_text(p), reasons(p));
     }
+    o.push_str(&super::comparison::table(r));
     if let Some(b) = &r.baseline {
         let _ = writeln!(o, " baseline {} ({}):", b.file, b.started);
         for d in &b.differences {
@@ -441,6 +451,7 @@ pub fn html(r: &QualifyReport) -> String {
         }
         o.push_str("</ul>\n");
     }
+    o.push_str(&super::comparison::html(r));
     o.push_str("</body>\n</html>\n");
     o
 }
@@ -470,6 +481,7 @@ mod tests {
             median: Median { bw_bytes_per_sec: Some(50.0 * MIB), ..Default::default() },
             judgements: vec![judgement(pass)],
             regressions: Vec::new(),
+            comparison: None,
         };
         QualifyReport {
             schema_version: 1,
@@ -503,6 +515,8 @@ mod tests {
             points: vec![point("write_bw 64K", false), point("write_bw 1M", true)],
             environment: None,
             baseline: None,
+            run_id: None,
+            trend: Vec::new(),
         }
     }
 
