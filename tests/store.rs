@@ -1,7 +1,7 @@
 //! The results store (docs/history.md): two writers at once, a writer killed mid-run,
 //! a schema it does not read, a damaged file; `history` and `diff` over stored runs, and
-//! a baseline of another profile. Every child runs with XDG_DATA_HOME in a scratch
-//! folder: no test writes to the real home.
+//! a baseline of another profile. Every child runs with XDG_DATA_HOME (LOCALAPPDATA on
+//! Windows) in a scratch folder: no test writes to the real home.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -34,6 +34,7 @@ fn rdmabench(home: &Path, args: &[&str]) -> Output {
         .args(args)
         .env("XDG_DATA_HOME", home)
         .env("HOME", home)
+        .env("LOCALAPPDATA", home)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
