@@ -288,15 +288,16 @@ fn lab_qualify_walk_through_baseline_upgrade_diff_history() {
     let store = dir.join("results.db");
     let store = store.to_str().unwrap();
     let mut serve = common::spawn(true, &["serve", "-p", WALK_PORT, "--timeout", "20"]);
-    // Soft-RoCE under emulation changes speed by up to 2x between runs: the lab's
-    // tolerance is wide, and 40 Mbit/s is still far beyond it. TCP runs for 2 s: a
-    // run of a few MB is a fraction of a second there, as noisy as the guest's scheduler.
+    // Under emulation on a loaded host a run's speed changes by up to 2x from the next
+    // one's: the lab's tolerance is wide (40 Mbit/s is still far beyond it), and each
+    // run lasts 2 s (a run of a few MB is a fraction of a second there, as noisy as the
+    // guest's scheduler). No latency point: rxe's ping-pong there is ~70 us in one run
+    // and ~4 ms (a timer tick) in the next, a change no tolerance would call noise.
     let walk = profile(
         &dir,
         "walk",
-        "name = \"walk\"\nrepeats = 3\nmax_repeats = 5\ntolerance = \"50%\"\nwaive = [\"roce.mtu\"]\n\n\
-         [[test]]\ntest = \"write_bw\"\nsizes = [\"64K\"]\niters = 100\n\n\
-         [[test]]\ntest = \"write_lat\"\nsizes = [2]\niters = 200\n\n\
+        "name = \"walk\"\nrepeats = 3\nmax_repeats = 5\ntolerance = \"25%\"\nwaive = [\"roce.mtu\"]\n\n\
+         [[test]]\ntest = \"write_bw\"\nsizes = [\"64K\"]\nduration = 2\n\n\
          [[test]]\ntest = \"tcp_bw\"\nsizes = [\"64K\"]\nduration = 2\n",
     );
     let run = |name: &str, baseline: Option<&str>| {
@@ -317,7 +318,7 @@ fn lab_qualify_walk_through_baseline_upgrade_diff_history() {
     let (out, again) = run("after", Some(before.to_str().unwrap()));
     assert_eq!(out.status.code(), Some(0), "{}{}", text(&out), err(&out));
     let seen = verdicts(&again);
-    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert_eq!(seen.len(), 2, "{seen:?}");
     assert!(seen.iter().all(|(_, v)| v != "worse" && v != "none"), "{seen:?}");
     // 3. lo shaped to 40 Mbit/s: the TCP point is worse, the qualification fails.
     let (out, slow) = {

@@ -321,3 +321,38 @@ fn history_lists_and_diff_judges_stored_runs() {
     );
     refused(&out, "a qualification of profile 'sweep', this one runs 'quick'");
 }
+
+#[test]
+fn a_test_run_with_store_is_recorded_with_its_sizes() {
+    let dir = scratch("test-run");
+    let path = dir.join("tests.db");
+    let port = "19591";
+    let server = common::rdmabench(false)
+        .args(["tcp-bw", "-p", port, "--timeout", "20"])
+        .env("XDG_DATA_HOME", &dir)
+        .env("LOCALAPPDATA", &dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let store = format!("--store={}", path.display());
+    let client = ["tcp-bw", "-p", port, "--timeout", "20", "-a", "-n", "20", &store, "127.0.0.1"];
+    // The server may still be starting: the client retries within its window.
+    let out = rdmabench(&dir, &client);
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out), err(&out));
+    let server = finish(server, Duration::from_secs(30));
+    assert!(server.status.success(), "{}", err(&server));
+    let store = Store::open(&path).unwrap();
+    let runs = store.list(&Default::default()).unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(
+        (runs[0].kind.as_str(), runs[0].profile.as_str(), runs[0].pass),
+        ("test", "tcp_bw", true)
+    );
+    let (_, report) = store.run(runs[0].id).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let sizes = report["results"].as_array().unwrap().len();
+    assert!(sizes > 10, "-a: every size: {sizes}");
+    assert_eq!(runs[0].points as usize, sizes);
+    assert!(!dir.join("rdmabench").exists(), "--store=PATH: nothing in the default store");
+}
