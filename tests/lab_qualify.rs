@@ -291,12 +291,13 @@ fn lab_qualify_walk_through_baseline_upgrade_diff_history() {
     // Under emulation on a loaded host a run's speed changes by up to 2x from the next
     // one's: the lab's tolerance is wide (40 Mbit/s is still far beyond it), and each
     // run lasts 2 s (a run of a few MB is a fraction of a second there, as noisy as the
-    // guest's scheduler). No latency point: rxe's ping-pong there is ~70 us in one run
+    // guest's scheduler). Five runs a side: the interval then leaves out the two
+    // farthest differences at each end (one starved baseline run moves nothing). No latency point: rxe's ping-pong there is ~70 us in one run
     // and ~4 ms (a timer tick) in the next, a change no tolerance would call noise.
     let walk = profile(
         &dir,
         "walk",
-        "name = \"walk\"\nrepeats = 3\nmax_repeats = 5\ntolerance = \"25%\"\nwaive = [\"roce.mtu\"]\n\n\
+        "name = \"walk\"\nrepeats = 5\nmax_repeats = 5\ntolerance = \"25%\"\nwaive = [\"roce.mtu\"]\n\n\
          [[test]]\ntest = \"write_bw\"\nsizes = [\"64K\"]\nduration = 2\n\n\
          [[test]]\ntest = \"tcp_bw\"\nsizes = [\"64K\"]\nduration = 2\n",
     );

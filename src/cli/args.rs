@@ -448,7 +448,7 @@ impl ReportArgs {
             samples: None,
             cpu: self.cpu_util,
             verbose: self.verbose,
-            store: self.store.clone().map(|p| super::history::test_store(p)).transpose()?,
+            store: self.store.clone().map(super::history::test_store).transpose()?,
         })
     }
 
