@@ -45,7 +45,7 @@ fn a_profile_that_is_no_regular_file_or_too_large_is_refused() {
     let s = Scratch::new("profile");
     let fifo = s.0.join("fifo").display().to_string();
     let big = s.0.join("big.toml").display().to_string();
-    let run = |p: &str| one_line_error(&["qualify", p, "--server", "127.0.0.1"]);
+    let run = |p: &str| one_line_error(&["qualify", p, "--server", "127.0.0.1", "--no-store"]);
     assert_eq!(run("/dev/zero"), "rdmabench: profile /dev/zero: not a regular file\n");
     assert_eq!(run(&fifo), format!("rdmabench: profile {fifo}: not a regular file\n"));
     assert_eq!(run(&big), format!("rdmabench: profile {big}: larger than 1048576 bytes\n"));
@@ -55,8 +55,17 @@ fn a_profile_that_is_no_regular_file_or_too_large_is_refused() {
 fn a_baseline_that_is_no_regular_file_is_refused() {
     let s = Scratch::new("baseline");
     let fifo = s.0.join("fifo").display().to_string();
-    let run =
-        |b: &str| one_line_error(&["qualify", "quick", "--server", "127.0.0.1", "--baseline", b]);
+    let run = |b: &str| {
+        one_line_error(&[
+            "qualify",
+            "quick",
+            "--server",
+            "127.0.0.1",
+            "--no-store",
+            "--baseline",
+            b,
+        ])
+    };
     assert_eq!(run("/dev/zero"), "rdmabench: --baseline /dev/zero: not a regular file\n");
     assert_eq!(run(&fifo), format!("rdmabench: --baseline {fifo}: not a regular file\n"));
 }
