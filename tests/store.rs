@@ -163,9 +163,12 @@ fn a_damaged_or_foreign_store_is_one_error_line() {
     refused(&out, "not a usable SQLite database");
     assert!(err(&out).contains(c) && err(&out).contains("move it aside"), "{}", err(&out));
     // qualify finds it before it runs anything (no server is listening).
-    let out = rdmabench(&dir, &["qualify", "quick", "--server", "127.0.0.1", "--store", c]);
+    let q = dir.join("q");
+    let q = q.to_str().unwrap();
+    let out =
+        rdmabench(&dir, &["qualify", "quick", "--server", "127.0.0.1", "--store", c, "--out", q]);
     refused(&out, "not a usable SQLite database");
-    assert!(!dir.join("rdmabench-qualify").exists());
+    assert!(!Path::new(q).exists(), "--out made before the store was checked");
 
     // An SQLite file of someone else's, and one of a newer rdmabench.
     let foreign = dir.join("foreign.db");
