@@ -10,6 +10,8 @@
 //!   same against perftest's own exchange);
 //! - [`backend`]: one set-up path per backend (verbs, NetworkDirect, TCP);
 //! - [`perf`]: the loops, and a run in print; [`report`]: the other printers;
+//! - [`stats`] (comparing runs with a baseline's), [`store`] (the results history),
+//!   [`history`] (`rdmabench history`, `diff`);
 //! - [`results`]: the result model every floor above reads;
 //! - [`spec`]: what to run, with perftest's defaults and every rule in [`spec::rules`];
 //! - [`environment`], [`inventory`]: the host, devices and interfaces results record;
@@ -32,6 +34,7 @@ pub mod engine;
 pub mod environment;
 pub mod error;
 pub mod files;
+pub mod history;
 pub mod inventory;
 pub mod measure;
 pub mod mesh;
@@ -46,6 +49,8 @@ pub mod serve;
 pub mod session;
 pub mod spec;
 pub mod stamp;
+pub mod stats;
+pub mod store;
 pub mod text;
 pub mod transport;
 pub mod version;
@@ -69,7 +74,9 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, Error> {
         Command::Serve(args) => serve::serve(&args.options(), out),
         Command::Compare(args) => compare::compare(&args.options(), out),
         Command::Doctor(args) => doctor(&args, out),
-        Command::Qualify(args) => qualify::qualify(&args, out),
+        Command::Qualify(args) => qualify::qualify(&args.options()?, out),
+        Command::History(args) => history::history(&args.options()?, out),
+        Command::Diff(args) => history::diff(&args.options()?, out),
         Command::Mesh(args) => mesh::launch::command(&args, out),
         Command::Completions(args) => cli::generate::completions(args.shell, out).map(|()| 0),
         Command::Manpages(args) => {

@@ -343,6 +343,10 @@ pub struct ReportArgs {
     /// only).
     #[arg(long = "verbose")]
     pub verbose: bool,
+    /// Record the run in the results store (rdmabench history): `--store` the default
+    /// one ($XDG_DATA_HOME/rdmabench/results.db), `--store=PATH` another.
+    #[arg(long = "store", value_name = "PATH", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub store: Option<PathBuf>,
 }
 
 impl Default for ReportArgs {
@@ -357,6 +361,7 @@ impl Default for ReportArgs {
             quiet: false,
             cpu_util: false,
             verbose: false,
+            store: None,
         }
     }
 }

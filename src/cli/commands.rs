@@ -91,9 +91,10 @@ pub struct QualifyArgs {
     /// below the minimum does not fail the run), as the profile's firmware = "record".
     #[arg(long = "baseline-only")]
     pub baseline_only: bool,
-    /// An earlier qualify JSON: flag each result that regressed beyond the profile's tolerance.
-    #[arg(long = "baseline", value_name = "FILE")]
-    pub baseline: Option<std::path::PathBuf>,
+    /// An earlier qualify JSON, or a stored run's id (rdmabench history): each point is
+    /// judged better, same, worse or inconclusive against it; worse fails.
+    #[arg(long = "baseline", value_name = "FILE|ID")]
+    pub baseline: Option<String>,
     /// Write every run, the verdicts and the environments as JSON to FILE.
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
@@ -109,6 +110,9 @@ pub struct QualifyArgs {
     /// How this side reaches the server (`-d`: also the device doctor checks).
     #[command(flatten)]
     pub client: ClientArgs,
+    /// Where the run is recorded.
+    #[command(flatten)]
+    pub store: super::StoreArgs,
 }
 
 #[doc = concat!("`rdmabench serve`.")]

@@ -4,6 +4,7 @@
 pub mod args;
 pub mod commands;
 pub mod generate;
+pub mod history;
 pub mod mesh;
 mod test;
 
@@ -14,6 +15,7 @@ pub use commands::{
     ClientArgs, CompareArgs, CompletionsArgs, DevicesArgs, DoctorArgs, ManpagesArgs, QualifyArgs,
     ServeArgs,
 };
+pub use history::{DiffArgs, HistoryArgs, StoreArgs};
 pub use mesh::MeshArgs;
 
 use crate::error::Error;
@@ -36,7 +38,7 @@ pub struct Cli {
 
 /// Subcommands, as clap sees them. Each one's arguments are defined only when it is the
 /// one being parsed (`defer`): a test run builds one subcommand's arguments, not all
-/// eighteen (600 KB of heap and most of the CLI's code, at every start).
+/// twenty (600 KB of heap and most of the CLI's code, at every start).
 ///
 /// The `Args` structs document themselves with `#[doc = concat!(..)]`, not `///`: clap
 /// takes a literal doc comment on an `Args` struct for the subcommand's about, and a
@@ -76,6 +78,10 @@ enum RawCommand {
     /// Qualify a NIC, firmware or driver: doctor, then a profile's tests against `serve`,
     /// judged by thresholds and a baseline; table, JSON, JUnit XML, HTML.
     Qualify(QualifyArgs),
+    /// The stored runs (every qualify, and tests run with --store): filter by host, device, firmware, profile, date.
+    History(HistoryArgs),
+    /// Two stored qualifications compared as `qualify --baseline` would: B against A.
+    Diff(DiffArgs),
     /// All pairs of an MPI job (mpirun -np N / srun -n N), both directions, bandwidth and
     /// latency: N×N matrices, per-node summaries, outlier links; heatmaps in HTML.
     Mesh(MeshArgs),
@@ -103,6 +109,10 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// `rdmabench qualify`.
     Qualify(Box<QualifyArgs>),
+    /// `rdmabench history`.
+    History(HistoryArgs),
+    /// `rdmabench diff`.
+    Diff(DiffArgs),
     /// `rdmabench mesh`.
     Mesh(Box<MeshArgs>),
     /// `rdmabench completions SHELL`.
@@ -132,6 +142,8 @@ impl From<RawCommand> for Command {
             RawCommand::Compare(a) => Command::Compare(Box::new(a)),
             RawCommand::Doctor(a) => Command::Doctor(a),
             RawCommand::Qualify(a) => Command::Qualify(Box::new(a)),
+            RawCommand::History(a) => Command::History(a),
+            RawCommand::Diff(a) => Command::Diff(a),
             RawCommand::Mesh(a) => Command::Mesh(Box::new(a)),
             RawCommand::Completions(a) => Command::Completions(a),
             RawCommand::Manpages(a) => Command::Manpages(a),

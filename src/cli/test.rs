@@ -40,6 +40,7 @@ impl ReportArgs {
             samples: None,
             cpu: self.cpu_util,
             verbose: self.verbose,
+            store: self.store.clone().map(super::history::test_store).transpose()?,
         })
     }
 

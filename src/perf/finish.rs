@@ -48,6 +48,9 @@ pub fn finish(
     if let Some(path) = &output.json {
         crate::report::write_json(path, &crate::report::to_json(&report))?;
     }
+    if let Some(path) = &output.store {
+        super::stored::record(path, &report)?;
+    }
     match error {
         Some(e) => Err(e),
         None => Ok(0),

@@ -1,9 +1,13 @@
 //! `rdmabench qualify PROFILE --server HOST`: doctor first, then every test point of the
 //! profile `repeats` times against a `serve`, judged by medians against the profile's
-//! thresholds and, with `--baseline`, against an earlier qualification. Writes
-//! qualify.json, junit.xml and report.html; exit 0 pass, 1 fail or regression, 2 error.
-//! docs/qualify.md walks a firmware upgrade with it.
+//! thresholds and, with `--baseline`, against an earlier qualification (crate::stats:
+//! a point is `worse` only when its interval is beyond the tolerance). Writes
+//! qualify.json, junit.xml and report.html, and records the run in the results store;
+//! exit 0 pass, 1 fail or regression, 2 error. docs/qualify.md walks a firmware upgrade
+//! with it.
 
+pub mod baseline;
+pub mod comparison;
 pub mod junit;
 pub mod profile;
 pub mod report;
@@ -13,41 +17,72 @@ pub mod verdict;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::cli::QualifyArgs;
 use crate::compare::{reach_server, run_point};
 use crate::doctor::{self, Status};
 use crate::engine::{tool, Side};
 use crate::error::Error;
 use crate::inventory;
 use crate::spec::{Link, Local};
+use crate::store;
 use crate::transport::Backend;
 
+use baseline::Baseline;
 use report::{BaselineSummary, Point, ProfileSummary, QualifyReport, QualifyVerdict, Sides};
 use threshold::LinkRate;
 use verdict::{Median, Run};
+
+/// What a qualification is asked to do (the command line builds it).
+#[derive(Debug)]
+pub struct Options {
+    /// A built-in profile's name or a profile file.
+    pub profile: String,
+    /// The host running `rdmabench serve`.
+    pub server: String,
+    /// An earlier qualify JSON, or a stored run's id.
+    pub baseline: Option<String>,
+    /// Also write qualify.json here.
+    pub json: Option<PathBuf>,
+    /// Also write junit.xml here.
+    pub junit: Option<PathBuf>,
+    /// Where qualify.json, junit.xml and report.html go.
+    pub out: PathBuf,
+    /// No progress bar.
+    pub quiet: bool,
+    /// How this side reaches the server (its device is the one doctor checks).
+    pub local: Local,
+    /// Where the run is recorded.
+    pub store: store::Choice,
+    /// Print the built-in profile as TOML instead of running it.
+    pub print_profile: bool,
+    /// Take a baseline: doctor's firmware check is recorded, not judged.
+    pub baseline_only: bool,
+}
 
 /// Runs the qualification and writes its files. Returns the exit status: 0 when
 /// everything passed, 1 on a failure or a regression.
 ///
 /// # Errors
-/// A bad profile or baseline, files that cannot be written, a server that cannot be
-/// reached (each writing a junit.xml that says why), or a server that is gone (the
+/// A bad profile, baseline or store, files that cannot be written, a server that cannot
+/// be reached (each writing a junit.xml that says why), or a server that is gone (the
 /// partial report is written first).
-pub fn qualify(args: &QualifyArgs, out: &mut dyn Write) -> Result<u8, Error> {
+pub fn qualify(args: &Options, out: &mut dyn Write) -> Result<u8, Error> {
     if args.print_profile {
         return profile::print_built_in(&args.profile, out);
     }
     let started = crate::stamp::utc_now();
     let mut doctor_ran = None;
-    let (profile, baseline, local, doctor) = start(args, &mut doctor_ran)
+    let (profile, mut store, baseline, doctor) = start(args, &mut doctor_ran)
         .inspect_err(|e| write_not_started(args, e, doctor_ran.as_ref(), &started))?;
+    let local = &args.local;
     let mut report = new_report(args, &profile, doctor);
-    let link = match report.doctor.no_physical_link(args.client.device.as_deref()) {
+    let link = match report.doctor.no_physical_link(local.device.as_deref()) {
         Some(why) => LinkRate::NoPhysicalLink(why),
-        None => rdma_link_gbps(args.client.device.as_deref()).into(),
+        None => rdma_link_gbps(local.device.as_deref()).into(),
     };
-    let stopped = run_points(&mut report, &profile, &local, &link, args.quiet);
-    finish(&mut report, &profile, baseline.as_ref());
+    let stopped =
+        run_points(&mut report, &profile, local, &link, baseline.as_ref(), args.quiet);
+    finish(&mut report, profile.tolerance, baseline.as_ref());
+    let stored = store.as_mut().map(|s| baseline::record(s, &mut report));
     write_files(args, &report)?;
     if let Err(e) = stopped {
         let partial =
@@ -56,40 +91,51 @@ pub fn qualify(args: &QualifyArgs, out: &mut dyn Write) -> Result<u8, Error> {
     }
     let mut text = report::table(&report);
     text.push_str(&format!(" report: {}\n", args.out.join("report.html").display()));
+    if let (Some(s), Some(id)) = (&store, report.run_id) {
+        text.push_str(&format!(" stored: run {id} in {}\n", s.path().display()));
+    }
     out.write_all(text.as_bytes()).map_err(|e| Error::io(format!("writing output: {e}")))?;
     let _ = out.flush();
+    stored.transpose()?;
     Ok(if report.verdict.pass { 0 } else { crate::EXIT_VERDICT })
 }
 
 /// Everything before the first point: the profile (`--baseline-only` recording the
-/// firmware check), the baseline, the outputs, doctor (into `doctor_ran` for the JUnit
-/// of a start that fails later) and the server reached.
+/// firmware check), the store and the baseline (a damaged store or a wrong baseline is
+/// found before anything runs), the outputs, doctor (into `doctor_ran` for the JUnit of a
+/// start that fails later) and the server reached.
 fn start(
-    args: &QualifyArgs,
+    args: &Options,
     doctor_ran: &mut Option<doctor::DoctorReport>,
-) -> Result<(profile::Profile, Option<Baseline>, Local, doctor::DoctorReport), Error> {
+) -> Result<(profile::Profile, Option<store::Store>, Option<Baseline>, doctor::DoctorReport), Error>
+{
     let mut profile = profile::load(&args.profile)?;
     if args.baseline_only {
         profile.record_firmware();
     }
-    let baseline = args.baseline.as_deref().map(Baseline::load).transpose()?;
-    let local = args.client.local()?;
+    let store = match &args.store {
+        store::Choice::At(path) => Some(store::Store::open(path)?),
+        store::Choice::Nowhere => None,
+    };
+    let baseline = args
+        .baseline
+        .as_deref()
+        .map(|b| Baseline::load(b, store.as_ref(), &profile.name))
+        .transpose()?;
     prepare_outputs(args)?;
     let root = PathBuf::from("/");
-    let target = doctor::Target {
-        device: args.client.device.as_deref(),
-        root: &root,
-        backend: Backend::native(),
-    };
+    let local = &args.local;
+    let target =
+        doctor::Target { device: local.device.as_deref(), root: &root, backend: Backend::native() };
     let doctor = doctor::diagnose(&target)?;
     *doctor_ran = Some(doctor.clone());
-    reach_server(&args.server, &local)?;
-    Ok((profile, baseline, local, doctor))
+    reach_server(&args.server, local)?;
+    Ok((profile, store, baseline, doctor))
 }
 
 /// `--out` created, `--json` and `--junit` checked (and emptied) before anything runs:
 /// a verdict is never lost to a bad path at the end.
-fn prepare_outputs(args: &QualifyArgs) -> Result<(), Error> {
+fn prepare_outputs(args: &Options) -> Result<(), Error> {
     std::fs::create_dir_all(&args.out)
         .map_err(|e| Error::io(format!("cannot create --out {}: {e}", args.out.display())))?;
     for path in [&args.json, &args.junit].into_iter().flatten() {
@@ -100,7 +146,7 @@ fn prepare_outputs(args: &QualifyArgs) -> Result<(), Error> {
 
 /// The report before any point has run.
 fn new_report(
-    args: &QualifyArgs,
+    args: &Options,
     profile: &profile::Profile,
     doctor: doctor::DoctorReport,
 ) -> QualifyReport {
@@ -123,17 +169,21 @@ fn new_report(
         points: Vec::new(),
         environment: None,
         baseline: None,
+        run_id: None,
+        trend: Vec::new(),
     }
 }
 
-/// Runs every point `repeats` times into `report.points`. A server that is gone
-/// (closed, unreachable, refusing the key, busy) stops the run: its error comes back,
-/// and the points so far are in the report.
+/// Runs every point `repeats` times into `report.points`; a point whose comparison
+/// with the baseline is inconclusive runs again, one run at a time, up to the profile's
+/// `max_repeats`. A server that is gone (closed, unreachable, refusing the key, busy)
+/// stops the run: its error comes back, and the points so far are in the report.
 fn run_points(
     report: &mut QualifyReport,
     profile: &profile::Profile,
     local: &Local,
     link_rate: &LinkRate,
+    baseline: Option<&Baseline>,
     quiet: bool,
 ) -> Result<(), Error> {
     let side = Side::Client { host: report.server.clone() };
@@ -143,11 +193,17 @@ fn run_points(
     for test in &profile.tests {
         for spec in &test.specs {
             let id = Point::id_for(&test.name, spec.sizes[0]);
+            let was = baseline.and_then(|b| b.report.points.iter().find(|q| q.id == id));
             let mut runs = Vec::with_capacity(profile.repeats as usize);
             let mut link = link_rate.clone();
             let mut gone = None;
             let clock = std::time::Instant::now();
-            for _ in 0..profile.repeats {
+            while gone.is_none() && runs.len() < profile.max_repeats as usize {
+                if runs.len() >= profile.repeats as usize
+                    && !was.is_some_and(|w| inconclusive(&runs, &w.runs, profile))
+                {
+                    break;
+                }
                 progress.running(&id);
                 let outcome = run_point(spec, &side, local);
                 progress.done_one();
@@ -167,9 +223,6 @@ fn run_points(
                     result: outcome.report.results.into_iter().next(),
                     error: outcome.error,
                 });
-                if gone.is_some() {
-                    break;
-                }
             }
             let mut point = point(test, &id, spec.id(), spec.sizes[0], runs, &link);
             point.seconds = clock.elapsed().as_secs_f64();
@@ -180,6 +233,12 @@ fn run_points(
         }
     }
     Ok(())
+}
+
+/// Whether `runs` against the baseline's say nothing yet (another run may).
+fn inconclusive(runs: &[Run], was: &[Run], profile: &profile::Profile) -> bool {
+    verdict::compare(runs, was, profile.tolerance)
+        .is_some_and(|c| c.stats.verdict == crate::stats::Verdict::Inconclusive)
 }
 
 /// One point judged on its thresholds.
@@ -203,23 +262,29 @@ fn point(
         judgements,
         regressions: Vec::new(),
         seconds: 0.0,
+        comparison: None,
     }
 }
 
-/// Waivers, regressions against the baseline, and the verdict.
-fn finish(report: &mut QualifyReport, profile: &profile::Profile, baseline: Option<&Baseline>) {
-    let waived = |c: &doctor::Check| profile.waive.iter().any(|w| *w == c.id || *w == c.name());
+/// Waivers, the comparison with the baseline, and the verdict.
+pub(crate) fn finish(
+    report: &mut QualifyReport,
+    tolerance: threshold::Percent,
+    baseline: Option<&Baseline>,
+) {
+    let waived =
+        |c: &doctor::Check| report.profile.waive.iter().any(|w| *w == c.id || *w == c.name());
     let failing: Vec<&doctor::Check> =
         report.doctor.checks.iter().filter(|c| c.status == Status::Fail).collect();
-    report.waived = failing.iter().filter(|c| waived(c)).map(|c| c.name()).collect();
+    let waived_now: Vec<String> = failing.iter().filter(|c| waived(c)).map(|c| c.name()).collect();
     let doctor_failures: Vec<String> =
         failing.iter().filter(|c| !waived(c)).map(|c| c.name()).collect();
+    report.waived = waived_now;
     if let Some(b) = baseline {
         for p in &mut report.points {
-            if let Some(was) = b.report.points.iter().find(|q| q.id == p.id) {
-                p.regressions =
-                    verdict::regressions(&p.id, &p.median, &was.median, profile.tolerance);
-            }
+            let was = b.report.points.iter().find(|q| q.id == p.id);
+            p.comparison = was.and_then(|w| verdict::compare(&p.runs, &w.runs, tolerance));
+            p.regressions = p.comparison.iter().filter_map(|c| c.regression(&p.id)).collect();
         }
         report.baseline = Some(BaselineSummary {
             file: b.file.clone(),
@@ -255,36 +320,10 @@ fn rdma_link_gbps(device: Option<&str>) -> Option<f64> {
     }
 }
 
-/// An earlier qualify.json.
-struct Baseline {
-    file: String,
-    report: QualifyReport,
-}
-
-impl Baseline {
-    fn load(path: &Path) -> Result<Baseline, Error> {
-        let file = path.display().to_string();
-        let bad = |why: String| Error::usage(format!("--baseline {file}: {why}"));
-        let text = crate::files::read_text(path, crate::files::BASELINE_LIMIT)
-            .map_err(|e| Error::usage(format!("--baseline {e}")))?;
-        let mut report: QualifyReport =
-            serde_json::from_str(&text).map_err(|e| bad(format!("not a qualify JSON ({e})")))?;
-        if report.kind != "qualify" {
-            return Err(bad(format!("a '{}' report, not a qualify one", report.kind)));
-        }
-        // Its environments are shown beside this run's: as inert as a peer's.
-        report.environment = report.environment.map(|s| Sides {
-            local: s.local.cleaned(),
-            peer: s.peer.map(crate::environment::Environment::cleaned),
-        });
-        Ok(Baseline { file, report })
-    }
-}
-
 /// The JUnit of a qualification that could not start, into `--out` and `--junit`, so CI
 /// shows why. Best effort: the error that stopped it is what the command reports.
 fn write_not_started(
-    args: &QualifyArgs,
+    args: &Options,
     e: &Error,
     doctor: Option<&doctor::DoctorReport>,
     started: &str,
@@ -297,7 +336,7 @@ fn write_not_started(
 }
 
 /// qualify.json, junit.xml and report.html into `--out`, and `--json`/`--junit`.
-fn write_files(args: &QualifyArgs, report: &QualifyReport) -> Result<(), Error> {
+fn write_files(args: &Options, report: &QualifyReport) -> Result<(), Error> {
     let write = |path: &Path, text: &str| {
         std::fs::write(path, text)
             .map_err(|e| Error::io(format!("cannot write {}: {e}", path.display())))

@@ -29,6 +29,9 @@ pub struct Profile {
     pub description: String,
     /// Runs per test point; the verdict judges their median.
     pub repeats: u32,
+    /// Most runs of a point whose comparison with the baseline is inconclusive after
+    /// `repeats` (one more at a time until it is not).
+    pub max_repeats: u32,
     /// How far below (bandwidth) or above (latency) the baseline a median may be.
     pub tolerance: Percent,
     /// Doctor checks whose failure does not fail the qualification (`cpu.governor`).
@@ -71,6 +74,7 @@ struct RawProfile {
     name: Option<String>,
     description: Option<String>,
     repeats: Option<Spanned<u32>>,
+    max_repeats: Option<Spanned<u32>>,
     tolerance: Option<Percent>,
     #[serde(default)]
     waive: Vec<String>,
@@ -175,6 +179,15 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Profile, Er
         let span = raw.repeats.as_ref().map(Spanned::span);
         return Err(at(span, &format!("repeats = {repeats}: between 1 and {MAX_REPEATS}")));
     }
+    // Default: as many again as `repeats`.
+    let max_repeats =
+        raw.max_repeats.as_ref().map_or((2 * repeats).min(MAX_REPEATS), |r| *r.get_ref());
+    if !(repeats..=MAX_REPEATS).contains(&max_repeats) {
+        let span = raw.max_repeats.as_ref().map(Spanned::span);
+        let msg =
+            format!("max_repeats = {max_repeats}: between repeats ({repeats}) and {MAX_REPEATS}");
+        return Err(at(span, &msg));
+    }
     if raw.test.is_empty() {
         return Err(at(Some(0..0), "no [[test]]: a profile runs at least one test"));
     }
@@ -198,6 +211,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Profile, Er
         source: source.to_string(),
         description: raw.description.unwrap_or_default(),
         repeats,
+        max_repeats,
         tolerance: raw.tolerance.unwrap_or(Percent(10.0)),
         waive: raw.waive,
         tests,

@@ -38,6 +38,12 @@ pub struct QualifyReport {
     pub environment: Option<Sides>,
     /// The baseline compared with, if any.
     pub baseline: Option<BaselineSummary>,
+    /// The run's id in the results store, once recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<i64>,
+    /// Earlier runs' medians of the same profile on this host (report.html's trends).
+    #[serde(skip)]
+    pub trend: Vec<crate::store::query::TrendRow>,
 }
 
 /// The profile, as the report records it.
@@ -99,6 +105,9 @@ pub struct Point {
     /// Wall-clock seconds its runs took (JUnit's `time`).
     #[serde(default)]
     pub seconds: f64,
+    /// The runs against the baseline's (crate::stats).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<super::verdict::PointComparison>,
 }
 
 impl Point {
@@ -233,6 +242,7 @@ pub fn table(r: &QualifyReport) -> String {
         let verdict = if p.pass() { "PASS" } else { "FAIL" };
         let _ = writeln!(o, " {verdict:<6} {:<w$} {:<32} {}", p.id, median_text(p), reasons(p));
     }
+    o.push_str(&super::comparison::table(r));
     let v = &r.verdict;
     let _ = writeln!(
         o,
@@ -332,6 +342,7 @@ pub fn html(r: &QualifyReport) -> String {
         );
     }
     o.push_str("</table>\n");
+    o.push_str(&super::comparison::html(r));
     o.push_str("</body>\n</html>\n");
     o
 }
@@ -362,6 +373,7 @@ pub(crate) mod tests {
             judgements: vec![judgement(pass)],
             regressions: Vec::new(),
             seconds: 1.25,
+            comparison: None,
         };
         QualifyReport {
             schema_version: 1,
@@ -395,6 +407,8 @@ pub(crate) mod tests {
             points: vec![point("write_bw 64K", false), point("write_bw 1M", true)],
             environment: None,
             baseline: None,
+            run_id: None,
+            trend: Vec::new(),
         }
     }
 

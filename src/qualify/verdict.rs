@@ -1,5 +1,6 @@
 //! Judging a test point: the median of its runs against the profile's thresholds, and
-//! against the baseline's median. Pure arithmetic on results; nothing here runs a test.
+//! its runs against the baseline's (crate::stats). Pure arithmetic on results; nothing
+//! here runs a test.
 
 use serde::{Deserialize, Serialize};
 
@@ -8,6 +9,7 @@ use super::threshold::{Floor, LinkRate, Percent};
 use crate::error::Error;
 use crate::measure::MIB;
 use crate::results::SizeResult;
+use crate::stats::{self, Comparison, Direction, Verdict};
 
 /// One run of a point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -38,14 +40,8 @@ pub struct Median {
 }
 
 /// The median of `values` (the mean of the middle two for an even count).
-pub fn median(mut values: Vec<f64>) -> Option<f64> {
-    values.retain(|v| v.is_finite());
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    Some(if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 })
+pub fn median(values: Vec<f64>) -> Option<f64> {
+    stats::median(&values)
 }
 
 impl Median {
@@ -165,31 +161,120 @@ pub fn judge(limits: &Limits, runs: &[Run], median: &Median, link: &LinkRate) ->
     out
 }
 
-/// How `now` compares with the baseline's median `was`: a line for each figure worse
-/// by more than `tolerance` (bandwidth lower, latency higher).
-pub fn regressions(id: &str, now: &Median, was: &Median, tolerance: Percent) -> Vec<String> {
-    let tol = tolerance.0 / 100.0;
-    let mut out = Vec::new();
-    let change = |n: f64, w: f64| (n - w) / w * 100.0;
-    if let (Some(n), Some(w)) = (now.bw_bytes_per_sec, was.bw_bytes_per_sec) {
-        if w > 0.0 && n < w * (1.0 - tol) {
-            out.push(format!(
-                "{id}: BW average {} against the baseline's {} ({:+.1} %, tolerance {tolerance})",
-                mib(n),
-                mib(w),
-                change(n, w)
-            ));
+/// The figure a point is compared with its baseline on: BW average (MiB/s) where the
+/// runs measured bandwidth, else t_typical (µs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Figure {
+    /// BW average, MiB/s; higher is better.
+    Bandwidth,
+    /// t_typical, µs; lower is better.
+    Latency,
+}
+
+impl Figure {
+    /// The figure `runs` measured (bandwidth first), if any.
+    pub fn of(runs: &[Run]) -> Option<Figure> {
+        let results = || runs.iter().filter_map(|r| r.result.as_ref());
+        if results().any(|r| r.bw.is_some()) {
+            Some(Figure::Bandwidth)
+        } else if results().any(|r| r.lat.is_some()) {
+            Some(Figure::Latency)
+        } else {
+            None
         }
     }
-    if let (Some(n), Some(w)) = (now.lat_typical_us, was.lat_typical_us) {
-        if w > 0.0 && n > w * (1.0 + tol) {
-            out.push(format!(
-                "{id}: t_typical {n:.2} us against the baseline's {w:.2} us ({:+.1} %, tolerance {tolerance})",
-                change(n, w)
-            ));
+
+    /// Each successful run's value, in the figure's unit.
+    pub fn values(self, runs: &[Run]) -> Vec<f64> {
+        let results = runs.iter().filter(|r| r.error.is_none()).filter_map(|r| r.result.as_ref());
+        match self {
+            Figure::Bandwidth => {
+                results.filter_map(|r| r.bw.as_ref()).map(|b| b.avg_bytes_per_sec / MIB).collect()
+            }
+            Figure::Latency => {
+                results.filter_map(|r| r.lat.as_ref()).map(|l| l.t_typical_us).collect()
+            }
         }
     }
-    out
+
+    /// `BW average`, `t_typical`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Figure::Bandwidth => "BW average",
+            Figure::Latency => "t_typical",
+        }
+    }
+
+    /// `MiB/s`, `us`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Figure::Bandwidth => "MiB/s",
+            Figure::Latency => "us",
+        }
+    }
+
+    fn direction(self) -> Direction {
+        match self {
+            Figure::Bandwidth => Direction::HigherIsBetter,
+            Figure::Latency => Direction::LowerIsBetter,
+        }
+    }
+}
+
+/// A point against the same point of the baseline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PointComparison {
+    /// `BW average` or `t_typical`.
+    pub figure: String,
+    /// `MiB/s` or `us`.
+    pub unit: String,
+    /// The baseline's runs, in `unit`.
+    pub baseline_runs: Vec<f64>,
+    /// This qualification's runs, in `unit`.
+    pub runs: Vec<f64>,
+    /// Medians, change, interval, verdict.
+    #[serde(flatten)]
+    pub stats: Comparison,
+}
+
+impl PointComparison {
+    /// A `worse` comparison as one line naming the point, both medians, the interval and
+    /// the tolerance; `None` for any other verdict.
+    pub fn regression(&self, id: &str) -> Option<String> {
+        let s = &self.stats;
+        (s.verdict == Verdict::Worse).then(|| {
+            format!(
+                "{id}: {} {:.2} {u} against the baseline's {:.2} {u} ({:+.1} %, {:.0} % interval {:+.1} % .. {:+.1} %, tolerance {}%)",
+                self.figure,
+                s.median,
+                s.baseline_median,
+                s.delta_percent,
+                s.confidence * 100.0,
+                s.interval_percent[0],
+                s.interval_percent[1],
+                s.tolerance_percent,
+                u = self.unit,
+            )
+        })
+    }
+}
+
+/// `now`'s runs against `was`'s on the figure both measured; `None` when they share no
+/// figure with a value on each side.
+pub fn compare(now: &[Run], was: &[Run], tolerance: Percent) -> Option<PointComparison> {
+    let figure = Figure::of(now)?;
+    if Figure::of(was) != Some(figure) {
+        return None;
+    }
+    let (runs, baseline_runs) = (figure.values(now), figure.values(was));
+    let stats = stats::compare(&baseline_runs, &runs, figure.direction(), tolerance.0)?;
+    Some(PointComparison {
+        figure: figure.name().into(),
+        unit: figure.unit().into(),
+        baseline_runs,
+        runs,
+        stats,
+    })
 }
 
 #[cfg(test)]
@@ -278,26 +363,26 @@ mod tests {
     }
 
     #[test]
-    fn regressions_beyond_the_tolerance_are_named() {
-        let was = Median {
-            bw_bytes_per_sec: Some(1000.0 * MIB),
-            lat_typical_us: Some(2.0),
-            ..Default::default()
-        };
-        let now = Median {
-            bw_bytes_per_sec: Some(950.0 * MIB),
-            lat_typical_us: Some(2.1),
-            ..Default::default()
-        };
-        assert!(regressions("write_bw 64K", &now, &was, Percent(10.0)).is_empty());
-        let now = Median {
-            bw_bytes_per_sec: Some(500.0 * MIB),
-            lat_typical_us: Some(3.0),
-            ..Default::default()
-        };
-        let r = regressions("write_bw 64K", &now, &was, Percent(10.0));
-        assert_eq!(r.len(), 2);
-        assert!(r[0].starts_with("write_bw 64K: BW average 500.00 MiB/s against the baseline's 1000.00 MiB/s (-50.0 %"), "{}", r[0]);
-        assert!(r[1].contains("t_typical 3.00 us"), "{}", r[1]);
+    fn a_point_is_compared_on_its_runs_and_named_when_worse() {
+        let was = [bw_run(1000.0), bw_run(1010.0), bw_run(990.0)];
+        let now = [bw_run(600.0), bw_run(610.0), bw_run(590.0)];
+        let c = compare(&now, &was, Percent(10.0)).unwrap();
+        assert_eq!((c.figure.as_str(), c.unit.as_str()), ("BW average", "MiB/s"));
+        assert_eq!((c.stats.verdict, c.runs.len(), c.baseline_runs.len()), (Verdict::Worse, 3, 3));
+        let line = c.regression("write_bw 64K").unwrap();
+        assert!(
+            line.starts_with("write_bw 64K: BW average 600.00 MiB/s against the baseline's 1000.00 MiB/s (-40.0 %, 90 % interval -42.0 % .. -38.0 %, tolerance 10%)"),
+            "{line}"
+        );
+        // A failed run is not a value; latency is judged the other way.
+        let mut slower = vec![lat_run(2.0), lat_run(2.02), lat_run(1.98)];
+        let faster = [lat_run(1.0), lat_run(1.01), lat_run(0.99)];
+        let c = compare(&faster, &slower, Percent(10.0)).unwrap();
+        assert_eq!(c.stats.verdict, Verdict::Better);
+        assert!(c.regression("write_lat 2").is_none());
+        slower.push(Run { result: None, error: Some(Error::new(ErrorKind::PeerSilent, "x")) });
+        assert_eq!(compare(&slower, &faster, Percent(10.0)).unwrap().runs.len(), 3);
+        // Bandwidth against latency: nothing to compare.
+        assert!(compare(&now, &faster, Percent(10.0)).is_none());
     }
 }

@@ -82,6 +82,8 @@ pub struct Output {
     pub cpu: bool,
     /// Print a row per QP or stream under each size (`--verbose`).
     pub verbose: bool,
+    /// Record the run in this results store (`--store`).
+    pub store: Option<PathBuf>,
 }
 
 impl Output {
