@@ -239,7 +239,10 @@ fn floors_pass_a_house_whose_imports_go_down() {
 #[test]
 fn floors_fail_an_upward_import_naming_file_line_and_path() {
     let mut files = SOUND.to_vec();
-    files[2] = ("serve/mod.rs", "//! Serve.\nmod client;\n\nuse crate::cli::args::timeout;\npub struct ServeOptions;\n");
+    files[2] = (
+        "serve/mod.rs",
+        "//! Serve.\nmod client;\n\nuse crate::cli::args::timeout;\npub struct ServeOptions;\n",
+    );
     let dir = floors_tree("floors-up", &files);
     let out = floors(&dir);
     let stderr = text(&out.stderr);
@@ -282,8 +285,12 @@ fn floors_fail_circles_across_folders_and_unexplained_ones_within_a_folder() {
     );
     fs::remove_dir_all(&dir).unwrap();
     // Said so in both module docs, the pair in one folder is allowed.
-    files[7] = ("util/time.rs", "//! Time: one idea split for length (twin.rs).\nuse super::twin::b;\n");
-    files[8] = ("util/twin.rs", "//! Twin: one idea split for length (time.rs).\npub fn b() { super::time::now() }\n");
+    files[7] =
+        ("util/time.rs", "//! Time: one idea split for length (twin.rs).\nuse super::twin::b;\n");
+    files[8] = (
+        "util/twin.rs",
+        "//! Twin: one idea split for length (time.rs).\npub fn b() { super::time::now() }\n",
+    );
     let dir = floors_tree("floors-twins", &files);
     let out = floors(&dir);
     assert!(out.status.success(), "{}", text(&out.stderr));

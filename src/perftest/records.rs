@@ -3,9 +3,8 @@
 //! (five big-endian 8-byte fields). Pure functions: the socket is [`super::wire`]'s.
 
 use crate::error::Error;
-use crate::measure::BwStats;
-use crate::results::SizeResult;
-use crate::spec::TestSpec;
+#[cfg(target_os = "linux")]
+use crate::{measure::BwStats, results::SizeResult, spec::TestSpec};
 
 /// What rdmabench announces: perftest 5.70 and later accept it (older ones use other
 /// formats), and 6.28 and later, seeing it, skip their parameter negotiation, whose
@@ -220,6 +219,7 @@ impl BwReport {
     }
 }
 
+#[cfg(target_os = "linux")] // the verbs session's alone
 /// A perftest report as this side's result: the figures in the units this side reports
 /// in (perftest does not say which it used: both sides should be given the same).
 pub(super) fn result_of(r: &BwReport, spec: &TestSpec, gbits: bool) -> SizeResult {
@@ -240,6 +240,7 @@ pub(super) fn result_of(r: &BwReport, spec: &TestSpec, gbits: bool) -> SizeResul
     SizeResult { size: r.size, iterations: r.iters / qps, bw: Some(bw), ..Default::default() }
 }
 
+#[cfg(target_os = "linux")] // the verbs session's alone
 /// This side's result as perftest's report: iterations of all queue pairs, rates in
 /// MB/s (2^20) or Gb/s, messages in millions per second.
 pub(super) fn report_of(size: u64, bw: &BwStats, gbits: bool) -> BwReport {
@@ -253,6 +254,7 @@ pub(super) fn report_of(size: u64, bw: &BwStats, gbits: bool) -> BwReport {
     }
 }
 
+#[cfg(target_os = "linux")] // the verbs session's alone
 fn unit(gbits: bool) -> f64 {
     if gbits {
         1e9 / 8.0
