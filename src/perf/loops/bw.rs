@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{check, poll_or_wait, Clock, LoopError, Pulse, Stall, Stamper, END_IMM, END_MARKER};
+use super::{check, poll_or_wait, Clock, LoopError, Pulse, Stall, END_IMM, END_MARKER};
 use crate::measure::BwRecorder;
 use crate::transport::{Connection, Op, Polled, WorkRequest};
 
@@ -81,6 +81,10 @@ impl Pacer {
         self.left = self.left.saturating_sub(n);
     }
 }
+
+/// Passes of the sender's loop between two refinements of its clock's rate (one
+/// monotonic read each).
+const REFINE_EVERY: u32 = 4096;
 
 /// What a sender measured on each QP.
 pub struct BwOutcome {
@@ -167,7 +171,7 @@ impl Lane {
 pub fn bw_send<C: Connection, R: RecvSide>(
     conns: &mut [C],
     plan: &BwPlan,
-    clock: Clock,
+    mut clock: Clock,
     recv: &mut R,
     pulse: impl Pulse,
 ) -> Result<BwOutcome, LoopError> {
@@ -200,11 +204,15 @@ pub fn bw_send<C: Connection, R: RecvSide>(
     let mut list: Vec<WorkRequest> = Vec::with_capacity(plan.post_list as usize);
     let mut pacers: Vec<Pacer> =
         plan.pace.map_or_else(Vec::new, |p| (0..n).map(|k| Pacer::share(p, n, k)).collect());
-    // Counter stamps in -n runs without pacing; a duration run's windows and a pacer's
-    // schedule read ns as they go.
-    let tsc = window.is_none() && plan.pace.is_none() && ffi::tsc::usable();
-    let stamper = Stamper::new(clock, tsc);
+    // Stamps are the clock's counts, made ns after the run; a duration run's window and
+    // a pacer's schedule read ns as they go (a counter read and a multiplication). The
+    // clock's rate is refined every REFINE_EVERY passes, off the hot path.
+    let mut passes = 0u32;
     loop {
+        passes = passes.wrapping_add(1);
+        if passes % REFINE_EVERY == 0 {
+            clock.refine();
+        }
         let stop_posting = window.is_some_and(|w| clock.ns() >= w.total);
         let mut all_done = true;
         for (q, conn) in conns.iter_mut().enumerate() {
@@ -220,7 +228,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                         prepared: prepared.get_mut(q).map_or(&mut [], Vec::as_mut_slice),
                         list: &mut list,
                     },
-                    stamper,
+                    clock,
                     allowed,
                 )?;
                 if let Some(p) = pacers.get_mut(q) {
@@ -235,7 +243,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
             };
             if got > 0 {
                 stall.progressed()?;
-                let t = stamper.now();
+                let t = clock.counts();
                 for c in &wcs[..got] {
                     check(q, c)?;
                     if c.is_receive() {
@@ -246,7 +254,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                 }
                 recorders[q].completed(t, lane.done);
                 if let Some(w) = window {
-                    count_in_window(&w, t, lane, &mut windowed[q]);
+                    count_in_window(&w, clock.to_ns(t), lane, &mut windowed[q]);
                 }
             }
             let target = if plan.duration.is_some() { lane.signaled_upto } else { plan.iters };
@@ -261,7 +269,8 @@ pub fn bw_send<C: Connection, R: RecvSide>(
             stall.idle("messages from the peer")?;
         }
     }
-    let scale = stamper.ns_per_unit();
+    clock.refine();
+    let scale = clock.ns_per_count();
     recorders.iter_mut().for_each(|r| r.rescale(scale));
     Ok(BwOutcome { recorders, windowed })
 }
@@ -282,7 +291,7 @@ fn post_while_room<C: Connection>(
     lane: &mut Lane,
     recorder: &mut BwRecorder,
     requests: Requests<'_, C::Prepared>,
-    stamper: Stamper,
+    clock: Clock,
     allowed: u64,
 ) -> Result<u64, LoopError> {
     let Requests { prepared, list } = requests;
@@ -302,7 +311,7 @@ fn post_while_room<C: Connection>(
             lane.slot = if slot + 1 == u64::from(plan.slots) { 0 } else { slot + 1 };
             // Post stamps feed the peak; without it only the first is kept.
             if plan.peak || i == 0 {
-                recorder.posted(stamper.now());
+                recorder.posted(clock.counts());
             }
             match prepared.get_mut(slot as usize) {
                 Some(req) => conn.post_prepared(req, i + 1, signaled)?,
