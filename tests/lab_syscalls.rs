@@ -110,3 +110,31 @@ fn lab_a_latency_clients_memory_is_the_same_at_any_n() {
         "write-lat -n 200000 peaked at {long} KiB, -n 2000 at {short} KiB: more than 1 MiB apart"
     );
 }
+
+#[test]
+#[ignore = "lab: needs soft-RoCE (ci/lab-vm)"]
+fn lab_write_bw_prints_interval_lines_as_it_runs() {
+    let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
+    let json = common::scratch("rdmabench-lab-syscalls").join(format!("interval-{port}.json"));
+    let args = ["write-bw", "-p", &port, "--timeout", "20", "-D", "3", "--interval", "1"];
+    let server = common::spawn(true, &args);
+    std::thread::sleep(Duration::from_millis(300));
+    let json_arg = json.display().to_string();
+    let mut client_args = args.to_vec();
+    client_args.extend(["--json", &json_arg, "127.0.0.1"]);
+    let client = finish(common::spawn(true, &client_args), Duration::from_secs(120));
+    let server = finish(server, Duration::from_secs(60));
+    assert!(client.status.success() && server.status.success(), "{}{}", err(&client), err(&server));
+    let out = text(&client);
+    let bytes = |l: &str| -> Option<u64> {
+        l.split_whitespace().skip_while(|w| *w != "sec]").nth(1)?.parse().ok()
+    };
+    let lines: Vec<u64> = out.lines().filter(|l| l.contains(" sec] ")).filter_map(bytes).collect();
+    assert!(lines.len() >= 2 && lines.iter().all(|&b| b > 0), "{lines:?} in {out}");
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let window = result["results"][0]["bw"]["bytes"].as_u64().unwrap();
+    let sum: u64 = lines.iter().sum();
+    // The lines cover the whole run, the table's figure only its window.
+    assert!(sum >= window, "{sum} bytes in the lines, {window} in the window");
+}

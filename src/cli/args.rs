@@ -12,8 +12,8 @@ use crate::perf::counters::CounterSelection;
 use crate::session::auth::AuthKey;
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
 use crate::spec::{
-    parse_cpu_list, parse_size, AtomicType, Figure, Local, Measure, Output, RateUnits, RunLength,
-    SampleOrder, TestKind, TestSpec, DEFAULT_PORT,
+    parse_cpu_list, parse_size, AtomicType, Figure, IntervalLines, Local, Measure, Output,
+    RateUnits, RunLength, SampleOrder, TestKind, TestSpec, DEFAULT_PORT,
 };
 use crate::transport::{Backend, Service};
 
@@ -350,6 +350,11 @@ pub struct ReportArgs {
     /// only).
     #[arg(long = "verbose")]
     pub verbose: bool,
+    /// Bandwidth tests: print the bytes, bandwidth and message rate of every SECS
+    /// interval as the run goes, on the sending side (iperf3's -i; TCP tests also take
+    /// -i, which is --ib-port on RDMA tests).
+    #[arg(long = "interval", value_name = "SECS")]
+    pub interval: Option<f64>,
 }
 
 impl Default for ReportArgs {
@@ -364,6 +369,7 @@ impl Default for ReportArgs {
             quiet: false,
             cpu_util: false,
             verbose: false,
+            interval: None,
         }
     }
 }
@@ -392,6 +398,9 @@ pub struct TcpArgs {
     /// Pin stream k's thread to the k-th CPU of this list, e.g. 0,2-3.
     #[arg(long = "cpus", value_name = "LIST")]
     pub cpus: Option<String>,
+    /// The same as --interval SECS (iperf3's -i).
+    #[arg(short = 'i', value_name = "SECS")]
+    pub interval_short: Option<f64>,
     /// Control-channel TCP port (the data streams use a port the server picks).
     #[arg(short = 'p', long = "port")]
     pub port: Option<u16>,
@@ -444,6 +453,22 @@ impl ReportArgs {
             cpu: self.cpu_util,
             verbose: self.verbose,
         })
+    }
+
+    /// `--interval SECS` (or TCP's `-i`, `short`): bandwidth tests only, 0.1 s to an hour.
+    fn interval_lines(&self, bw: bool, short: Option<f64>) -> Result<Option<IntervalLines>, Error> {
+        let Some(secs) = self.interval.or(short) else { return Ok(None) };
+        if !bw {
+            return Err(Error::usage("--interval: bandwidth tests print interval lines"));
+        }
+        if !(0.1..=3600.0).contains(&secs) {
+            return Err(Error::usage(format!("--interval {secs}: from 0.1 to 3600 seconds")));
+        }
+        Ok(Some(IntervalLines {
+            every: Duration::from_secs_f64(secs),
+            gbits: self.report_gbits,
+            to_stderr: self.json.as_deref().is_some_and(|j| j.as_os_str() == "-"),
+        }))
     }
 
     /// The per-step timeout.
@@ -559,6 +584,7 @@ impl PerfArgs {
         };
         self.access.apply(self.host.is_some(), &mut local)?;
         (local.pin, local.numa_node) = self.affinity()?;
+        local.interval_lines = self.report.interval_lines(kind.measure == Measure::Bw, None)?;
         if spec.rdma().is_some_and(|r| r.backend == Backend::Nd) {
             rules::nd_local_rules(&local)?;
         }
@@ -676,6 +702,9 @@ impl TcpArgs {
             connect_window: self.report.timeout()?,
             pin: self.cpus.as_deref().map(parse_cpu_list).transpose()?.unwrap_or_default(),
             quiet: self.report.quiet,
+            interval_lines: self
+                .report
+                .interval_lines(measure == Measure::Bw, self.interval_short)?,
             ..Local::default()
         };
         self.access.apply(self.host.is_some(), &mut local)?;

@@ -12,6 +12,7 @@
 pub(crate) mod affinity;
 pub mod describe;
 mod infinite;
+mod intervals;
 pub mod link;
 pub mod pattern;
 pub mod results;

@@ -5,17 +5,22 @@
 //!
 //! - [`bw`]: the bandwidth sender and receiver, with their plans;
 //! - [`lat`]: the latency ping-pongs and round trips;
-//! - [`sampler`]: where a latency loop's clock reads go, chosen once per run.
+//! - [`sampler`]: where a latency loop's clock reads go, chosen once per run;
+//! - [`pace`]: `--rate_limit`'s schedule; [`intervals`]: `--interval`'s marks.
 
 mod bw;
+mod intervals;
 mod lat;
+mod pace;
 mod sampler;
 
 pub use bw::{
-    bw_recv, bw_send, post_receives, send_end_markers, BwOutcome, BwPlan, NoRecv, Pace, RecvPlan,
+    bw_recv, bw_send, post_receives, send_end_markers, BwOutcome, BwPlan, NoRecv, RecvPlan,
     RecvSide, Reposting, Windowed,
 };
+pub use intervals::IntervalMark;
 pub use lat::{lat_round_trip, lat_send_pingpong, lat_write_pingpong, LatPlan, PingPong};
+pub use pace::Pace;
 pub use sampler::{CountedSampler, Sampler, TimedSampler};
 
 use std::time::{Duration, Instant};
@@ -154,6 +159,9 @@ pub trait Pulse {
     const BEATS: bool = true;
     /// The loop is alive at `now`.
     fn alive(&mut self, now: Instant);
+    /// A bandwidth loop's `--interval` ended (told as the run goes: a printer of
+    /// iperf3-style lines listens here). Nothing by default.
+    fn interval(&mut self, _mark: IntervalMark) {}
 }
 
 /// The loops of a side whose peer is busy too: no beats.
@@ -168,6 +176,9 @@ impl<P: Pulse + ?Sized> Pulse for &mut P {
     const BEATS: bool = P::BEATS;
     fn alive(&mut self, now: Instant) {
         (**self).alive(now);
+    }
+    fn interval(&mut self, mark: IntervalMark) {
+        (**self).interval(mark);
     }
 }
 

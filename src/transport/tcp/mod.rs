@@ -388,6 +388,10 @@ fn end_marker(wr_id: u64) -> Completion {
 
 #[cfg(test)]
 mod tests {
+    use std::net::{IpAddr, TcpListener};
+    use std::time::Instant;
+
+    use super::streams::GONE_GRACE;
     use super::*;
 
     fn opts() -> StreamOptions {

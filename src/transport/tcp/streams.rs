@@ -12,7 +12,7 @@ use crate::transport::TransportError;
 
 /// How long the listener keeps accepting after the client has spoken on the control
 /// connection: its streams connected just before are then already on their way.
-const GONE_GRACE: Duration = Duration::from_millis(500);
+pub(super) const GONE_GRACE: Duration = Duration::from_millis(500);
 
 /// The server's listener for data streams, on the address the control connection
 /// arrived at and a port the kernel picks.
