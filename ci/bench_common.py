@@ -68,12 +68,14 @@ class Verdicts:
         self.bench, self.partial, self.rows = bench, partial, []
 
     def judge(self, figure, value, target, met, note=""):
-        """Records one figure against its target; returns the word to print."""
-        self.rows.append({"figure": figure, "value": value, "target": target, "met": bool(met), "note": note})
-        return "met" if met else "MISSED"
+        """Records one figure against its target (met None: a figure shown, not judged);
+        returns the word to print."""
+        judged = None if met is None else bool(met)
+        self.rows.append({"figure": figure, "value": value, "target": target, "met": judged, "note": note})
+        return {True: "met", False: "MISSED", None: "shown"}[judged]
 
     def finish(self, about):
-        missed = [r["figure"] for r in self.rows if not r["met"]]
+        missed = [r["figure"] for r in self.rows if r["met"] is False]
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         record = {
             "bench": self.bench,

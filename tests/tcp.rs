@@ -173,6 +173,26 @@ fn tcp_duration_run_measures_its_window() {
     assert!(text.contains("measured window 1 s"), "{text}");
 }
 
+/// The bytes of each `--interval` line (`[  0.00-  1.00 sec]  BYTES bytes ...`).
+fn interval_bytes(text: &str) -> Vec<u64> {
+    let bytes = |l: &str| l.split_whitespace().skip_while(|w| *w != "sec]").nth(1)?.parse().ok();
+    text.lines().filter(|l| l.contains(" sec] ")).filter_map(bytes).collect()
+}
+
+#[test]
+fn tcp_bw_interval_lines_add_up_to_what_arrived() {
+    // iperf3's -i: a line a second as the run goes, every message in one of them.
+    let (client, _, text) = pair("tcp-bw", &["-D", "3", "-i", "1"]);
+    let lines = interval_bytes(&text);
+    assert!(lines.len() >= 2 && lines.iter().all(|&b| b > 0), "{lines:?} in {text}");
+    let sum: u64 = lines.iter().sum();
+    let received = client["results"][0]["received_bytes"].as_u64().unwrap();
+    assert!(
+        sum <= received && sum as f64 >= received as f64 * 0.99,
+        "{sum} bytes in the lines, {received} arrived"
+    );
+}
+
 #[test]
 fn tcp_sweep_runs_every_size_over_one_connection() {
     let (client, _, _) = pair("tcp-lat", &["-a", "-n", "20"]);

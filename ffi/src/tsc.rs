@@ -4,17 +4,23 @@
 //! monotonic clock.
 
 /// Whether counts from [`read`] convert to time by one factor, on any core: on Linux,
-/// when the kernel keeps its own clock on the TSC (clocksource `tsc`: the kernel checked
-/// the counter's rate and its agreement across cores at boot, or was told to trust it),
-/// so the counter is as steady as `CLOCK_MONOTONIC`; elsewhere, when the CPU says it is
+/// when the kernel trusts the TSC as a clock source (it checked the counter's rate and
+/// its agreement across cores at boot, or was told to, and has not since marked it
+/// unstable, which takes it off `available_clocksource`), whether or not it is the
+/// current one: a boot that picked another source (HPET under emulation, whose reads
+/// are system calls) still has a steady counter; elsewhere, when the CPU says it is
 /// [`invariant`]. Never off x86-64.
 pub fn usable() -> bool {
     if cfg!(not(target_arch = "x86_64")) {
         return false;
     }
     if cfg!(target_os = "linux") {
-        let source = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
-        return std::fs::read_to_string(source).is_ok_and(|s| s.trim() == "tsc");
+        let dir = "/sys/devices/system/clocksource/clocksource0";
+        let listed = |file: &str| {
+            std::fs::read_to_string(format!("{dir}/{file}"))
+                .is_ok_and(|s| s.split_whitespace().any(|c| c == "tsc"))
+        };
+        return listed("current_clocksource") || listed("available_clocksource");
     }
     invariant()
 }

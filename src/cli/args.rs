@@ -347,6 +347,11 @@ pub struct ReportArgs {
     /// one ($XDG_DATA_HOME/rdmabench/results.db), `--store=PATH` another.
     #[arg(long = "store", value_name = "PATH", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub store: Option<PathBuf>,
+    /// Bandwidth tests: print the bytes, bandwidth and message rate of every SECS
+    /// interval as the run goes, on the sending side (iperf3's -i; TCP tests also take
+    /// -i, which is --ib-port on RDMA tests).
+    #[arg(long = "interval", value_name = "SECS")]
+    pub interval: Option<f64>,
 }
 
 impl Default for ReportArgs {
@@ -362,6 +367,7 @@ impl Default for ReportArgs {
             cpu_util: false,
             verbose: false,
             store: None,
+            interval: None,
         }
     }
 }
@@ -390,6 +396,9 @@ pub struct TcpArgs {
     /// Pin stream k's thread to the k-th CPU of this list, e.g. 0,2-3.
     #[arg(long = "cpus", value_name = "LIST")]
     pub cpus: Option<String>,
+    /// The same as --interval SECS (iperf3's -i).
+    #[arg(short = 'i', value_name = "SECS")]
+    pub interval_short: Option<f64>,
     /// Control-channel TCP port (the data streams use a port the server picks).
     #[arg(short = 'p', long = "port")]
     pub port: Option<u16>,

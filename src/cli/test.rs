@@ -8,7 +8,7 @@ use crate::counters::CounterSelection;
 use crate::error::Error;
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
 use crate::spec::{
-    parse_cpu_list, AtomicType, Figure, Local, Measure, Output, RateUnits, RunLength, SampleOrder,
+    parse_cpu_list, AtomicType, Figure, IntervalLines, Local, Measure, Output, RateUnits, RunLength, SampleOrder,
     TestKind, TestSpec, DEFAULT_PORT,
 };
 use crate::transport::Backend;
@@ -47,6 +47,22 @@ impl ReportArgs {
     /// The per-step timeout.
     pub fn timeout(&self) -> Result<Duration, Error> {
         crate::spec::rules::timeout(self.timeout)
+    }
+
+    /// `--interval SECS` (or TCP's `-i`, `short`): bandwidth tests only, 0.1 s to an hour.
+    fn interval_lines(&self, bw: bool, short: Option<f64>) -> Result<Option<IntervalLines>, Error> {
+        let Some(secs) = self.interval.or(short) else { return Ok(None) };
+        if !bw {
+            return Err(Error::usage("--interval: bandwidth tests print interval lines"));
+        }
+        if !(0.1..=3600.0).contains(&secs) {
+            return Err(Error::usage(format!("--interval {secs}: from 0.1 to 3600 seconds")));
+        }
+        Ok(Some(IntervalLines {
+            every: Duration::from_secs_f64(secs),
+            gbits: self.report_gbits,
+            to_stderr: self.json.as_deref().is_some_and(|j| j.as_os_str() == "-"),
+        }))
     }
 }
 
@@ -148,6 +164,7 @@ impl PerfArgs {
         };
         self.access.apply(self.host.is_some(), &mut local)?;
         (local.pin, local.numa_node) = self.affinity()?;
+        local.interval_lines = self.report.interval_lines(kind.measure == Measure::Bw, None)?;
         if spec.rdma().is_some_and(|r| r.backend == Backend::Nd) {
             crate::spec::validate::nd_local_rules(&local)?;
         }
@@ -265,6 +282,9 @@ impl TcpArgs {
             connect_window: self.report.timeout()?,
             pin: self.cpus.as_deref().map(parse_cpu_list).transpose()?.unwrap_or_default(),
             quiet: self.report.quiet,
+            interval_lines: self
+                .report
+                .interval_lines(measure == Measure::Bw, self.interval_short)?,
             ..Local::default()
         };
         self.access.apply(self.host.is_some(), &mut local)?;

@@ -18,6 +18,7 @@ use crate::spec::{AtomicType, Local, Measure, Queues, RunLength, TestSpec, Verb}
 use crate::transport::{Capabilities, Connection, Op};
 
 use super::results::ThisSide;
+use super::intervals::IntervalPrinter;
 use super::threads::{bw_send_threads, per_connection};
 use crate::perf::pattern::{fill_pattern, slots_for};
 use crate::spec::role::Role;
@@ -199,6 +200,7 @@ impl<'a> Step<'a> {
             events: self.queues.events,
             pace: (self.spec.rdma().and_then(|r| r.rate_limit))
                 .map(|l| Pace { burst: l.burst, gap_ns: l.gap_ns(u64::from(size)) }),
+            interval_ns: self.local.interval_lines.map_or(0, |l| l.every.as_nanos() as u64),
         }
     }
 
@@ -220,6 +222,7 @@ impl<'a> Step<'a> {
             post_list: 1,
             peak: false,
             pace: None,
+            interval_ns: 0,
             ..self.bw_plan(size, slots, C::BLOCKING_POLL)
         };
         loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv, loops::NoPulse)?;
@@ -256,19 +259,22 @@ impl<'a> Step<'a> {
         let plan = self.bw_plan(size, slots, C::BLOCKING_POLL);
         let posted = self.queues.receives_per_connection(conns.len(), plan.iters);
         if self.role.sends {
+            let lines = self.local.interval_lines;
+            let printing = |pulse| IntervalPrinter::new(pulse, lines, u64::from(size), None);
             let outcome = if C::BLOCKING_POLL {
                 // TCP: the receiver reads every byte, so it never only waits.
                 debug_assert!(!self.role.heartbeat);
-                bw_send_threads(conns, &plan, &self.local.pin)
+                bw_send_threads(conns, &plan, &self.local.pin, lines)
             } else if self.role.receives {
                 // send_bw -b: this side also receives, on the same queue pairs.
                 let mut recv = loops::Reposting::new(conns.len(), plan.iters, posted, size, slots);
-                loops::bw_send(conns, &plan, Clock::start(), &mut recv, loops::NoPulse)
+                loops::bw_send(conns, &plan, Clock::start(), &mut recv, printing(loops::NoPulse))
             } else if self.role.heartbeat {
-                let beat = Heartbeat::new(ch);
+                let beat = IntervalPrinter::new(Heartbeat::new(ch), lines, u64::from(size), None);
                 loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv, beat)
             } else {
-                loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv, loops::NoPulse)
+                let pulse = printing(loops::NoPulse);
+                loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv, pulse)
             }?;
             if self.spec.receives() && plan.duration.is_some() {
                 loops::send_end_markers(conns, self.local.timeout)?;
@@ -290,7 +296,7 @@ impl<'a> Step<'a> {
             };
             let received = if C::BLOCKING_POLL {
                 // Each stream ends by itself (its sender's end of stream).
-                per_connection(conns, &self.local.pin, |conn| {
+                per_connection(conns, &self.local.pin, |_, conn| {
                     loops::bw_recv(std::slice::from_mut(conn), &plan, || false)
                 })
                 .map(|counts| counts.concat())

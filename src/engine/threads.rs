@@ -1,7 +1,12 @@
 //! A thread per connection, for connections whose poll blocks (TCP streams, as
 //! iperf3's -P): stream k runs on the k-th CPU of `--cpus`, and all share one clock.
 
-use crate::perf::loops::{self, BwOutcome, BwPlan, Clock, LoopError};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
+
+use super::intervals::{interval_line, print_line, MarkSender};
+use crate::perf::loops::{self, BwOutcome, BwPlan, Clock, IntervalMark, LoopError};
+use crate::spec::IntervalLines;
 use crate::transport::{Connection, TransportError};
 
 /// The CPU for connection `k` from a `--cpus` list (round robin), if any.
@@ -25,7 +30,18 @@ fn pin_thread(cpus: &[usize], k: usize) -> Result<(), LoopError> {
 pub fn per_connection<C: Connection + Send, T: Send>(
     conns: &mut [C],
     cpus: &[usize],
-    each: impl Fn(&mut C) -> Result<T, LoopError> + Sync,
+    each: impl Fn(usize, &mut C) -> Result<T, LoopError> + Sync,
+) -> Result<Vec<T>, LoopError> {
+    per_connection_watching(conns, cpus, each, |_| {})
+}
+
+/// As [`per_connection`], running `watch` on this thread while the streams run; it is
+/// given a test of whether every stream's thread has ended.
+pub fn per_connection_watching<C: Connection + Send, T: Send>(
+    conns: &mut [C],
+    cpus: &[usize],
+    each: impl Fn(usize, &mut C) -> Result<T, LoopError> + Sync,
+    watch: impl FnOnce(&dyn Fn() -> bool),
 ) -> Result<Vec<T>, LoopError> {
     let each = &each;
     // serve --max-time reaches the streams' loops too.
@@ -38,10 +54,11 @@ pub fn per_connection<C: Connection + Send, T: Send>(
                 scope.spawn(move || {
                     loops::set_tests_end(end);
                     pin_thread(cpus, k)?;
-                    each(conn)
+                    each(k, conn)
                 })
             })
             .collect();
+        watch(&|| threads.iter().all(std::thread::ScopedJoinHandle::is_finished));
         threads
             .into_iter()
             .map(|t| {
@@ -55,19 +72,52 @@ pub fn per_connection<C: Connection + Send, T: Send>(
 
 /// The sender's loop on every stream at once, all on one clock so their figures
 /// aggregate as the QPs of one loop do.
+/// With `lines`, each stream's interval lines are printed by this thread as they come
+/// (numbered when there are several): this thread may hold the output's lock for the
+/// whole run, which a stream's thread would wait for.
 pub fn bw_send_threads<C: Connection + Send>(
     conns: &mut [C],
     plan: &BwPlan,
     cpus: &[usize],
+    lines: Option<IntervalLines>,
 ) -> Result<BwOutcome, LoopError> {
     let clock = Clock::start();
-    let outcomes = per_connection(conns, cpus, |conn| {
-        loops::bw_send(std::slice::from_mut(conn), plan, clock, &mut loops::NoRecv, loops::NoPulse)
-    })?;
-    let mut all = BwOutcome { recorders: Vec::new(), windowed: Vec::new() };
+    let several = conns.len() > 1;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let each = |k: usize, conn: &mut C| {
+        let pulse = MarkSender::new(tx.clone(), k);
+        loops::bw_send(std::slice::from_mut(conn), plan, clock, &mut loops::NoRecv, pulse)
+    };
+    let watch = |all_ended: &dyn Fn() -> bool| {
+        let Some(lines) = lines else { return };
+        let print = |(k, mark): (usize, IntervalMark)| {
+            let stream = several.then_some(k + 1);
+            print_line(&lines, &interval_line(&mark, u64::from(plan.size), lines.gbits, stream));
+        };
+        loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(m) => print(m),
+                Err(RecvTimeoutError::Timeout) if !all_ended() => {}
+                Err(_) => break,
+            }
+        }
+        rx.try_iter().for_each(print);
+    };
+    let outcomes = per_connection_watching(conns, cpus, each, watch)?;
+    let mut all = BwOutcome { recorders: Vec::new(), windowed: Vec::new(), intervals: Vec::new() };
     for o in outcomes {
         all.recorders.extend(o.recorders);
         all.windowed.extend(o.windowed);
+        // The streams' k-th intervals, on one clock, as one.
+        for (k, m) in o.intervals.into_iter().enumerate() {
+            match all.intervals.get_mut(k) {
+                Some(sum) => {
+                    sum.messages += m.messages;
+                    sum.end_ns = sum.end_ns.max(m.end_ns);
+                }
+                None => all.intervals.push(m),
+            }
+        }
     }
     Ok(all)
 }

@@ -1,7 +1,10 @@
 //! Measurement: pure arithmetic over timestamps and samples. Nothing here touches a
 //! device or prints; docs/metrics.md defines every number.
 
+pub mod clock;
 pub mod cpu;
+
+pub use clock::{counter_usable, CycleClock, Stopwatch};
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};

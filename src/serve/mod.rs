@@ -180,6 +180,8 @@ fn config(args: &ServeOptions) -> Result<Config, Error> {
         counters: None,
         keep_samples: false,
         numa_node: None,
+        // A client's --interval prints on the client, which sends.
+        interval_lines: None,
     };
     Ok(Config { local, max_memory, max_time })
 }

@@ -39,6 +39,20 @@ pub struct Local {
     pub keep_samples: bool,
     /// RDMA tests: run the measuring thread on this NUMA node's CPUs (`--numa_node`).
     pub numa_node: Option<u32>,
+    /// Bandwidth tests: a line per interval as the run goes (`--interval`; None: none).
+    pub interval_lines: Option<IntervalLines>,
+}
+
+/// `--interval SECS` (iperf3's `-i`): the sender prints each interval's bytes and
+/// bandwidth as the run goes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IntervalLines {
+    /// The interval.
+    pub every: Duration,
+    /// Gb/s instead of MiB/s (`--report_gbits`).
+    pub gbits: bool,
+    /// On stderr (stdout carries the JSON: `--json -`).
+    pub to_stderr: bool,
 }
 
 impl Default for Local {
@@ -57,6 +71,7 @@ impl Default for Local {
             counters: None,
             keep_samples: false,
             numa_node: None,
+            interval_lines: None,
         }
     }
 }

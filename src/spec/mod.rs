@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use local::{Figure, Local, Output, SampleOrder, TestOptions};
+pub use local::{Figure, IntervalLines, Local, Output, SampleOrder, TestOptions};
 pub use rules::{parse_cpu_list, parse_size};
 
 use crate::transport::{Backend, Service};

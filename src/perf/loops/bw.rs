@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use super::{check, poll_or_wait, Clock, LoopError, Pulse, Stall, Stamper, END_IMM, END_MARKER};
+use super::intervals::{IntervalMark, Intervals, MARK_EVERY};
+use super::pace::{Pace, Pacer};
+use super::{check, poll_or_wait, Clock, LoopError, Pulse, Stall, END_IMM, END_MARKER};
 use crate::measure::BwRecorder;
 use crate::transport::{Connection, Op, Polled, WorkRequest};
 
@@ -37,50 +39,14 @@ pub struct BwPlan {
     pub events: bool,
     /// Software pacing (`--rate_limit`): None posts as fast as the queues allow.
     pub pace: Option<Pace>,
+    /// `--interval`: a mark every this many ns, told to the loop's [`Pulse`] as the run
+    /// goes (0: none).
+    pub interval_ns: u64,
 }
 
-/// Bursts of messages on a schedule, all QPs together (perftest's software rate
-/// limiter). Each of `n` QPs takes every n-th burst, in turn: each one's own figure
-/// spans the whole run, and their sum is the limit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Pace {
-    /// Messages per burst.
-    pub burst: u32,
-    /// From one burst's start to the next, ns.
-    pub gap_ns: u64,
-}
-
-/// A run's place in its [`Pace`]: what is left of the burst, and when the next starts.
-struct Pacer {
-    pace: Pace,
-    left: u64,
-    next: u64,
-}
-
-impl Pacer {
-    /// QP `k` of `n`'s share of `pace`: a burst every n gaps, from the k-th.
-    fn share(pace: Pace, n: usize, k: usize) -> Self {
-        let gap_ns = pace.gap_ns.saturating_mul(n as u64);
-        Pacer { pace: Pace { gap_ns, ..pace }, left: 0, next: pace.gap_ns.saturating_mul(k as u64) }
-    }
-
-    /// Messages that may be posted at `now`: the rest of this burst, or a new one when
-    /// its time has come. Bursts keep to their schedule; one that starts more than a
-    /// gap late restarts it from now (no catching up with a volley).
-    fn allowance(&mut self, now: u64) -> u64 {
-        if self.left == 0 && now >= self.next {
-            self.left = u64::from(self.pace.burst);
-            let gap = self.pace.gap_ns;
-            let on_schedule = now <= self.next.saturating_add(gap);
-            self.next = if on_schedule { self.next } else { now }.saturating_add(gap);
-        }
-        self.left
-    }
-
-    fn posted(&mut self, n: u64) {
-        self.left = self.left.saturating_sub(n);
-    }
-}
+/// Passes of the sender's loop between two refinements of its clock's rate (one
+/// monotonic read each).
+const REFINE_EVERY: u32 = 4096;
 
 /// What a sender measured on each QP.
 pub struct BwOutcome {
@@ -88,6 +54,8 @@ pub struct BwOutcome {
     pub recorders: Vec<BwRecorder>,
     /// Duration runs: per QP, messages completed inside the window, and per-interval counts.
     pub windowed: Vec<Windowed>,
+    /// `--interval`'s marks, in order (all QPs of the loop together).
+    pub intervals: Vec<IntervalMark>,
 }
 
 /// Completions counted inside a duration run's window.
@@ -167,7 +135,7 @@ impl Lane {
 pub fn bw_send<C: Connection, R: RecvSide>(
     conns: &mut [C],
     plan: &BwPlan,
-    clock: Clock,
+    mut clock: Clock,
     recv: &mut R,
     pulse: impl Pulse,
 ) -> Result<BwOutcome, LoopError> {
@@ -200,11 +168,23 @@ pub fn bw_send<C: Connection, R: RecvSide>(
     let mut list: Vec<WorkRequest> = Vec::with_capacity(plan.post_list as usize);
     let mut pacers: Vec<Pacer> =
         plan.pace.map_or_else(Vec::new, |p| (0..n).map(|k| Pacer::share(p, n, k)).collect());
-    // Counter stamps in -n runs without pacing; a duration run's windows and a pacer's
-    // schedule read ns as they go.
-    let tsc = window.is_none() && plan.pace.is_none() && ffi::tsc::usable();
-    let stamper = Stamper::new(clock, tsc);
+    // Stamps are the clock's counts, made ns after the run; a duration run's window and
+    // a pacer's schedule read ns as they go (a counter read and a multiplication). The
+    // clock's rate is refined every REFINE_EVERY passes, off the hot path.
+    let mut passes = 0u32;
+    let mut intervals = Intervals::new(plan.interval_ns, plan.duration.map(|(total, _)| total));
     loop {
+        passes = passes.wrapping_add(1);
+        if passes % MARK_EVERY == 0 {
+            if passes % REFINE_EVERY == 0 {
+                clock.refine();
+            }
+            let now = clock.ns();
+            if intervals.due(now) {
+                let mark = intervals.close(now, lanes.iter().map(|l| l.done).sum());
+                stall.pulse.interval(mark);
+            }
+        }
         let stop_posting = window.is_some_and(|w| clock.ns() >= w.total);
         let mut all_done = true;
         for (q, conn) in conns.iter_mut().enumerate() {
@@ -220,7 +200,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                         prepared: prepared.get_mut(q).map_or(&mut [], Vec::as_mut_slice),
                         list: &mut list,
                     },
-                    stamper,
+                    clock,
                     allowed,
                 )?;
                 if let Some(p) = pacers.get_mut(q) {
@@ -235,7 +215,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
             };
             if got > 0 {
                 stall.progressed()?;
-                let t = stamper.now();
+                let t = clock.counts();
                 for c in &wcs[..got] {
                     check(q, c)?;
                     if c.is_receive() {
@@ -246,7 +226,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                 }
                 recorders[q].completed(t, lane.done);
                 if let Some(w) = window {
-                    count_in_window(&w, t, lane, &mut windowed[q]);
+                    count_in_window(&w, clock.to_ns(t), lane, &mut windowed[q]);
                 }
             }
             let target = if plan.duration.is_some() { lane.signaled_upto } else { plan.iters };
@@ -261,9 +241,13 @@ pub fn bw_send<C: Connection, R: RecvSide>(
             stall.idle("messages from the peer")?;
         }
     }
-    let scale = stamper.ns_per_unit();
+    clock.refine();
+    if let Some(mark) = intervals.finish(clock.ns(), lanes.iter().map(|l| l.done).sum()) {
+        stall.pulse.interval(mark);
+    }
+    let scale = clock.ns_per_count();
     recorders.iter_mut().for_each(|r| r.rescale(scale));
-    Ok(BwOutcome { recorders, windowed })
+    Ok(BwOutcome { recorders, windowed, intervals: intervals.marks })
 }
 
 /// A QP's requests: one prepared per buffer slot when each post is one request, else
@@ -282,7 +266,7 @@ fn post_while_room<C: Connection>(
     lane: &mut Lane,
     recorder: &mut BwRecorder,
     requests: Requests<'_, C::Prepared>,
-    stamper: Stamper,
+    clock: Clock,
     allowed: u64,
 ) -> Result<u64, LoopError> {
     let Requests { prepared, list } = requests;
@@ -302,7 +286,7 @@ fn post_while_room<C: Connection>(
             lane.slot = if slot + 1 == u64::from(plan.slots) { 0 } else { slot + 1 };
             // Post stamps feed the peak; without it only the first is kept.
             if plan.peak || i == 0 {
-                recorder.posted(stamper.now());
+                recorder.posted(clock.counts());
             }
             match prepared.get_mut(slot as usize) {
                 Some(req) => conn.post_prepared(req, i + 1, signaled)?,
@@ -540,47 +524,4 @@ pub fn send_end_markers<C: Connection>(
         check(q, &wc[0])?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_pacer_allows_a_burst_per_gap_and_never_catches_up_with_a_volley() {
-        let mut p = Pacer::share(Pace { burst: 4, gap_ns: 1_000 }, 1, 0);
-        assert_eq!(p.allowance(0), 4);
-        p.posted(3);
-        assert_eq!(p.allowance(10), 1, "the rest of the burst");
-        p.posted(1);
-        assert_eq!(p.allowance(999), 0, "the next burst waits for its time");
-        assert_eq!(p.allowance(1_000), 4);
-        p.posted(4);
-        // On schedule: the third burst is due at 2000 even though this one began late.
-        assert_eq!(p.allowance(1_500), 0);
-        assert_eq!(p.allowance(2_000), 4);
-        p.posted(4);
-        // Far behind (a stall): one burst now, the next a whole gap later.
-        assert_eq!(p.allowance(10_000), 4);
-        p.posted(4);
-        assert_eq!(p.allowance(10_999), 0);
-        assert_eq!(p.allowance(11_000), 4);
-    }
-
-    #[test]
-    fn queue_pairs_take_the_bursts_in_turn() {
-        let pace = Pace { burst: 2, gap_ns: 100 };
-        let mut qps: Vec<Pacer> = (0..3).map(|k| Pacer::share(pace, 3, k)).collect();
-        // Who may post at each gap: QP 0, 1, 2, then 0 again.
-        let mut turns = Vec::new();
-        for t in (0..600).step_by(100) {
-            for (k, p) in qps.iter_mut().enumerate() {
-                if p.allowance(t) > 0 {
-                    p.posted(2);
-                    turns.push(k);
-                }
-            }
-        }
-        assert_eq!(turns, [0, 1, 2, 0, 1, 2]);
-    }
 }

@@ -5,17 +5,22 @@
 //!
 //! - [`bw`]: the bandwidth sender and receiver, with their plans;
 //! - [`lat`]: the latency ping-pongs and round trips;
-//! - [`sampler`]: where a latency loop's clock reads go, chosen once per run.
+//! - [`sampler`]: where a latency loop's clock reads go, chosen once per run;
+//! - [`pace`]: `--rate_limit`'s schedule; [`intervals`]: `--interval`'s marks.
 
 mod bw;
+mod intervals;
 mod lat;
+mod pace;
 mod sampler;
 
 pub use bw::{
-    bw_recv, bw_send, post_receives, send_end_markers, BwOutcome, BwPlan, NoRecv, Pace, RecvPlan,
+    bw_recv, bw_send, post_receives, send_end_markers, BwOutcome, BwPlan, NoRecv, RecvPlan,
     RecvSide, Reposting, Windowed,
 };
+pub use intervals::IntervalMark;
 pub use lat::{lat_round_trip, lat_send_pingpong, lat_write_pingpong, LatPlan, PingPong};
+pub use pace::Pace;
 pub use sampler::{CountedSampler, Sampler, TimedSampler};
 
 use std::time::{Duration, Instant};
@@ -138,60 +143,9 @@ pub(crate) fn check(qp: usize, c: &impl Polled) -> Result<(), LoopError> {
     }
 }
 
-/// A monotonic clock in ns since the loop's start.
-#[derive(Clone, Copy)]
-pub struct Clock(Instant);
-
-impl Clock {
-    /// Starts now.
-    pub fn start() -> Self {
-        Clock(Instant::now())
-    }
-    /// ns since start.
-    #[inline]
-    pub fn ns(&self) -> u64 {
-        self.0.elapsed().as_nanos() as u64
-    }
-}
-
-/// What a bandwidth run stamps its posts and completions with: in `-n` runs, TSC
-/// counts where [`ffi::tsc::usable`] (a read is a few instructions, and the peak figure
-/// takes one per message, as perftest's `get_cycles`); else the loop's clock, in ns.
-/// Counts become ns after the run by [`Stamper::ns_per_unit`], the ratio of the
-/// monotonic clock to the counter over the run itself (docs/metrics.md).
-#[derive(Clone, Copy)]
-pub(crate) struct Stamper {
-    clock: Clock,
-    /// The counter and the monotonic clock at the run's start, in TSC mode.
-    tsc_origin: Option<(u64, Instant)>,
-}
-
-impl Stamper {
-    /// Stamps on the counter when `tsc`, else on `clock`.
-    pub(crate) fn new(clock: Clock, tsc: bool) -> Self {
-        Stamper { clock, tsc_origin: tsc.then(|| (ffi::tsc::read(), Instant::now())) }
-    }
-
-    /// Now, in stamp units.
-    #[inline]
-    pub(crate) fn now(&self) -> u64 {
-        match self.tsc_origin {
-            Some((counts, _)) => ffi::tsc::read().saturating_sub(counts),
-            None => self.clock.ns(),
-        }
-    }
-
-    /// ns per stamp unit, over the run so far.
-    pub(crate) fn ns_per_unit(&self) -> f64 {
-        match self.tsc_origin {
-            Some((counts, at)) => {
-                at.elapsed().as_nanos() as f64
-                    / ffi::tsc::read().saturating_sub(counts).max(1) as f64
-            }
-            None => 1.0,
-        }
-    }
-}
+/// The loops' clock: ns since the loop's start, read from the cycle counter where it
+/// keeps time (no system call per read), its rate refined as the run goes.
+pub use crate::measure::CycleClock as Clock;
 
 /// Keeps a peer that only waits on the control channel told that this side is alive
 /// while a loop works alone ([`Role::heartbeat`](crate::spec::role::Role::heartbeat)).
@@ -204,6 +158,9 @@ pub trait Pulse {
     const BEATS: bool = true;
     /// The loop is alive at `now`.
     fn alive(&mut self, now: Instant);
+    /// A bandwidth loop's `--interval` ended (told as the run goes: a printer of
+    /// iperf3-style lines listens here). Nothing by default.
+    fn interval(&mut self, _mark: IntervalMark) {}
 }
 
 /// The loops of a side whose peer is busy too: no beats.
@@ -218,6 +175,9 @@ impl<P: Pulse + ?Sized> Pulse for &mut P {
     const BEATS: bool = P::BEATS;
     fn alive(&mut self, now: Instant) {
         (**self).alive(now);
+    }
+    fn interval(&mut self, mark: IntervalMark) {
+        (**self).interval(mark);
     }
 }
 
@@ -472,19 +432,16 @@ mod tests {
 
     #[test]
     fn bandwidth_stamps_on_the_counter_agree_with_the_monotonic_clock() {
-        // This host and the lab keep their clock on the TSC: the stamps are counts, and
-        // once rescaled each must be the monotonic time since the run's start. Each
+        // Stamps are the clock's counts (the counter's where it keeps time), rescaled
+        // after the run: each must be the monotonic time since the run's start. Each
         // stamp is bracketed by two monotonic reads, so a preempted test cannot fail it.
-        // (Stamps count from the stamper's making: the clock starts with it.)
-        let tsc = ffi::tsc::usable();
-        let clock = Clock::start();
-        let stamper = Stamper::new(clock, tsc);
-        assert_eq!(stamper.tsc_origin.is_some(), tsc);
+        let mut clock = Clock::start();
+        let start = Instant::now();
         let mut rec = BwRecorder::new(4, 4, true);
         let bracketed = || {
-            let before = clock.ns();
-            let t = stamper.now();
-            (before, t, clock.ns())
+            let before = start.elapsed().as_nanos() as u64;
+            let t = clock.counts();
+            (before, t, start.elapsed().as_nanos() as u64)
         };
         let mut brackets = Vec::new();
         for (k, ms) in [2u64, 9, 4].iter().enumerate() {
@@ -496,9 +453,10 @@ mod tests {
             rec.completed(t, k as u64 + 1);
             brackets.push((before, after));
         }
-        rec.rescale(stamper.ns_per_unit());
+        clock.refine();
+        rec.rescale(clock.ns_per_count());
         let within = |got: u64, (before, after): (u64, u64)| {
-            let (lo, hi) = (before as f64 * 0.98 - 20_000.0, after as f64 * 1.02 + 20_000.0);
+            let (lo, hi) = (before as f64 * 0.98 - 50_000.0, after as f64 * 1.02 + 50_000.0);
             assert!((lo..=hi).contains(&(got as f64)), "{got} ns, monotonic {before}..{after}");
         };
         let (last, done) = rec.last_completion().unwrap();

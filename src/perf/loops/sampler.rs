@@ -1,11 +1,9 @@
 //! Where a latency loop's clock reads go: stored (`-n` runs, intervals taken after
 //! the run) or judged against the measured window (`-D` runs).
 
-use std::time::Instant;
-
 use super::lat::LatPlan;
 use super::Clock;
-use crate::measure::LatencyRecorder;
+use crate::measure::{counter_usable, LatencyRecorder};
 
 /// Where a latency loop's clock reads go. The initiator calls [`tick`](Self::tick)
 /// once per iteration, before its post: the time between two ticks is one round trip
@@ -19,44 +17,25 @@ pub trait Sampler {
     fn finish(self) -> LatencyRecorder;
 }
 
-/// Most stamps a counted run keeps (64 MiB of them); a longer run records each interval
-/// as it comes.
-const MAX_STAMPS: u64 = 1 << 23;
+/// Stamps a counted run keeps at once (64 KiB of them): a shorter run converts them all
+/// after the run, a longer one each time they fill (off the timed intervals, below), so
+/// its memory stays the same whatever `-n` is.
+const STAMPS: usize = 1 << 13;
 
-/// What a counted run's ticks read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum StampClock {
-    /// The CPU's time-stamp counter, where [`ffi::tsc::usable`]: a read is a few
-    /// instructions, as perftest's `get_cycles`. Counts become ns after the run, by the
-    /// ratio of the monotonic clock's time to the counter's counts over the run itself
-    /// (docs/metrics.md).
-    Tsc,
-    /// ns of the monotonic clock since the run's first tick.
-    Monotonic,
-}
-
-/// An iteration run (`-n`): a tick only stores a stamp, as perftest stores its cycle
-/// counts; the intervals are taken after the run, so no clock arithmetic and no
-/// histogram update is timed.
+/// An iteration run (`-n`): a tick only stores a stamp of the run's [`Clock`] (a cycle
+/// counter read where it keeps time, as perftest's `get_cycles`), as perftest stores its
+/// cycle counts; the intervals are taken when the stamps fill or after the run, so no
+/// clock arithmetic and no histogram update sits in a timed interval.
 pub struct CountedSampler {
-    /// Counter stamps by iteration, when the run is stamped with the counter: room for
-    /// the whole run, allocated at the first tick (a responder never ticks, and
-    /// allocates nothing). A tick is then an index check, a counter read and a store.
-    counts: Box<[u64]>,
-    /// The first and the last iteration stamped into `counts` (a caller may leave the
-    /// first ticks out).
-    first_count: usize,
-    last_count: usize,
-    /// Monotonic stamps (ns since the first tick) while there is room, otherwise.
-    stamps: Vec<u64>,
-    /// Stamps the run needs: `iters + 1`, or 0 for runs over [`MAX_STAMPS`].
+    /// Stamps since the last conversion, in clock counts: allocated at the first tick (a
+    /// responder never ticks, and allocates nothing). A tick is then an index check, a
+    /// counter read and a store.
+    stamps: Box<[u64]>,
+    /// Stamps stored.
+    filled: usize,
+    /// The stamps' room: the run's ticks, at most [`STAMPS`].
     room: usize,
-    clock: StampClock,
-    /// The first tick, on both clocks: where the monotonic stamps count from, and one
-    /// end of the counter's calibration.
-    origin: (Instant, u64),
-    /// The previous tick, once ticks no longer go into `stamps` (monotonic then).
-    last: Option<u64>,
+    clock: Clock,
     iters: u64,
     factor: u64,
     rec: LatencyRecorder,
@@ -66,108 +45,83 @@ impl CountedSampler {
     /// For `plan`'s iterations.
     pub fn new(plan: &LatPlan) -> Self {
         let needed = plan.iters.saturating_add(1);
-        let room = if needed <= MAX_STAMPS { needed as usize } else { 0 };
-        Self::with_room(plan, room, ffi::tsc::usable())
+        Self::with_room(plan, needed.min(STAMPS as u64) as usize, counter_usable())
     }
 
-    /// Stamps with the counter only when `tsc` and every stamp of the run has room: a
-    /// run that records as it goes needs ns at once.
-    fn with_room(plan: &LatPlan, room: usize, tsc: bool) -> Self {
+    /// With room for `room` stamps (at least 2), on the counter when `counter`.
+    fn with_room(plan: &LatPlan, room: usize, counter: bool) -> Self {
         let mut rec = LatencyRecorder::default();
         if plan.keep_samples {
-            rec.keep_samples(room);
+            // Every sample, as asked (-H, -U): the one record that grows with -n.
+            rec.keep_samples(plan.iters.min(STAMPS as u64) as usize);
         }
-        let whole = room as u64 > plan.iters;
         CountedSampler {
-            counts: Box::default(),
-            first_count: 0,
-            last_count: 0,
-            stamps: Vec::new(),
-            room,
-            clock: if tsc && whole { StampClock::Tsc } else { StampClock::Monotonic },
-            origin: (Instant::now(), 0),
-            last: None,
+            stamps: Box::default(),
+            filled: 0,
+            room: room.max(2),
+            clock: Clock::on(counter),
             iters: plan.iters,
             factor: u64::from(plan.rtt_factor.max(1)),
             rec,
         }
     }
 
-    fn record(&mut self, ns: u64) {
-        self.rec.record(ns / self.factor);
+    /// The intervals between the stamps stored, into the histogram, by the clock's rate
+    /// refined over the run so far.
+    fn convert(&mut self) {
+        self.clock.refine();
+        let (clock, factor) = (self.clock, self.factor);
+        for w in self.stamps[..self.filled].windows(2) {
+            self.rec.record(clock.to_ns(w[1].wrapping_sub(w[0])) / factor);
+        }
     }
 
-    /// A tick off the counter's path: the first one of a counter run makes its room; a
-    /// monotonic run stores its stamps while there is room, the first one reserving it,
-    /// and past it records the interval since the previous tick at once.
+    /// A tick off the hot path: the first one makes the room; a tick that finds it
+    /// full closes its interval, converts the stamps, and stamps again after the work,
+    /// so the conversion falls in neither the interval it closes nor the next one.
     #[inline(never)]
-    fn spill(&mut self, i: u64) {
-        let first = self.counts.is_empty() && self.stamps.is_empty() && self.room > 0;
-        if first {
-            if self.clock == StampClock::Tsc {
-                self.counts = vec![0; self.room].into_boxed_slice();
-                self.first_count = i as usize;
-            } else {
-                self.stamps.reserve_exact(self.room);
-            }
+    fn spill(&mut self) {
+        if self.stamps.is_empty() {
+            self.stamps = vec![0; self.room].into_boxed_slice();
             // The first iteration starts after the allocation, not before it.
-            self.origin = (Instant::now(), ffi::tsc::read());
-        }
-        if self.clock == StampClock::Tsc {
-            // Counter runs have room for every tick (`with_room`).
-            if let Some(slot) = self.counts.get_mut(i as usize) {
-                *slot = ffi::tsc::read();
-                self.last_count = i as usize;
-            }
+            self.clock = Clock::on(self.clock.counter());
+            self.stamps[0] = self.clock.counts();
+            self.filled = 1;
             return;
         }
-        let now = self.origin.0.elapsed().as_nanos() as u64;
-        if self.stamps.len() < self.room {
-            self.stamps.push(now);
-            return;
-        }
-        if let Some(prev) = self.last.or_else(|| self.stamps.last().copied()) {
-            self.record(now.saturating_sub(prev));
-        }
-        self.last = Some(now);
-    }
-
-    /// ns per count of the counter: the monotonic clock's time over the counter's
-    /// counts since the first tick.
-    fn ns_per_count(&self) -> f64 {
-        let (ns, counts) = (self.origin.0.elapsed(), ffi::tsc::read());
-        ns.as_nanos() as f64 / counts.saturating_sub(self.origin.1).max(1) as f64
+        let closing = self.clock.counts();
+        self.convert();
+        let last = self.stamps[self.filled - 1];
+        self.rec.record(self.clock.to_ns(closing.wrapping_sub(last)) / self.factor);
+        self.stamps[0] = self.clock.counts();
+        self.filled = 1;
     }
 }
 
 impl Sampler for CountedSampler {
     #[inline]
     fn tick(&mut self, i: u64) -> bool {
-        match self.counts.get_mut(i as usize) {
+        match self.stamps.get_mut(self.filled) {
             Some(slot) => {
-                *slot = ffi::tsc::read();
-                self.last_count = i as usize;
+                *slot = self.clock.counts();
+                self.filled += 1;
             }
-            None => self.spill(i),
+            None => self.spill(),
         }
         i < self.iters
     }
 
     fn finish(mut self) -> LatencyRecorder {
-        let (counts, stamps) = (std::mem::take(&mut self.counts), std::mem::take(&mut self.stamps));
-        let (stamped, ns_per_unit) = match self.clock {
-            StampClock::Tsc => (
-                counts.get(self.first_count..=self.last_count).unwrap_or_default(),
-                self.ns_per_count(),
-            ),
-            StampClock::Monotonic => (&stamps[..], 1.0),
-        };
-        for w in stamped.windows(2) {
-            self.record((w[1].saturating_sub(w[0]) as f64 * ns_per_unit) as u64);
+        if self.filled > 1 {
+            self.convert();
         }
         self.rec
     }
 }
+
+/// Ticks of a duration run between two refinements of its clock's rate (one monotonic
+/// read each).
+const REFINE_EVERY: u64 = 4096;
 
 /// A duration run (`-D`): each tick is read as ns since the start, to keep only the
 /// samples inside the measured window and to stop at the end.
@@ -193,6 +147,9 @@ impl TimedSampler {
 impl Sampler for TimedSampler {
     #[inline]
     fn tick(&mut self, i: u64) -> bool {
+        if i % REFINE_EVERY == REFINE_EVERY - 1 {
+            self.clock.refine();
+        }
         let t = self.clock.ns();
         if let Some(p) = self.prev {
             if self.plan.keep(p) {
@@ -210,7 +167,7 @@ impl Sampler for TimedSampler {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     use super::*;
 
@@ -251,11 +208,11 @@ mod tests {
 
     #[test]
     fn a_counted_run_yields_one_sample_per_iteration_past_its_room() {
-        // Fewer stamps reserved than ticks, and none at all (a run over MAX_STAMPS):
-        // the intervals past the room, and the one bridging into them, still count.
-        for room in [1000, 0] {
+        // Fewer stamps than ticks, down to the least room: the intervals past the room,
+        // and the ones bridging two conversions, still count. Both clocks.
+        for (room, counter) in [(1000, true), (2, true), (3, false)] {
             let n = 1005;
-            let mut s = CountedSampler::with_room(&plan(n, None, 2), room, true);
+            let mut s = CountedSampler::with_room(&plan(n, None, 2), room, counter);
             let mut i = 0;
             while s.tick(i) {
                 i += 1;
@@ -263,12 +220,9 @@ mod tests {
             assert_eq!(i, n, "the tick after the last iteration ends the run");
             assert_eq!(s.finish().count(), n, "room {room}: n + 1 ticks are n intervals");
         }
-        let whole = CountedSampler::new(&plan(MAX_STAMPS + 1, None, 1));
-        assert_eq!(whole.room, 0, "runs longer than MAX_STAMPS record as they go");
-        assert!(
-            whole.stamps.capacity() == 0 && whole.counts.is_empty(),
-            "nothing is allocated before the first tick"
-        );
+        let long = CountedSampler::new(&plan(u64::MAX / 2, None, 1));
+        assert_eq!(long.room, STAMPS, "the room is the same whatever -n is");
+        assert!(long.stamps.is_empty(), "nothing is allocated before the first tick");
     }
 
     #[test]
@@ -310,8 +264,8 @@ mod tests {
         // This host and the lab keep their clock on the TSC: the run is stamped with
         // the counter, and each interval must be what the monotonic clock saw.
         let p = LatPlan { keep_samples: true, ..plan(6, None, 1) };
-        let mut s = CountedSampler::with_room(&p, 7, true);
-        assert_eq!(s.clock == StampClock::Tsc, ffi::tsc::usable());
+        let mut s = CountedSampler::with_room(&p, 7, counter_usable());
+        assert_eq!(s.clock.counter(), counter_usable());
         // Each tick is bracketed by two monotonic reads: an interval lies between the
         // inner and the outer distance of two brackets, however the test is preempted.
         let mut marks = Vec::new();

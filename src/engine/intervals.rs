@@ -1,0 +1,118 @@
+//! `--interval`'s lines (iperf3's `-i`): a bandwidth loop's marks printed as the run
+//! goes, on the sending side, one line each; TCP streams send theirs to the thread that
+//! started them, which prints them marked with the stream's number.
+
+use std::io::Write;
+use std::sync::mpsc::Sender;
+use std::time::Instant;
+
+use crate::measure::MIB;
+use crate::perf::loops::{IntervalMark, Pulse};
+use crate::spec::IntervalLines;
+
+/// A loop's [`Pulse`] that also prints its interval marks.
+pub(crate) struct IntervalPrinter<P> {
+    inner: P,
+    lines: Option<IntervalLines>,
+    size: u64,
+    stream: Option<usize>,
+}
+
+impl<P: Pulse> IntervalPrinter<P> {
+    /// Around `inner`, for messages of `size` bytes; `stream`: TCP stream k of several.
+    pub(crate) fn new(
+        inner: P,
+        lines: Option<IntervalLines>,
+        size: u64,
+        stream: Option<usize>,
+    ) -> Self {
+        IntervalPrinter { inner, lines, size, stream }
+    }
+}
+
+impl<P: Pulse> Pulse for IntervalPrinter<P> {
+    const BEATS: bool = P::BEATS;
+    fn alive(&mut self, now: Instant) {
+        self.inner.alive(now);
+    }
+    fn interval(&mut self, mark: IntervalMark) {
+        let Some(lines) = self.lines else { return };
+        print_line(&lines, &interval_line(&mark, self.size, lines.gbits, self.stream));
+    }
+}
+
+/// Prints one interval line where `lines` says. A closed pipe or a full disk ends no
+/// run: the table and JSON still come.
+pub(crate) fn print_line(lines: &IntervalLines, line: &str) {
+    let _ = if lines.to_stderr {
+        writeln!(std::io::stderr(), "{line}")
+    } else {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}").and_then(|()| out.flush())
+    };
+}
+
+/// A stream thread's [`Pulse`]: sends its marks, with its index, to the thread that
+/// prints them.
+pub(crate) struct MarkSender {
+    tx: Sender<(usize, IntervalMark)>,
+    stream: usize,
+}
+
+impl MarkSender {
+    pub(crate) fn new(tx: Sender<(usize, IntervalMark)>, stream: usize) -> Self {
+        MarkSender { tx, stream }
+    }
+}
+
+impl Pulse for MarkSender {
+    const BEATS: bool = false;
+    fn alive(&mut self, _: Instant) {}
+    fn interval(&mut self, mark: IntervalMark) {
+        // The printer gone (the run failing) loses only lines.
+        let _ = self.tx.send((self.stream, mark));
+    }
+}
+
+/// `[  0.00-  1.00 sec]  123456789 bytes    117.74 MiB/sec   0.0613 Mpps`
+pub(crate) fn interval_line(
+    mark: &IntervalMark,
+    size: u64,
+    gbits: bool,
+    stream: Option<usize>,
+) -> String {
+    let secs = mark.end_ns.saturating_sub(mark.start_ns).max(1) as f64 / 1e9;
+    let bytes = mark.messages * size;
+    let (rate, unit) = if gbits {
+        (bytes as f64 * 8.0 / 1e9 / secs, "Gb/sec")
+    } else {
+        (bytes as f64 / MIB / secs, "MiB/sec")
+    };
+    let prefix = stream.map_or(String::new(), |k| format!("[stream {k}] "));
+    format!(
+        "{prefix}[{:>7.2}-{:>7.2} sec] {bytes:>14} bytes {rate:>10.2} {unit} {:>9.4} Mpps",
+        mark.start_ns as f64 / 1e9,
+        mark.end_ns as f64 / 1e9,
+        mark.messages as f64 / secs / 1e6,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_gives_the_intervals_bytes_and_rates() {
+        let mark = IntervalMark { start_ns: 1_000_000_000, end_ns: 2_000_000_000, messages: 1024 };
+        let line = interval_line(&mark, 1024, false, None);
+        assert_eq!(
+            line,
+            "[   1.00-   2.00 sec]        1048576 bytes       1.00 MiB/sec    0.0010 Mpps"
+        );
+        let line = interval_line(&mark, 1024, true, Some(2));
+        assert!(
+            line.starts_with("[stream 2] [   1.00-") && line.contains(" 0.01 Gb/sec"),
+            "{line}"
+        );
+    }
+}

@@ -1,0 +1,187 @@
+//! The loops' clock: the CPU's cycle counter where it keeps time ([`ffi::tsc::usable`]),
+//! read in a few instructions and no system call, as perftest's `get_cycles`; the
+//! monotonic clock elsewhere. Counts become ns by a rate measured once per process
+//! against the monotonic clock and refined over each run ([`CycleClock::refine`], called
+//! every few thousand operations, off the hot path): under emulation a monotonic read
+//! may be a system call costing microseconds, and on hardware it is still ~20 ns a read.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// How long the process's first calibration watches the counter: its two monotonic
+/// reads cost at most a few µs, so the first rate is within ~0.1 %, until a run's own
+/// span refines it.
+const FIRST_CALIBRATION: Duration = Duration::from_millis(5);
+
+/// Whether this process times with the counter: [`ffi::tsc::usable`], asked once (it
+/// reads sysfs).
+pub fn counter_usable() -> bool {
+    static USABLE: OnceLock<bool> = OnceLock::new();
+    *USABLE.get_or_init(ffi::tsc::usable)
+}
+
+/// ns per count of the counter, measured once per process over [`FIRST_CALIBRATION`].
+fn first_rate() -> f64 {
+    static RATE: OnceLock<f64> = OnceLock::new();
+    *RATE.get_or_init(|| {
+        let (t0, c0) = (Instant::now(), ffi::tsc::read());
+        while t0.elapsed() < FIRST_CALIBRATION {
+            std::hint::spin_loop();
+        }
+        let (ns, c1) = (t0.elapsed().as_nanos() as f64, ffi::tsc::read());
+        ns / c1.saturating_sub(c0).max(1) as f64
+    })
+}
+
+/// A run's clock: ns since its start, read from the counter when it keeps time.
+#[derive(Clone, Copy, Debug)]
+pub struct CycleClock {
+    /// The start, on the monotonic clock and on the counter.
+    origin: (Instant, u64),
+    /// ns per count (1.0 without the counter: counts are then ns).
+    ns_per_count: f64,
+    counter: bool,
+}
+
+impl CycleClock {
+    /// Starts now, on the counter where it keeps time.
+    pub fn start() -> Self {
+        Self::on(counter_usable())
+    }
+
+    /// Starts now, on the counter when `counter` (tests choose).
+    pub fn on(counter: bool) -> Self {
+        let ns_per_count = if counter { first_rate() } else { 1.0 };
+        CycleClock { origin: (Instant::now(), ffi::tsc::read()), ns_per_count, counter }
+    }
+
+    /// Whether it reads the counter.
+    pub fn counter(&self) -> bool {
+        self.counter
+    }
+
+    /// Counts since the start: counter counts, or ns without the counter. The only
+    /// read a loop makes per operation.
+    #[inline(always)]
+    pub fn counts(&self) -> u64 {
+        if self.counter {
+            ffi::tsc::read().wrapping_sub(self.origin.1)
+        } else {
+            self.origin.0.elapsed().as_nanos() as u64
+        }
+    }
+
+    /// ns since the start.
+    #[inline(always)]
+    pub fn ns(&self) -> u64 {
+        self.to_ns(self.counts())
+    }
+
+    /// `counts` as ns.
+    #[inline(always)]
+    pub fn to_ns(&self, counts: u64) -> u64 {
+        if self.counter {
+            (counts as f64 * self.ns_per_count) as u64
+        } else {
+            counts
+        }
+    }
+
+    /// `ns` as counts (a deadline the loop compares its counts with).
+    pub fn to_counts(&self, ns: u64) -> u64 {
+        if self.counter {
+            (ns as f64 / self.ns_per_count) as u64
+        } else {
+            ns
+        }
+    }
+
+    /// ns per count.
+    pub fn ns_per_count(&self) -> f64 {
+        self.ns_per_count
+    }
+
+    /// Measures the rate again over the run so far (one monotonic read): called every
+    /// few thousand operations and at the run's end. A span under a millisecond keeps
+    /// the process's first rate.
+    #[cold]
+    pub fn refine(&mut self) {
+        if !self.counter {
+            return;
+        }
+        let (ns, counts) = (self.origin.0.elapsed(), ffi::tsc::read());
+        if ns >= Duration::from_millis(1) {
+            self.ns_per_count =
+                ns.as_nanos() as f64 / counts.wrapping_sub(self.origin.1).max(1) as f64;
+        }
+    }
+}
+
+/// Elapsed time of a rare check on a hot path (a socket write that came back short):
+/// started on the counter where it keeps time, so starting costs no system call.
+#[derive(Clone, Copy, Debug)]
+pub enum Stopwatch {
+    /// Started at this counter read.
+    Counts(u64),
+    /// Started at this monotonic read (no usable counter).
+    Since(Instant),
+}
+
+impl Stopwatch {
+    /// Starts now.
+    #[inline(always)]
+    pub fn start() -> Self {
+        if counter_usable() {
+            Stopwatch::Counts(ffi::tsc::read())
+        } else {
+            Stopwatch::Since(Instant::now())
+        }
+    }
+
+    /// Time since the start (on the counter, by the process's rate).
+    pub fn elapsed(&self) -> Duration {
+        match *self {
+            Stopwatch::Counts(c) => {
+                let counts = ffi::tsc::read().wrapping_sub(c);
+                Duration::from_nanos((counts as f64 * first_rate()) as u64)
+            }
+            Stopwatch::Since(t) => t.elapsed(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_agrees_with_the_monotonic_clock_on_either_source() {
+        // Each read is bracketed by two monotonic reads, so a preempted test cannot fail
+        // it; the counter's first rate is within a percent, the refined one closer.
+        for counter in [false, counter_usable()] {
+            let mut clock = CycleClock::on(counter);
+            let start = Instant::now();
+            for ms in [3u64, 10, 20] {
+                std::thread::sleep(Duration::from_millis(ms));
+                clock.refine();
+                let before = start.elapsed().as_nanos() as f64;
+                let got = clock.ns() as f64;
+                let after = start.elapsed().as_nanos() as f64;
+                assert!(
+                    got >= before * 0.98 - 50_000.0 && got <= after * 1.02 + 50_000.0,
+                    "counter {counter}: {got} ns, monotonic {before}..{after}"
+                );
+                let back = clock.to_ns(clock.to_counts(1_000_000_000)) as f64;
+                assert!((back - 1e9).abs() < 1e3, "{back}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_stopwatch_times_a_sleep_where_the_counter_keeps_time() {
+        let w = Stopwatch::start();
+        std::thread::sleep(Duration::from_millis(20));
+        let d = w.elapsed();
+        assert!(d >= Duration::from_millis(19) && d < Duration::from_secs(5), "{d:?}");
+    }
+}
