@@ -67,7 +67,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, Error> {
         Command::Compare(args) => compare::compare(&args, out),
         Command::Doctor(args) => doctor(&args, out),
         Command::Qualify(args) => qualify::qualify(&args, out),
-        Command::Mesh(args) => mesh::launch::command(&args, out),
+        Command::Mesh(args) => mesh::launch::command(&args.to_options()?, out),
         Command::Completions(args) => cli::generate::completions(args.shell, out).map(|()| 0),
         Command::Manpages(args) => {
             for page in cli::generate::manpages(&args.dir)? {
