@@ -71,7 +71,8 @@ enum RawCommand {
     /// judged by thresholds and a baseline; table, JSON, JUnit XML, HTML.
     Qualify(QualifyArgs),
     /// All pairs of an MPI job (mpirun -np N / srun -n N), both directions, bandwidth and
-    /// latency: N×N matrices, per-node summaries, outlier links; heatmaps in HTML.
+    /// latency: N×N matrices, per-node and per-host summaries, slow links confirmed by a
+    /// rerun alone; heatmaps in HTML.
     Mesh(MeshArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions(CompletionsArgs),
