@@ -26,6 +26,11 @@ use super::schedule::Pair;
 /// Scaled MADs between the band's centre and its edge.
 pub const MADS: f64 = 4.0;
 
+/// A pair slow alone is measured alone up to this many times: a link is confirmed only
+/// when its best figure alone is still outside the band (a busy host's pause passes; a
+/// bad link stays slow).
+pub const TRIES: usize = 3;
+
 /// Which figures fail the run (`--judge`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -334,15 +339,20 @@ pub fn rechecks(suspects: &[Finding], t: Thresholds) -> Vec<Recheck> {
     plan
 }
 
-/// Each suspect with its rerun's figure from `reruns`, confirmed when it is slow again
-/// (outside the same band, or below `--min-bw`).
+/// Each suspect with its best figure alone from `reruns` (the highest bandwidth, the
+/// lowest latency), confirmed when even that is slow (outside the same band, or below
+/// `--min-bw`).
 pub fn confirm(ranks: &[RankInfo], suspects: &mut [Finding], reruns: &[LinkResult], t: Thresholds) {
     for f in suspects.iter_mut().filter(|f| f.check != "error") {
-        let Some(l) = reruns.iter().rev().find(|l| l.from == f.from && l.to == f.to) else {
-            continue;
-        };
         let bw = f.check != "latency_outlier";
-        f.rerun = if bw { l.bw_mb_per_sec } else { l.t_typical_usec };
+        let figures = reruns.iter().filter(|l| l.from == f.from && l.to == f.to).filter_map(|l| {
+            if bw {
+                l.bw_mb_per_sec
+            } else {
+                l.t_typical_usec
+            }
+        });
+        f.rerun = if bw { figures.reduce(f64::max) } else { figures.reduce(f64::min) };
         f.confirmed = match (f.rerun, f.band) {
             (Some(v), Some(b)) => b.outside(v),
             (Some(v), None) => t.min_bw.is_some_and(|m| v < m),
@@ -597,8 +607,14 @@ mod tests {
             t_typical_usec: lat,
             error: None,
         };
-        // 0→1 fine alone (a scheduler tick); 2→3 slow again; 3→1 not measured again.
-        let reruns = [rerun(0, 1, None, Some(21.0)), rerun(2, 3, Some(60.0), None)];
+        // 0→1 fine alone at its best (a scheduler tick); 2→3 slow at its best; 3→1 not
+        // measured again.
+        let reruns = [
+            rerun(0, 1, None, Some(4000.0)),
+            rerun(0, 1, None, Some(21.0)),
+            rerun(2, 3, Some(60.0), None),
+            rerun(2, 3, Some(55.0), None),
+        ];
         confirm(&r, &mut found, &reruns, t);
         let outcome: Vec<_> = found.iter().map(|f| (f.rerun, f.confirmed)).collect();
         assert_eq!(

@@ -53,7 +53,7 @@ pub struct MeshReport {
     pub analysis: Analysis,
     /// The pairs measured again alone, worst first.
     pub rechecks: Vec<Recheck>,
-    /// Rechecks that ended.
+    /// Rechecks that ended (a pair measured again up to three times is one).
     pub rechecks_done: usize,
     /// Their links, as measured alone (`round`: the recheck's, after the schedule's).
     pub reruns: Vec<LinkResult>,
@@ -147,7 +147,6 @@ impl MeshReport {
     /// A recheck's links (measured alone) are in.
     pub fn add_rerun(&mut self, links: Vec<LinkResult>) {
         self.reruns.extend(links);
-        self.rechecks_done += 1;
         self.judge();
     }
 
@@ -162,22 +161,22 @@ impl MeshReport {
         self.verdict = Verdict { pass: failures.is_empty() && self.error.is_none(), failures };
     }
 
-    /// ` round 2/3: 0<->2 1<->3 (4.1 s)`; a recheck: ` recheck 1/2: 0<->3 alone (1.2 s)`.
-    pub fn round_line(&self, k: usize, round: &[Pair], took: Duration) -> String {
+    /// ` round 2/3: 0<->2 1<->3 (4.1 s)`; a recheck: ` recheck 1/2 (try 1): 0<->3 alone
+    /// (1.2 s)`. `k`: the round's index among all.
+    pub fn round_line(&self, name: &str, k: usize, round: &[Pair], took: Duration) -> String {
         let pairs: Vec<String> = round.iter().map(|p| format!("{}<->{}", p.0, p.1)).collect();
-        let failed = self.links.iter().filter(|l| l.round == k && l.error.is_some()).count();
+        let failed = self.links.iter().chain(&self.reruns);
+        let failed = failed.filter(|l| l.round == k && l.error.is_some()).count();
         let failed = if failed > 0 { format!(", {failed} link(s) failed") } else { String::new() };
-        let (what, at, of, alone) = if k < self.rounds {
-            ("round", k, self.rounds, "")
-        } else {
-            ("recheck", k - self.rounds, self.rechecks.len(), " alone")
-        };
-        format!(
-            " {what} {}/{of}: {}{alone} ({:.1} s{failed})",
-            at + 1,
-            pairs.join(" "),
-            took.as_secs_f64()
-        )
+        let alone = if k < self.rounds { "" } else { " alone" };
+        format!(" {name}: {}{alone} ({:.1} s{failed})", pairs.join(" "), took.as_secs_f64())
+    }
+
+    /// A finding on `pair` is confirmed so far: slow at its best alone.
+    pub fn slow_alone(&self, pair: Pair) -> bool {
+        self.findings
+            .iter()
+            .any(|f| f.confirmed && f.check != "error" && Pair::new(f.from, f.to) == pair)
     }
 
     /// Every round and recheck ran.
@@ -441,6 +440,7 @@ pub(super) mod tests {
         if let Some(v) = rerun {
             assert_eq!(plan, [Recheck { pair: Pair(0, 2), bw: true, lat: false }]);
             r.add_rerun(vec![link(0, 2, 3, 100.0), link(2, 0, 3, v)]);
+            r.rechecks_done += 1;
         }
         r.finish();
         r
