@@ -1,6 +1,6 @@
 //! `rdmabench mesh` across three lab hosts (`ci/lab-vm --nodes 3`, docs/mesh.md#in-the-lab):
 //! one rank per node, started by mpirun on node 1 over the lab's ssh. Without a fault the
-//! mesh passes; with node 3's link slowed (`ci/lab-fault --node 3 delay 5`) it fails, and
+//! mesh passes; with node 3's link slowed (`ci/lab-fault --node 3 delay 50`) it fails, and
 //! every finding it confirms has node 3 at one end — though node 3 is an end of four links
 //! of six, the majority.
 
@@ -104,7 +104,9 @@ fn hosts_mesh_of_three_nodes_passes_without_a_fault() {
 fn hosts_mesh_a_slowed_node_is_in_every_confirmed_finding() {
     three_nodes();
     let _fault = Fault;
-    nodes::on(3, &format!("{}/ci/lab-fault delay 5", repo()), Duration::from_secs(60));
+    // 50 ms: on a host at load ~24 the guests' own latencies reach 4–15 ms, and 5 ms
+    // drowned in them (seen 2026-12-04).
+    nodes::on(3, &format!("{}/ci/lab-fault delay 50", repo()), Duration::from_secs(60));
     let json = common::scratch("rdmabench-mesh-hosts").join("slowed.json");
     let out = mesh(&json, &SMALL);
     let doc = read_json(&json, &out);
@@ -118,10 +120,10 @@ fn hosts_mesh_a_slowed_node_is_in_every_confirmed_finding() {
         assert!(f["from_host"] == "node3" || f["to_host"] == "node3", "{f:#}");
         assert!(f["rerun"].as_f64().is_some() && f["band"]["limit"].as_f64().is_some(), "{f:#}");
     }
-    // 5 ms more each round trip on node 3's links: their latency is confirmed.
+    // 50 ms more each round trip on node 3's links: their latency is confirmed.
     let lat: Vec<_> = confirmed.iter().filter(|f| f["check"] == "latency_outlier").collect();
     assert_eq!(lat.len(), 4, "1↔3 and 2↔3, both ways: {findings:#?}");
-    assert!(lat.iter().all(|f| f["rerun"].as_f64().unwrap() > 2000.0), "{lat:#?}");
+    assert!(lat.iter().all(|f| f["rerun"].as_f64().unwrap() > 20_000.0), "{lat:#?}");
     let host3 = &doc["analysis"]["hosts"][2];
     assert_eq!(host3["findings"].as_u64(), Some(confirmed.len() as u64), "{host3}");
     let table = text(&out);
