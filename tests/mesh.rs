@@ -44,13 +44,13 @@ fn read_json(path: &Path, out: &Output) -> Value {
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{}: {e}: {body}", path.display()))
 }
 
-/// The (from, to) links of the findings whose check is `check`.
+/// The (from, to) links of the confirmed findings whose check is `check`.
 fn flagged(doc: &Value, check: &str) -> std::collections::BTreeSet<(u64, u64)> {
-    doc["analysis"]["findings"]
+    doc["findings"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| f["check"] == check)
+        .filter(|f| f["check"] == check && f["confirmed"] == true)
         .map(|f| (f["from"].as_u64().unwrap(), f["to"].as_u64().unwrap()))
         .collect()
 }
@@ -86,11 +86,11 @@ fn assert_links(doc: &Value, want: &std::collections::BTreeSet<(u64, u64)>) {
     }
 }
 
-/// The exit status follows the findings: 1 when a link failed a threshold, else 0.
+/// The exit status follows the findings: 1 when a link was confirmed slow, else 0.
 fn assert_status_matches(doc: &Value, out: &Output) {
-    let findings = doc["analysis"]["findings"].as_array().unwrap();
+    let findings = doc["findings"].as_array().unwrap();
     assert!(findings.iter().all(|f| f["check"] != "error"), "{findings:?}");
-    let want = if findings.is_empty() { 0 } else { 1 };
+    let want = if findings.iter().any(|f| f["confirmed"] == true) { 1 } else { 0 };
     assert_eq!(out.status.code(), Some(want), "{}\n{}", text(out), err(out));
 }
 
@@ -140,7 +140,9 @@ fn mesh_without_a_launcher_or_with_bad_flags_says_so() {
     assert!(err(&out).contains("start the mesh under a launcher: mpirun -np N"), "{}", err(&out));
     for (flags, says) in [
         (&["--pairs", "random:0"][..], "not all, ring or random:K"),
-        (&["-a"], "-a: a mesh measures one size per test"),
+        (&["-a"], "unexpected argument '-a'"),
+        (&["--judge", "all"], "invalid value 'all' for '--judge"),
+        (&["--lat-ratio", "0.5"], "--lat-ratio 0.5: a ratio of 1 or more"),
         (&["--outlier", "0"], "--outlier 0: a percentage above 0"),
         (&["--tcp", "-d", "rxe0"], "--tcp: -d, -q, -c and --backend are RDMA flags"),
         (&["--min-bw", "0"], "--min-bw: a bandwidth above 0"),
@@ -321,7 +323,10 @@ fn lab_mesh_four_ranks_over_rxe0_give_a_4x4_matrix_of_12_links() {
         LIMIT,
     );
     let doc = read_json(&json, &out);
-    assert_status_matches(&doc, &out);
+    // Four ranks busy-polling on two vCPUs: a latency a scheduler tick long is a suspect,
+    // measured again alone, and fine there: no finding is confirmed.
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out), err(&out));
+    assert!(doc["findings"].as_array().unwrap().iter().all(|f| f["confirmed"] == false), "{doc}");
     assert_eq!(doc["complete"], true);
     assert_eq!((doc["rounds"].as_u64(), doc["rounds_done"].as_u64()), (Some(3), Some(3)));
     assert_every_link(&doc, 4);
@@ -524,8 +529,12 @@ fn lab_mesh_a_link_slowed_by_netem_is_named_as_the_outlier() {
                 "30",
                 "--pairs",
                 "ring",
-                "--outlier",
-                "500",
+                "--judge",
+                "lat",
+                // The slowed link is ~70 times the others; TCP over lo in a guest on a
+                // loaded host strays up to 5 times (seen: 3.3×, and again alone).
+                "--lat-ratio",
+                "10",
                 "--json",
                 json.to_str().unwrap(),
             ],
@@ -543,7 +552,7 @@ fn lab_mesh_a_link_slowed_by_netem_is_named_as_the_outlier() {
     assert!(lat > 10_000.0, "half of a 20 ms round trip at least: {lat} usec");
     let table = text(&out);
     assert!(
-        table.contains("FAIL rank 1 (virtme-ng tcp) -> rank 2 (virtme-ng tcp): t_typical"),
+        table.contains("FAIL rank 1 (virtme-ng tcp) → rank 2 (virtme-ng tcp): t_typical"),
         "both ends named: {table}"
     );
 }

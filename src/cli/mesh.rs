@@ -6,13 +6,25 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::args::{BackendArg, ConnectionArg, RunArgs};
+use super::args::{BackendArg, ConnectionArg};
 use crate::error::Error;
-use crate::mesh::analysis::Thresholds;
+use crate::mesh::findings::{Judge, Thresholds};
+use crate::mesh::launch::MeshOptions;
 use crate::mesh::schedule::Pairs;
 use crate::mesh::MeshSpec;
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
-use crate::spec::{Local, Measure, TestKind, Verb};
+use crate::spec::{parse_size, Local, Measure, TestKind, Verb};
+
+/// What fails the run (`--judge`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum JudgeArg {
+    /// Bandwidth only (latency is measured and shown).
+    Bw,
+    /// Latency only.
+    Lat,
+    /// Both.
+    Both,
+}
 
 /// Which operation the RDMA tests of a mesh use (`--verb`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -37,10 +49,19 @@ pub struct MeshArgs {
     /// GID index (default: the RoCE v2 GID of --address on RoCE).
     #[arg(short = 'x', long = "gid-index", value_name = "N")]
     pub gid_index: Option<u8>,
-    /// Size, iterations or duration of both tests, as the pair tests take them (one
-    /// size: no -a).
-    #[command(flatten)]
-    pub run: RunArgs,
+    /// Message size of both tests, bytes (K/M/G suffixes). Default 65536 (bandwidth), 2
+    /// (latency).
+    #[arg(short = 's', long = "size", value_name = "BYTES", value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Iterations of each test. Default 5000 (write_bw, tcp_bw), 1000 otherwise.
+    #[arg(short = 'n', long = "iters", value_name = "N")]
+    pub iters: Option<u64>,
+    /// Run each test for this many seconds instead of a number of iterations.
+    #[arg(short = 'D', long = "duration", value_name = "SECS")]
+    pub duration: Option<u64>,
+    /// Warm-up and cool-down margin excluded from a -D window, seconds each (default: D/4).
+    #[arg(short = 'f', long = "margin", value_name = "SECS")]
+    pub margin: Option<u64>,
     /// Queue pairs of the bandwidth test.
     #[arg(short = 'q', long = "qp", value_name = "N")]
     pub qps: Option<u32>,
@@ -71,13 +92,27 @@ pub struct MeshArgs {
     /// How long a pair test waits for its peer at each step, seconds.
     #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
-    /// Exit 1 if any link's BW average is below this, MB/s (2^20 B/s).
+    /// A link whose BW average is below this, MB/s (2^20 B/s), is measured again alone;
+    /// below it again, it fails the run.
     #[arg(long = "min-bw", value_name = "MB/S")]
     pub min_bw: Option<f64>,
-    /// Exit 1 if a link is slower than the median link by more than PCT percent: a byte
-    /// (bandwidth) or a message (latency) takes over 1 + PCT/100 times as long.
+    /// Bandwidth: a link is suspect only when a byte takes over 1 + PCT/100 times as long
+    /// as on its peers' typical link (and it is 4 MADs off).
     #[arg(long = "outlier", value_name = "PCT", default_value_t = 25.0)]
     pub outlier: f64,
+    /// Latency: a link is suspect only past this many times its peers' typical t_typical…
+    #[arg(long = "lat-ratio", value_name = "X", default_value_t = 3.0)]
+    pub lat_ratio: f64,
+    /// …and this many µs above it (scheduler ticks on a busy host never trip it).
+    #[arg(long = "lat-floor", value_name = "USEC", default_value_t = 50.0)]
+    pub lat_floor: f64,
+    /// What fails the run: bw, lat or both. A suspect fails it only when measured again
+    /// alone it is slow again.
+    #[arg(long = "judge", value_enum, value_name = "WHAT", default_value = "both")]
+    pub judge: JudgeArg,
+    /// At most this many suspect pairs are measured again alone (the worst first).
+    #[arg(long = "recheck", value_name = "N", default_value_t = 32)]
+    pub recheck: usize,
     /// This rank's address for the control connections (default: the device's RoCE
     /// IPv4 address, else the host name's).
     #[arg(long = "address", value_name = "IP")]
@@ -98,15 +133,29 @@ pub struct MeshArgs {
 }
 
 impl MeshArgs {
+    /// What the mesh runs with, checked once.
+    ///
+    /// # Errors
+    /// One line naming the flag (kind `usage`).
+    pub fn to_options(&self) -> Result<MeshOptions, Error> {
+        Ok(MeshOptions {
+            mesh: self.to_mesh()?,
+            local: self.local(),
+            tcp: self.tcp,
+            backend: self.backend.map_or_else(crate::transport::Backend::native, Into::into),
+            address: self.address,
+            json: self.json.clone(),
+            csv: self.csv.clone(),
+            html: self.html.clone(),
+        })
+    }
+
     /// The mesh every rank runs, checked once.
     ///
     /// # Errors
     /// One line naming the flag (kind `usage`).
     pub fn to_mesh(&self) -> Result<MeshSpec, Error> {
-        let run = &self.run;
-        if run.all {
-            return Err(Error::usage("-a: a mesh measures one size per test (give -s)"));
-        }
+        let run = self;
         let verb = match self.verb {
             MeshVerb::Write => Verb::Write,
             MeshVerb::Read => Verb::Read,
@@ -151,6 +200,18 @@ impl MeshArgs {
         if !(self.outlier.is_finite() && self.outlier > 0.0) {
             return Err(Error::usage(format!("--outlier {}: a percentage above 0", self.outlier)));
         }
+        if !(self.lat_ratio.is_finite() && self.lat_ratio >= 1.0) {
+            return Err(Error::usage(format!(
+                "--lat-ratio {}: a ratio of 1 or more",
+                self.lat_ratio
+            )));
+        }
+        if !(self.lat_floor.is_finite() && self.lat_floor >= 0.0) {
+            return Err(Error::usage(format!(
+                "--lat-floor {}: microseconds, 0 or more",
+                self.lat_floor
+            )));
+        }
         if self.min_bw.is_some_and(|b| !(b.is_finite() && b > 0.0)) {
             return Err(Error::usage("--min-bw: a bandwidth above 0 MB/s"));
         }
@@ -163,7 +224,18 @@ impl MeshArgs {
             pairs: self.pairs,
             seed: self.seed,
             round_timeout: Duration::from_secs(self.round_timeout),
-            thresholds: Thresholds { min_bw: self.min_bw, outlier_pct: self.outlier },
+            thresholds: Thresholds {
+                min_bw: self.min_bw,
+                outlier_pct: self.outlier,
+                lat_ratio: self.lat_ratio,
+                lat_floor_usec: self.lat_floor,
+                judge: match self.judge {
+                    JudgeArg::Bw => Judge::Bw,
+                    JudgeArg::Lat => Judge::Lat,
+                    JudgeArg::Both => Judge::Both,
+                },
+                recheck_max: self.recheck,
+            },
         })
     }
 

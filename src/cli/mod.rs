@@ -83,7 +83,8 @@ enum RawCommand {
     /// Two stored qualifications compared as `qualify --baseline` would: B against A.
     Diff(DiffArgs),
     /// All pairs of an MPI job (mpirun -np N / srun -n N), both directions, bandwidth and
-    /// latency: N×N matrices, per-node summaries, outlier links; heatmaps in HTML.
+    /// latency: N×N matrices, per-node and per-host summaries, slow links confirmed by a
+    /// rerun alone; heatmaps in HTML.
     Mesh(MeshArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions(CompletionsArgs),

@@ -1,9 +1,10 @@
-//! What a mesh found: each directed link's figures in N×N matrices, a summary per node,
-//! and the links that fail a threshold — below `--min-bw`, or slower than the median
-//! link by more than `--outlier` percent: a byte (bandwidth) or a message (latency)
-//! takes more than 1 + PCT/100 times as long as on the median link.
+//! What a mesh measured: each directed link's figures in N×N matrices, a summary per
+//! rank and per host (a host name and device: one NIC, so a bad NIC is one row and one
+//! column of the host matrices), and the bands links are judged in ([`super::findings`]).
 
 use serde::{Deserialize, Serialize};
+
+use super::findings::{Bands, Finding, Thresholds};
 
 /// One rank as the others reach it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -44,28 +45,6 @@ pub struct LinkResult {
     pub error: Option<String>,
 }
 
-/// The thresholds a link is judged by.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct Thresholds {
-    /// `--min-bw`, MB/s.
-    pub min_bw: Option<f64>,
-    /// `--outlier`: percent slower than the median link (time per byte or per message).
-    pub outlier_pct: f64,
-}
-
-/// A link that fails a threshold or whose test failed.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Finding {
-    /// Client rank.
-    pub from: usize,
-    /// Server rank.
-    pub to: usize,
-    /// `min_bw`, `bw_outlier`, `latency_outlier` or `error`.
-    pub check: &'static str,
-    /// One line naming both ends and the figure.
-    pub message: String,
-}
-
 /// Figures over a set of links.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Spread {
@@ -92,7 +71,26 @@ pub struct NodeSummary {
     pub bw_in: Option<Spread>,
     /// t_typical of the links it pinged on, µs.
     pub lat_out: Option<Spread>,
-    /// Findings on links it is an end of.
+    /// Confirmed findings on links it is an end of.
+    pub findings: usize,
+}
+
+/// One host (a host name and device: one NIC) and its ranks' links to other hosts.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostSummary {
+    /// Host name.
+    pub host: String,
+    /// Device.
+    pub device: String,
+    /// Its ranks.
+    pub ranks: Vec<usize>,
+    /// BW of the links its ranks wrote to other hosts on, MB/s.
+    pub bw_out: Option<Spread>,
+    /// BW of the links other hosts wrote to it on, MB/s.
+    pub bw_in: Option<Spread>,
+    /// t_typical of the links to and from other hosts, µs.
+    pub lat: Option<Spread>,
+    /// Confirmed findings on links it is an end of.
     pub findings: usize,
 }
 
@@ -109,110 +107,120 @@ pub struct Analysis {
     pub bw_spread: Option<Spread>,
     /// t_typical over every link.
     pub lat_spread: Option<Spread>,
-    /// Per node.
+    /// Where each kind of link's figures are expected (src/mesh/findings.rs).
+    pub bands: Bands,
+    /// Per node (rank).
     pub nodes: Vec<NodeSummary>,
-    /// Links that fail a threshold, and links whose test failed.
-    pub findings: Vec<Finding>,
+    /// Per host (name and device), in order of their first rank.
+    pub hosts: Vec<HostSummary>,
+    /// `host_bw[i][j]`: the median BW from host i's ranks to host j's, MB/s.
+    pub host_bw: Vec<Vec<Option<f64>>>,
+    /// `host_lat[i][j]`: the median t_typical, µs.
+    pub host_lat: Vec<Vec<Option<f64>>>,
 }
 
 impl Analysis {
-    /// Some link's test failed.
-    pub fn has_errors(&self) -> bool {
-        self.findings.iter().any(|f| f.check == "error")
+    /// Counts `findings` (the confirmed ones) against each node and host.
+    pub fn count(&mut self, findings: &[Finding]) {
+        let confirmed: Vec<&Finding> = findings.iter().filter(|f| f.confirmed).collect();
+        for n in &mut self.nodes {
+            n.findings = confirmed.iter().filter(|f| f.from == n.rank || f.to == n.rank).count();
+        }
+        for h in &mut self.hosts {
+            h.findings = confirmed
+                .iter()
+                .filter(|f| h.ranks.contains(&f.from) || h.ranks.contains(&f.to))
+                .count();
+        }
     }
 }
 
-/// Builds the matrices, summaries and findings for `ranks` from `links`.
+/// Each rank's host index in [`hosts`]' order.
+pub fn host_of(ranks: &[RankInfo]) -> (Vec<(String, String)>, Vec<usize>) {
+    let mut hosts: Vec<(String, String)> = Vec::new();
+    let index = ranks
+        .iter()
+        .map(|r| {
+            let key = (r.host.clone(), r.device.clone());
+            hosts.iter().position(|h| *h == key).unwrap_or_else(|| {
+                hosts.push(key);
+                hosts.len() - 1
+            })
+        })
+        .collect();
+    (hosts, index)
+}
+
+/// Builds the matrices, bands and summaries for `ranks` from `links`.
 pub fn analyse(ranks: &[RankInfo], links: &[LinkResult], t: Thresholds) -> Analysis {
     let n = ranks.len();
+    let links: Vec<&LinkResult> = links.iter().filter(|l| l.from < n && l.to < n).collect();
     let mut bw = vec![vec![None; n]; n];
     let mut lat = vec![vec![None; n]; n];
-    for l in links.iter().filter(|l| l.from < n && l.to < n) {
+    for l in &links {
         bw[l.from][l.to] = l.bw_mb_per_sec;
         lat[l.from][l.to] = l.t_typical_usec;
     }
     let measured_links = links.iter().filter(|l| l.bw_mb_per_sec.is_some()).count();
-    let all_bw: Vec<f64> = links.iter().filter_map(|l| l.bw_mb_per_sec).collect();
-    let all_lat: Vec<f64> = links.iter().filter_map(|l| l.t_typical_usec).collect();
-    let bw_spread = spread(all_bw);
-    let lat_spread = spread(all_lat);
-    let findings = judge(ranks, links, t, bw_spread, lat_spread);
+    let figures = |keep: &dyn Fn(&LinkResult) -> bool, bw: bool| -> Vec<f64> {
+        links
+            .iter()
+            .filter(|l| keep(l))
+            .filter_map(|l| if bw { l.bw_mb_per_sec } else { l.t_typical_usec })
+            .collect()
+    };
+    let owned: Vec<LinkResult> = links.iter().map(|l| (*l).clone()).collect();
     let nodes = ranks
         .iter()
         .map(|r| NodeSummary {
             rank: r.rank,
             host: r.host.clone(),
             device: r.device.clone(),
-            bw_out: spread(
-                links.iter().filter(|l| l.from == r.rank).filter_map(|l| l.bw_mb_per_sec).collect(),
-            ),
-            bw_in: spread(
-                links.iter().filter(|l| l.to == r.rank).filter_map(|l| l.bw_mb_per_sec).collect(),
-            ),
-            lat_out: spread(
-                links
-                    .iter()
-                    .filter(|l| l.from == r.rank)
-                    .filter_map(|l| l.t_typical_usec)
-                    .collect(),
-            ),
-            findings: findings.iter().filter(|f| f.from == r.rank || f.to == r.rank).count(),
+            bw_out: spread(figures(&|l| l.from == r.rank, true)),
+            bw_in: spread(figures(&|l| l.to == r.rank, true)),
+            lat_out: spread(figures(&|l| l.from == r.rank, false)),
+            findings: 0,
         })
         .collect();
-    Analysis { bw, lat, measured_links, bw_spread, lat_spread, nodes, findings }
-}
-
-fn judge(
-    ranks: &[RankInfo],
-    links: &[LinkResult],
-    t: Thresholds,
-    bw: Option<Spread>,
-    lat: Option<Spread>,
-) -> Vec<Finding> {
-    let name = |rank: usize| ranks.get(rank).map_or_else(|| format!("rank {rank}"), RankInfo::name);
-    let mut findings = Vec::new();
-    for l in links {
-        let link = format!("{} -> {}", name(l.from), name(l.to));
-        let mut find = |check, message: String| {
-            findings.push(Finding { from: l.from, to: l.to, check, message });
-        };
-        if let Some(e) = &l.error {
-            find("error", format!("{link}: {e}"));
-        }
-        if let (Some(v), Some(min)) = (l.bw_mb_per_sec, t.min_bw) {
-            if v < min {
-                find("min_bw", format!("{link}: BW {v:.2} MB/s is below --min-bw {min:.2}"));
-            }
-        }
-        // Slower by PCT %: a byte (bandwidth) or a message (latency) takes more than
-        // 1 + PCT/100 times as long as on the median link.
-        let slower = 1.0 + t.outlier_pct / 100.0;
-        if let (Some(v), Some(s)) = (l.bw_mb_per_sec, bw) {
-            if v * slower < s.median {
-                let by = 100.0 * (s.median / v - 1.0);
-                find(
-                    "bw_outlier",
-                    format!(
-                        "{link}: BW {v:.2} MB/s is {by:.0} % slower than the median link's {:.2} (--outlier {})",
-                        s.median, t.outlier_pct
-                    ),
-                );
-            }
-        }
-        if let (Some(v), Some(s)) = (l.t_typical_usec, lat) {
-            if v > s.median * slower {
-                let by = 100.0 * (v / s.median - 1.0);
-                find(
-                    "latency_outlier",
-                    format!(
-                        "{link}: t_typical {v:.2} usec is {by:.0} % slower than the median link's {:.2} (--outlier {})",
-                        s.median, t.outlier_pct
-                    ),
-                );
-            }
-        }
+    let (names, index) = host_of(ranks);
+    let h = names.len();
+    let on = |host: usize, rank: usize| index.get(rank) == Some(&host);
+    let hosts = names
+        .iter()
+        .enumerate()
+        .map(|(i, (host, device))| HostSummary {
+            host: host.clone(),
+            device: device.clone(),
+            ranks: (0..n).filter(|&r| index[r] == i).collect(),
+            bw_out: spread(figures(&|l| on(i, l.from) && !on(i, l.to), true)),
+            bw_in: spread(figures(&|l| on(i, l.to) && !on(i, l.from), true)),
+            lat: spread(figures(&|l| on(i, l.from) != on(i, l.to), false)),
+            findings: 0,
+        })
+        .collect();
+    let host_matrix = |bw: bool| -> Vec<Vec<Option<f64>>> {
+        (0..h)
+            .map(|i| {
+                (0..h)
+                    .map(|j| {
+                        spread(figures(&|l| on(i, l.from) && on(j, l.to), bw)).map(|s| s.median)
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    Analysis {
+        bw,
+        lat,
+        measured_links,
+        bw_spread: spread(figures(&|_| true, true)),
+        lat_spread: spread(figures(&|_| true, false)),
+        bands: Bands::of(ranks, &owned, t),
+        nodes,
+        hosts,
+        host_bw: host_matrix(true),
+        host_lat: host_matrix(false),
     }
-    findings
 }
 
 /// Min, median (the mean of the middle two for an even count) and max; None when empty.
@@ -243,35 +251,29 @@ mod tests {
             .collect()
     }
 
-    fn link(from: usize, to: usize, bw: f64, lat: f64) -> LinkResult {
-        LinkResult {
-            from,
-            to,
-            round: 0,
-            bw_mb_per_sec: Some(bw),
-            t_typical_usec: Some(lat),
-            error: None,
-        }
-    }
-
-    /// Every directed link of 4 ranks at 100 MB/s and 10 µs, but 1 -> 2 as given.
+    /// Every directed link of 4 ranks (two per host) at 100 MB/s and 10 µs, but 1 -> 2.
     fn mesh(slow_bw: f64, slow_lat: f64) -> Vec<LinkResult> {
         let mut links = Vec::new();
         for from in 0..4 {
             for to in (0..4).filter(|&t| t != from) {
                 let (bw, lat) =
                     if (from, to) == (1, 2) { (slow_bw, slow_lat) } else { (100.0, 10.0) };
-                links.push(link(from, to, bw, lat));
+                links.push(LinkResult {
+                    from,
+                    to,
+                    round: 0,
+                    bw_mb_per_sec: Some(bw),
+                    t_typical_usec: Some(lat),
+                    error: None,
+                });
             }
         }
         links
     }
 
-    const T: Thresholds = Thresholds { min_bw: None, outlier_pct: 25.0 };
-
     #[test]
     fn matrices_hold_each_directed_link_and_the_diagonal_stays_empty() {
-        let a = analyse(&ranks(4), &mesh(50.0, 10.0), T);
+        let a = analyse(&ranks(4), &mesh(50.0, 10.0), Thresholds::default());
         assert_eq!(a.measured_links, 12);
         assert_eq!(a.bw[1][2], Some(50.0));
         assert_eq!(a.bw[2][1], Some(100.0));
@@ -280,59 +282,23 @@ mod tests {
         assert_eq!((s.min, s.median, s.max), (50.0, 100.0, 100.0));
         assert_eq!(a.nodes[1].bw_out.unwrap().min, 50.0);
         assert_eq!(a.nodes[2].bw_in.unwrap().min, 50.0);
-        assert_eq!(a.nodes[0].findings, 0);
-        assert_eq!(a.nodes[1].findings, 1);
     }
 
     #[test]
-    fn a_slow_link_is_named_with_both_ends_and_a_fast_mesh_has_no_finding() {
-        assert!(analyse(&ranks(4), &mesh(100.0, 10.0), T).findings.is_empty());
-        assert!(analyse(&ranks(4), &mesh(80.5, 12.4), T).findings.is_empty(), "within 25 %");
-        let a = analyse(&ranks(4), &mesh(50.0, 10.0), T);
-        assert_eq!(a.findings.len(), 1);
-        let f = &a.findings[0];
-        assert_eq!((f.from, f.to, f.check), (1, 2, "bw_outlier"));
-        assert!(f.message.contains("rank 1 (node1 rxe0) -> rank 2 (node2 rxe0)"), "{}", f.message);
-        assert!(
-            f.message.contains("BW 50.00 MB/s is 100 % slower than the median link's 100.00"),
-            "{}",
-            f.message
-        );
-        let a = analyse(&ranks(4), &mesh(100.0, 30.0), T);
-        assert_eq!(a.findings[0].check, "latency_outlier");
-        assert!(a.findings[0].message.contains("t_typical 30.00 usec is 200 % slower"));
-        // Past a hundred percent: a link ten times slower, against --outlier 500.
-        let t = Thresholds { min_bw: None, outlier_pct: 500.0 };
-        let a = analyse(&ranks(4), &mesh(10.0, 100.0), t);
-        let checks: Vec<_> = a.findings.iter().map(|f| f.check).collect();
-        assert_eq!(checks, ["bw_outlier", "latency_outlier"]);
-        assert!(
-            analyse(&ranks(4), &mesh(20.0, 50.0), t).findings.is_empty(),
-            "five times is within 500 %"
-        );
-    }
-
-    #[test]
-    fn min_bw_and_failed_tests_are_findings() {
-        let t = Thresholds { min_bw: Some(120.0), outlier_pct: 25.0 };
-        let a = analyse(&ranks(4), &mesh(100.0, 10.0), t);
-        assert_eq!(a.findings.len(), 12);
-        assert!(a
-            .findings
-            .iter()
-            .all(|f| f.check == "min_bw" && f.message.contains("below --min-bw 120.00")));
-        assert!(!a.has_errors());
-        let mut links = mesh(100.0, 10.0);
-        links[0] = LinkResult {
-            bw_mb_per_sec: None,
-            t_typical_usec: None,
-            error: Some("the peer closed the control connection".into()),
-            ..links[0].clone()
-        };
-        let a = analyse(&ranks(4), &links, T);
-        assert!(a.has_errors());
-        assert_eq!(a.measured_links, 11);
-        assert!(a.findings[0].message.ends_with("the peer closed the control connection"));
+    fn ranks_are_grouped_by_host_and_device() {
+        let a = analyse(&ranks(4), &mesh(20.0, 10.0), Thresholds::default());
+        let hosts: Vec<_> = a.hosts.iter().map(|h| (h.host.as_str(), h.ranks.clone())).collect();
+        assert_eq!(hosts, [("node1", vec![0, 1]), ("node2", vec![2, 3])]);
+        // node1 → node2: links 0→2, 0→3, 1→2 (20), 1→3; the median of the four.
+        assert_eq!(a.host_bw[0][1], Some(100.0));
+        assert_eq!(a.host_bw[0][0], Some(100.0), "within node1: 0→1 and 1→0");
+        assert_eq!(a.hosts[0].bw_out.unwrap().min, 20.0, "only links to other hosts");
+        assert_eq!(a.hosts[1].bw_in.unwrap().min, 20.0);
+        let mut other = ranks(4);
+        other[3].device = "rxe1".into();
+        let (names, index) = host_of(&other);
+        assert_eq!(names.len(), 3, "another device is another NIC");
+        assert_eq!(index, [0, 0, 1, 2]);
     }
 
     #[test]

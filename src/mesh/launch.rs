@@ -5,27 +5,49 @@
 //! doing, and rank 0 keeps the rounds that ended in its files.
 
 use std::io::Write;
-use std::path::Path;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 
 use super::report::MeshReport;
 #[cfg(feature = "mesh")]
 use super::Endpoint;
 use super::MeshSpec;
-use crate::cli::MeshArgs;
 use crate::error::Error;
+use crate::spec::Local;
+use crate::transport::Backend;
+
+/// What `rdmabench mesh` runs with, checked (the command line builds it: cli/mesh.rs).
+#[derive(Clone, Debug)]
+pub struct MeshOptions {
+    /// The mesh every rank runs.
+    pub mesh: MeshSpec,
+    /// This rank's own settings (device, port, GID index, control port, timeouts).
+    pub local: Local,
+    /// Over TCP instead of RDMA.
+    pub tcp: bool,
+    /// The RDMA interface.
+    pub backend: Backend,
+    /// This rank's control address (None: the device's RoCE address, else the host's).
+    pub address: Option<IpAddr>,
+    /// Rank 0's JSON report.
+    pub json: Option<PathBuf>,
+    /// Rank 0's CSV report.
+    pub csv: Option<PathBuf>,
+    /// Rank 0's HTML report.
+    pub html: Option<PathBuf>,
+}
 
 /// Runs `rdmabench mesh` on this rank; the exit status is rank 0's verdict (0 pass,
-/// 1 a link failed a threshold, 2 an error).
+/// 1 a link confirmed slow, 2 an error).
 ///
 /// # Errors
-/// Bad flags, or a build without MPI (before anything starts).
-pub fn command(args: &MeshArgs, out: &mut dyn Write) -> Result<u8, Error> {
-    let mesh = args.to_mesh()?;
-    launch(args, &mesh, out)
+/// A build without MPI, or no launcher (before anything starts).
+pub fn command(args: &MeshOptions, out: &mut dyn Write) -> Result<u8, Error> {
+    launch(args, &args.mesh, out)
 }
 
 #[cfg(not(feature = "mesh"))]
-fn launch(_: &MeshArgs, _: &MeshSpec, _: &mut dyn Write) -> Result<u8, Error> {
+fn launch(_: &MeshOptions, _: &MeshSpec, _: &mut dyn Write) -> Result<u8, Error> {
     Err(Error::usage(
         "this rdmabench was built without MPI: build it with `--features mesh` \
          (needs an MPI library, e.g. Debian's libopenmpi-dev; docs/mesh.md)",
@@ -33,7 +55,7 @@ fn launch(_: &MeshArgs, _: &MeshSpec, _: &mut dyn Write) -> Result<u8, Error> {
 }
 
 #[cfg(feature = "mesh")]
-fn launch(args: &MeshArgs, mesh: &MeshSpec, out: &mut dyn Write) -> Result<u8, Error> {
+fn launch(args: &MeshOptions, mesh: &MeshSpec, out: &mut dyn Write) -> Result<u8, Error> {
     use super::bootstrap::{Bootstrap, Mpi};
     use std::sync::{Arc, Mutex};
 
@@ -47,7 +69,7 @@ fn launch(args: &MeshArgs, mesh: &MeshSpec, out: &mut dyn Write) -> Result<u8, E
     let status = super::Status::default();
     let last: Arc<Mutex<Option<MeshReport>>> = Arc::default();
     watch_termination(rank, status.clone(), Arc::clone(&last), args.clone());
-    let local = args.local();
+    let local = args.local.clone();
     let result = endpoint(args, &local).and_then(|endpoint| {
         if rank == 0 {
             clear_outputs(args)?;
@@ -85,7 +107,7 @@ fn launch(args: &MeshArgs, mesh: &MeshSpec, out: &mut dyn Write) -> Result<u8, E
 /// pair tests connect from that address, and the engine takes the GID of the control
 /// connection's address unless `-x` chose one.)
 #[cfg(feature = "mesh")]
-fn endpoint(args: &MeshArgs, local: &crate::spec::Local) -> Result<Endpoint, Error> {
+fn endpoint(args: &MeshOptions, local: &Local) -> Result<Endpoint, Error> {
     if args.tcp {
         let address = match args.address {
             Some(a) => a,
@@ -93,8 +115,7 @@ fn endpoint(args: &MeshArgs, local: &crate::spec::Local) -> Result<Endpoint, Err
         };
         return Ok(Endpoint { address, device: "tcp".into() });
     }
-    let backend = args.backend.map_or_else(crate::transport::Backend::native, Into::into);
-    let inventory = crate::inventory::collect(args.device.as_deref(), backend)?;
+    let inventory = crate::inventory::collect(local.device.as_deref(), args.backend)?;
     let device = inventory.devices.first().ok_or_else(|| {
         Error::new(crate::error::ErrorKind::NoDevice, "no RDMA device on this rank's host")
     })?;
@@ -137,7 +158,7 @@ fn watch_termination(
     rank: usize,
     status: super::Status,
     last: std::sync::Arc<std::sync::Mutex<Option<MeshReport>>>,
-    args: MeshArgs,
+    args: MeshOptions,
 ) {
     if ffi::os::watch_termination().is_err() {
         return;
@@ -167,7 +188,7 @@ fn watch_termination(
 /// Rank 0 empties its output files before the first round: a bad path fails at once,
 /// and no older file reads as this run's.
 #[cfg_attr(not(feature = "mesh"), allow(dead_code))]
-fn clear_outputs(args: &MeshArgs) -> Result<(), Error> {
+fn clear_outputs(args: &MeshOptions) -> Result<(), Error> {
     for path in [&args.json, &args.csv, &args.html].into_iter().flatten() {
         write_file(path, "")?;
     }
@@ -175,7 +196,7 @@ fn clear_outputs(args: &MeshArgs) -> Result<(), Error> {
 }
 
 #[cfg_attr(not(feature = "mesh"), allow(dead_code))]
-fn write_outputs(args: &MeshArgs, report: &MeshReport) -> Result<(), Error> {
+fn write_outputs(args: &MeshOptions, report: &MeshReport) -> Result<(), Error> {
     if let Some(path) = &args.json {
         write_file(path, &crate::report::to_json(report))?;
     }

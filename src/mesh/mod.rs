@@ -6,10 +6,13 @@
 //! listener, the ranks all-gather their endpoints, then round after round ([`schedule`])
 //! each pair runs its four tests over its own control connection while rank 0 waits for
 //! every rank's "done" (with its figures) before it says "go". Rank 0 analyses the links
-//! ([`analysis`]) and writes the reports ([`report`]).
+//! ([`analysis`]); its last "go" names the suspects' pairs ([`findings`]), and each is
+//! measured again alone, one recheck round per pair, before the reports ([`report`]).
 
 pub mod analysis;
 pub mod bootstrap;
+pub mod findings;
+pub mod html;
 pub mod launch;
 pub mod report;
 pub mod schedule;
@@ -22,13 +25,15 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{self, Side};
+use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
 use crate::measure::MIB;
 use crate::session::connect::ControlListener;
 use crate::spec::{Local, TestSpec};
 
-use analysis::{LinkResult, RankInfo, Thresholds};
+use analysis::{LinkResult, RankInfo};
 use bootstrap::Bootstrap;
+use findings::{Recheck, Thresholds};
 use report::MeshReport;
 use schedule::{Pair, Pairs};
 
@@ -90,6 +95,17 @@ struct Hello {
 struct Done {
     round: usize,
     links: Vec<LinkResult>,
+    /// This rank's host and device, as its client test described them.
+    environment: Option<Environment>,
+}
+
+/// Rank 0's "go" after a recheck that is to be run again.
+const AGAIN: &[u8] = b"again";
+
+/// Rank 0's "go" after the schedule's last round: the pairs to measure again alone.
+#[derive(Serialize, Deserialize)]
+struct Plan {
+    rechecks: Vec<Recheck>,
 }
 
 /// Runs this rank's part of the mesh. Rank 0 returns the report (also when a link
@@ -128,19 +144,99 @@ pub fn run(
     }
     // A client connects from this rank's address: its traffic (on RoCE, its GID) is its own.
     let pair_local = Local { bind: Some(endpoint.address), quiet: true, ..local.clone() };
+    let mut plan = Vec::new();
     for (k, pairs) in rounds.iter().enumerate() {
-        let round = Round { k, of: rounds.len(), pairs, started: Instant::now() };
-        let links = rank.play(&round, &pair_local, &listener);
+        let round = Round {
+            k,
+            label: k + 1,
+            of: rounds.len(),
+            pairs,
+            started: Instant::now(),
+            alone: None,
+        };
+        let last = k + 1 == rounds.len();
+        let (links, env) = rank.play(&round, &pair_local, &listener);
         match &mut report {
             Some(r) => {
                 let mut all = links;
-                all.extend(rank.collect(&round)?);
-                r.add_round(all, mesh.thresholds);
-                let _ = writeln!(out, "{}", r.round_line(k, pairs, round.started.elapsed()));
+                r.add_environment(0, env);
+                all.extend(rank.collect(&round, r)?);
+                r.add_round(all);
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    r.round_line(&round.name(), k, pairs, round.started.elapsed())
+                );
                 progress(r);
-                boot.send_go(&[]);
+                let go = if last {
+                    plan = r.plan_rechecks();
+                    serde_json::to_vec(&Plan { rechecks: plan.clone() })
+                        .map_err(|e| Error::io(e.to_string()))?
+                } else {
+                    Vec::new()
+                };
+                boot.send_go(&go);
             }
-            None => rank.report(&round, links)?,
+            None => {
+                let go = rank.report(&round, links, env)?;
+                if last {
+                    plan = serde_json::from_slice::<Plan>(&go)
+                        .map_err(|e| {
+                            Error::new(
+                                ErrorKind::Refused,
+                                format!("rank 0's list of rechecks is unreadable: {e}"),
+                            )
+                        })?
+                        .rechecks;
+                }
+            }
+        }
+    }
+    // Each suspect pair again, alone: no other pair runs meanwhile.
+    let n = rank.ranks.len();
+    if let Some(p) = plan.iter().find(|c| c.pair.1 >= n) {
+        return Err(Error::new(
+            ErrorKind::Refused,
+            format!("rank 0 asked for a recheck of ranks {} and {} of {n}", p.pair.0, p.pair.1),
+        ));
+    }
+    // A pair still slow is measured again, up to `findings::TRIES` times: only a link
+    // slow at its best alone is confirmed.
+    let (mut k, mut i, mut tries) = (rounds.len(), 0, 0);
+    while let Some(check) = plan.get(i).copied() {
+        tries += 1;
+        let pairs = [check.pair];
+        let round = Round {
+            k,
+            label: i + 1,
+            of: plan.len(),
+            pairs: &pairs,
+            started: Instant::now(),
+            alone: Some(check),
+        };
+        let (links, env) = rank.play(&round, &pair_local, &listener);
+        let again = match &mut report {
+            Some(r) => {
+                let mut all = links;
+                r.add_environment(0, env);
+                all.extend(rank.collect(&round, r)?);
+                r.add_rerun(all);
+                let again = tries < findings::TRIES && r.slow_alone(check.pair);
+                if !again {
+                    r.rechecks_done += 1;
+                }
+                let name = format!("{} (try {tries})", round.name());
+                let _ =
+                    writeln!(out, "{}", r.round_line(&name, k, &pairs, round.started.elapsed()));
+                progress(r);
+                boot.send_go(if again { AGAIN } else { &[] });
+                again
+            }
+            None => rank.report(&round, links, env)? == AGAIN && tries < findings::TRIES,
+        };
+        k += 1;
+        if !again {
+            (i, tries) = (i + 1, 0);
         }
     }
     Ok(report.map(|mut r| {
@@ -210,18 +306,26 @@ fn read_hellos(raw: &[Vec<u8>], n: usize) -> Result<Vec<Hello>, Error> {
     Ok(hellos)
 }
 
-/// One round: which, of how many, its pairs, when it started.
+/// One round: which, of how many, its pairs, when it started; a recheck's pair and
+/// tests.
 struct Round<'a> {
+    /// Its index among the schedule's rounds and then the rechecks.
     k: usize,
+    /// Its number among its kind (round or recheck), from 1.
+    label: usize,
     of: usize,
     pairs: &'a [Pair],
     started: Instant,
+    alone: Option<Recheck>,
 }
 
 impl Round<'_> {
-    /// `round 2/3`.
+    /// `round 2/3`, `recheck 1/2`.
     fn name(&self) -> String {
-        format!("round {}/{}", self.k + 1, self.of)
+        match self.alone {
+            None => format!("round {}/{}", self.label, self.of),
+            Some(_) => format!("recheck {}/{}", self.label, self.of),
+        }
     }
 }
 
@@ -234,19 +338,20 @@ struct Rank<'a> {
 }
 
 impl Rank<'_> {
-    /// This rank's pair's four tests, in the same order on both ranks: bandwidth
-    /// lower→higher, higher→lower, then latency the same way. Returns the link this rank
-    /// was the client of, with its figures or its error; none when it idles.
+    /// This rank's pair's four tests (a recheck: those it names), in the same order on
+    /// both ranks: bandwidth lower→higher, higher→lower, then latency the same way.
+    /// Returns the link this rank was the client of, with its figures or its error (none
+    /// when it idles), and this rank's environment as its client tests described it.
     fn play(
         &self,
         round: &Round<'_>,
         local: &Local,
         listener: &ControlListener,
-    ) -> Vec<LinkResult> {
+    ) -> (Vec<LinkResult>, Option<Environment>) {
         let me = self.boot.rank();
         let Some(pair) = round.pairs.iter().copied().find(|p| p.partner(me).is_some()) else {
             self.status.set(format!("{}: idle", round.name()));
-            return Vec::new();
+            return (Vec::new(), None);
         };
         self.status.set(format!("{}: testing {}", round.name(), self.pair_name(pair)));
         let partner = &self.ranks[pair.partner(me).unwrap_or(me)];
@@ -259,12 +364,17 @@ impl Rank<'_> {
             error: None,
         };
         let mesh = self.mesh;
+        let (run_bw, run_lat) = round.alone.map_or((true, true), |c| (c.bw, c.lat));
+        let mut environment = None;
         for (spec, client, bw) in [
             (&mesh.bw, pair.0, true),
             (&mesh.bw, pair.1, true),
             (&mesh.lat, pair.0, false),
             (&mesh.lat, pair.1, false),
         ] {
+            if (bw && !run_bw) || (!bw && !run_lat) {
+                continue;
+            }
             let sink = &mut std::io::sink();
             if client != me {
                 if let Some(e) = engine::serve_on(listener, spec, local, sink).error {
@@ -285,6 +395,9 @@ impl Rank<'_> {
                 false,
                 sink,
             );
+            if environment.is_none() {
+                environment = outcome.report.environment.as_ref().map(|e| e.local.clone());
+            }
             let first = outcome.report.results.first();
             if bw {
                 mine.bw_mb_per_sec =
@@ -300,12 +413,16 @@ impl Rank<'_> {
                 });
             }
         }
-        vec![mine]
+        (vec![mine], environment)
     }
 
     /// At rank 0: every other rank's "done" for the round, until its deadline (at least
     /// a second from now). A rank that does not report is named with its partner.
-    fn collect(&self, round: &Round<'_>) -> Result<Vec<LinkResult>, Error> {
+    fn collect(
+        &self,
+        round: &Round<'_>,
+        report: &mut MeshReport,
+    ) -> Result<Vec<LinkResult>, Error> {
         let limit = self.mesh.round_timeout;
         let deadline = (round.started + limit).max(Instant::now() + Duration::from_secs(1));
         let mut waiting: Vec<usize> = (1..self.ranks.len()).collect();
@@ -368,20 +485,30 @@ impl Rank<'_> {
             }
             waiting.retain(|&r| r != rank);
             links.extend(done.links);
+            report.add_environment(rank, done.environment.map(Environment::cleaned));
         }
         Ok(links)
     }
 
-    /// At the other ranks: the round's links to rank 0, then its go for the next round,
-    /// within twice the round's time limit (rank 0 itself gives up after one).
-    fn report(&self, round: &Round<'_>, links: Vec<LinkResult>) -> Result<(), Error> {
-        let done = serde_json::to_vec(&Done { round: round.k, links })
+    /// At the other ranks: the round's links to rank 0, then its go for the next round
+    /// (its payload), within twice the round's time limit (rank 0 itself gives up after
+    /// one).
+    fn report(
+        &self,
+        round: &Round<'_>,
+        links: Vec<LinkResult>,
+        environment: Option<Environment>,
+    ) -> Result<Vec<u8>, Error> {
+        let done = serde_json::to_vec(&Done { round: round.k, links, environment })
             .map_err(|e| Error::io(e.to_string()))?;
         self.boot.send_done(&done);
         self.status.set(format!("{}: waiting for rank 0's go", round.name()));
         let limit = self.mesh.round_timeout * 2;
         let deadline = Instant::now() + limit + Duration::from_secs(1);
-        while self.boot.poll_go().is_none() {
+        loop {
+            if let Some(go) = self.boot.poll_go() {
+                return Ok(go);
+            }
             if Instant::now() > deadline {
                 return Err(Error::new(
                     ErrorKind::PeerSilent,
@@ -395,7 +522,6 @@ impl Rank<'_> {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        Ok(())
     }
 
     /// `rank 2 (node1 rxe0) [paired with rank 1 (node1 rxe0)], rank 3 (…) [idle this round]`.
@@ -438,8 +564,13 @@ mod tests {
             seed: None,
             round_timeout: Duration::from_secs(round_timeout),
             // Links of threads sharing two cores with the other unit tests: one may be
-            // many times slower than the median, and these tests are not about outliers.
-            thresholds: Thresholds { min_bw: Some(0.001), outlier_pct: 1e9 },
+            // many times slower than the others, and these tests are not about outliers.
+            thresholds: Thresholds {
+                min_bw: Some(0.001),
+                outlier_pct: 1e9,
+                lat_ratio: 1e9,
+                ..Thresholds::default()
+            },
         }
     }
 
@@ -520,6 +651,28 @@ mod tests {
     }
 
     #[test]
+    fn suspects_are_measured_again_alone_and_confirmed_when_slow_again() {
+        // Every link below an impossible --min-bw: every pair a suspect, each measured
+        // again alone in recheck rounds of its own, and slow every time.
+        let mut spec = mesh(60);
+        spec.thresholds.min_bw = Some(1e12);
+        let results = run_threads(3, spec, None);
+        let report = results[0].as_ref().unwrap().as_ref().expect("rank 0 reports");
+        assert!(results[1..].iter().all(|r| matches!(r, Ok(None))), "{results:?}");
+        assert_eq!(report.rechecks.len(), 3, "{}", report.text());
+        assert_eq!(report.rechecks_done, 3);
+        assert!(report.rechecks.iter().all(|c| c.bw && !c.lat), "{:?}", report.rechecks);
+        // Slow each time: three tries of each pair, both directions.
+        assert_eq!(report.reruns.len(), 18, "{}", report.text());
+        assert!(report.reruns.iter().all(|l| l.round >= 3 && l.t_typical_usec.is_none()));
+        assert_eq!(report.findings.len(), 6);
+        assert!(report.findings.iter().all(|f| f.confirmed && f.rerun.is_some()));
+        assert!(report.complete);
+        assert_eq!(report.exit_code(), 1, "{}", report.text());
+        assert!(report.environments.iter().all(Option::is_some), "each rank described");
+    }
+
+    #[test]
     fn a_rank_that_never_reports_is_named_by_rank_0() {
         let results = run_threads(3, mesh(1), Some(2));
         let e = results[0].as_ref().unwrap_err();
@@ -569,7 +722,8 @@ mod tests {
         let rank0 =
             Rank { boot: &zero, mesh: &mesh, ranks: vec![info(0), info(1)], status: &status };
         let pairs = [Pair(0, 1)];
-        let round = Round { k: 0, of: 1, pairs: &pairs, started: Instant::now() };
+        let round =
+            Round { k: 0, label: 1, of: 1, pairs: &pairs, started: Instant::now(), alone: None };
         let bogus = LinkResult {
             from: 1,
             to: 7,
@@ -578,8 +732,10 @@ mod tests {
             t_typical_usec: None,
             error: None,
         };
-        one.send_done(&serde_json::to_vec(&Done { round: 0, links: vec![bogus] }).unwrap());
-        let e = rank0.collect(&round).unwrap_err();
+        let done = Done { round: 0, links: vec![bogus], environment: None };
+        one.send_done(&serde_json::to_vec(&done).unwrap());
+        let mut report = MeshReport::new(&mesh, &rank0.ranks, 0, 1);
+        let e = rank0.collect(&round, &mut report).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Refused);
         assert!(
             e.message.contains("rank 1 reported a link 1 -> 7 of round 1 it was not in"),

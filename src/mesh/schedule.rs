@@ -54,11 +54,14 @@ impl fmt::Display for Pairs {
 }
 
 /// Two ranks that meet, the lower first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Pair(pub usize, pub usize);
 
 impl Pair {
-    fn new(a: usize, b: usize) -> Pair {
+    /// The pair of `a` and `b`, whichever is lower first.
+    pub fn new(a: usize, b: usize) -> Pair {
         Pair(a.min(b), a.max(b))
     }
 
@@ -138,7 +141,7 @@ fn ring(n: usize) -> Vec<Vec<Pair>> {
     rounds
 }
 
-fn splitmix64(state: &mut u64) -> u64 {
+pub(super) fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

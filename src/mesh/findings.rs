@@ -1,0 +1,668 @@
+//! Which links a mesh reports, and why it can be believed: a link is *suspect* when its
+//! figure leaves the robust band of its peers, and a suspect is *confirmed* only when the
+//! same link, measured again alone (no other pair running), leaves the band again.
+//!
+//! The band. A link's peers are the mesh's other links of its kind: between two hosts,
+//! or within one (loopback through the device), since the two are not alike. The band's
+//! centre is the median of the *better half* of the peers, and its width the median
+//! absolute deviation (MAD) of that half, scaled (×1.4826) to a standard deviation. Not
+//! the median of all: one bad host of three is an end of four links of six, and the
+//! plain median would then be the bad figure. A link is suspect only past all of:
+//! - [`MADS`] scaled MADs from the centre (the mesh's own noise);
+//! - for latency, `--lat-ratio` times the centre and `--lat-floor` µs above it (a
+//!   scheduler tick on a busy host is milliseconds against microseconds: the rerun alone
+//!   tells it from a bad link);
+//! - for bandwidth, `--outlier` percent: a byte takes over 1 + PCT/100 times as long.
+//!
+//! `--min-bw` is judged the same way: below it first, and below it again alone.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::analysis::{LinkResult, RankInfo};
+use super::schedule::Pair;
+
+/// Scaled MADs between the band's centre and its edge.
+pub const MADS: f64 = 4.0;
+
+/// A pair slow alone is measured alone up to this many times: a link is confirmed only
+/// when its best figure alone is still outside the band (a busy host's pause passes; a
+/// bad link stays slow).
+pub const TRIES: usize = 3;
+
+/// Which figures fail the run (`--judge`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Judge {
+    /// Bandwidth only (latency is measured and shown).
+    Bw,
+    /// Latency only.
+    Lat,
+    /// Both.
+    Both,
+}
+
+impl Judge {
+    fn bw(self) -> bool {
+        self != Judge::Lat
+    }
+
+    fn lat(self) -> bool {
+        self != Judge::Bw
+    }
+}
+
+/// What a link is judged by.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Thresholds {
+    /// `--min-bw`, MB/s.
+    pub min_bw: Option<f64>,
+    /// `--outlier`: a bandwidth suspect is slower than the band's centre by more than
+    /// this percent (time per byte).
+    pub outlier_pct: f64,
+    /// `--lat-ratio`: a latency suspect is more than this many times the centre.
+    pub lat_ratio: f64,
+    /// `--lat-floor`: and more than this many µs above it.
+    pub lat_floor_usec: f64,
+    /// `--judge`.
+    pub judge: Judge,
+    /// `--recheck`: at most this many pairs measured again alone (the worst first).
+    pub recheck_max: usize,
+}
+
+impl Default for Thresholds {
+    /// The command line's defaults.
+    fn default() -> Self {
+        Thresholds {
+            min_bw: None,
+            outlier_pct: 25.0,
+            lat_ratio: 3.0,
+            lat_floor_usec: 50.0,
+            judge: Judge::Both,
+            recheck_max: 32,
+        }
+    }
+}
+
+/// Where a kind of link's figures are expected: past `limit` a link is suspect.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Band {
+    /// `bw` (MB/s, higher is better) or `lat` (t_typical µs, lower is better).
+    pub metric: &'static str,
+    /// Between hosts (`inter`) or within one (`intra`).
+    pub peers: &'static str,
+    /// How many links it was drawn from.
+    pub links: usize,
+    /// The median of the better half of the peers.
+    pub centre: f64,
+    /// That half's median absolute deviation, ×1.4826.
+    pub mad: f64,
+    /// The suspect side of this is suspect (below for bandwidth, above for latency).
+    pub limit: f64,
+}
+
+impl Band {
+    fn lower_is_better(&self) -> bool {
+        self.metric == "lat"
+    }
+
+    /// The figure is past the limit.
+    pub fn outside(&self, v: f64) -> bool {
+        if self.lower_is_better() {
+            v > self.limit
+        } else {
+            v < self.limit
+        }
+    }
+
+    /// How many times slower than the centre (≥ 1 when slower).
+    pub fn times(&self, v: f64) -> f64 {
+        if self.lower_is_better() {
+            v / self.centre
+        } else {
+            self.centre / v
+        }
+    }
+}
+
+/// The bands of a mesh: per metric, for links between hosts and within one.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Bands {
+    /// Bandwidth between hosts.
+    pub bw_inter: Option<Band>,
+    /// Bandwidth within a host.
+    pub bw_intra: Option<Band>,
+    /// Latency between hosts.
+    pub lat_inter: Option<Band>,
+    /// Latency within a host.
+    pub lat_intra: Option<Band>,
+}
+
+impl Bands {
+    /// The bands of `links` (figures of failed tests left out).
+    pub fn of(ranks: &[RankInfo], links: &[LinkResult], t: Thresholds) -> Bands {
+        let figures = |bw: bool, intra: bool| -> Vec<f64> {
+            links
+                .iter()
+                .filter(|l| same_host(ranks, l.from, l.to) == intra)
+                .filter_map(|l| if bw { l.bw_mb_per_sec } else { l.t_typical_usec })
+                .collect()
+        };
+        Bands {
+            bw_inter: band("bw", "inter", figures(true, false), t),
+            bw_intra: band("bw", "intra", figures(true, true), t),
+            lat_inter: band("lat", "inter", figures(false, false), t),
+            lat_intra: band("lat", "intra", figures(false, true), t),
+        }
+    }
+
+    /// The band a link is judged in.
+    pub fn of_link(&self, ranks: &[RankInfo], l: &LinkResult, bw: bool) -> Option<Band> {
+        match (bw, same_host(ranks, l.from, l.to)) {
+            (true, false) => self.bw_inter,
+            (true, true) => self.bw_intra,
+            (false, false) => self.lat_inter,
+            (false, true) => self.lat_intra,
+        }
+    }
+}
+
+/// Both ends on one host (the same name and device: one NIC).
+pub fn same_host(ranks: &[RankInfo], a: usize, b: usize) -> bool {
+    match (ranks.get(a), ranks.get(b)) {
+        (Some(a), Some(b)) => a.host == b.host && a.device == b.device,
+        _ => false,
+    }
+}
+
+/// The band of `values` (None when there are none).
+pub fn band(
+    metric: &'static str,
+    peers: &'static str,
+    mut values: Vec<f64>,
+    t: Thresholds,
+) -> Option<Band> {
+    values.retain(|v| v.is_finite() && *v > 0.0);
+    if values.is_empty() {
+        return None;
+    }
+    let lower_is_better = metric == "lat";
+    values.sort_by(f64::total_cmp);
+    if !lower_is_better {
+        values.reverse();
+    }
+    let links = values.len();
+    let better = &values[..links.div_ceil(2)];
+    let centre = median(better);
+    let mad = 1.4826 * median(&better.iter().map(|v| (v - centre).abs()).collect::<Vec<_>>());
+    let limit = if lower_is_better {
+        (centre + MADS * mad).max(centre * t.lat_ratio).max(centre + t.lat_floor_usec)
+    } else {
+        (centre - MADS * mad).min(centre / (1.0 + t.outlier_pct / 100.0))
+    };
+    Some(Band { metric, peers, links, centre, mad, limit })
+}
+
+/// The median of sorted or unsorted `values` (the mean of the middle two for an even count).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// A link reported: suspect, then confirmed (or not) by its rerun alone; or a failed test.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    /// Client rank.
+    pub from: usize,
+    /// Its host.
+    pub from_host: String,
+    /// Its device.
+    pub from_device: String,
+    /// Server rank.
+    pub to: usize,
+    /// Its host.
+    pub to_host: String,
+    /// Its device.
+    pub to_device: String,
+    /// `bw_outlier`, `latency_outlier`, `min_bw` or `error`.
+    pub check: &'static str,
+    /// The figure in the mesh (MB/s or µs; null for an error).
+    pub figure: Option<f64>,
+    /// The band it left.
+    pub band: Option<Band>,
+    /// The figure measured again alone (null: not measured again yet, or not at all).
+    pub rerun: Option<f64>,
+    /// Slow again alone (an error: always). Only a confirmed finding fails the run.
+    pub confirmed: bool,
+    /// One line naming both ends, the figures and the outcome.
+    pub message: String,
+}
+
+/// A pair to measure again alone, and which of its tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recheck {
+    /// The pair (both directions run).
+    pub pair: Pair,
+    /// Its bandwidth tests.
+    pub bw: bool,
+    /// Its latency tests.
+    pub lat: bool,
+}
+
+/// The suspects and failed tests of `links`, none confirmed yet (errors are).
+pub fn suspects(
+    ranks: &[RankInfo],
+    links: &[LinkResult],
+    bands: &Bands,
+    t: Thresholds,
+) -> Vec<Finding> {
+    let mut found = Vec::new();
+    for l in links {
+        let new = |check, figure, band| Finding {
+            from: l.from,
+            from_host: host(ranks, l.from).0,
+            from_device: host(ranks, l.from).1,
+            to: l.to,
+            to_host: host(ranks, l.to).0,
+            to_device: host(ranks, l.to).1,
+            check,
+            figure,
+            band,
+            rerun: None,
+            confirmed: false,
+            message: String::new(),
+        };
+        if let Some(e) = &l.error {
+            let mut f = new("error", None, None);
+            f.confirmed = true;
+            f.message = format!("{}: {e}", link_name(ranks, l.from, l.to));
+            found.push(f);
+        }
+        if let (Some(v), Some(min)) = (l.bw_mb_per_sec, t.min_bw) {
+            if v < min && t.judge.bw() {
+                found.push(new("min_bw", Some(v), None));
+            }
+        }
+        for bw in [true, false] {
+            if (bw && !t.judge.bw()) || (!bw && !t.judge.lat()) {
+                continue;
+            }
+            let v = if bw { l.bw_mb_per_sec } else { l.t_typical_usec };
+            if let (Some(v), Some(b)) = (v, bands.of_link(ranks, l, bw)) {
+                if b.outside(v) {
+                    found.push(new(
+                        if bw { "bw_outlier" } else { "latency_outlier" },
+                        Some(v),
+                        Some(b),
+                    ));
+                }
+            }
+        }
+    }
+    for f in &mut found {
+        if f.check != "error" {
+            f.message = message(ranks, f, t);
+        }
+    }
+    found
+}
+
+/// The pairs to measure again alone: those of the worst suspects first, at most
+/// `--recheck` of them.
+pub fn rechecks(suspects: &[Finding], t: Thresholds) -> Vec<Recheck> {
+    let mut order: Vec<&Finding> = suspects.iter().filter(|f| f.check != "error").collect();
+    let times = |f: &Finding| match (f.band, f.figure) {
+        (Some(b), Some(v)) => b.times(v),
+        // min_bw: lower first.
+        (None, Some(v)) => 1e12 / v.max(1e-9),
+        _ => 0.0,
+    };
+    order.sort_by(|a, b| times(b).total_cmp(&times(a)));
+    let mut plan: Vec<Recheck> = Vec::new();
+    for f in order {
+        let pair = Pair::new(f.from, f.to);
+        let bw = f.check != "latency_outlier";
+        if let Some(r) = plan.iter_mut().find(|r| r.pair == pair) {
+            r.bw |= bw;
+            r.lat |= !bw;
+        } else if plan.len() < t.recheck_max {
+            plan.push(Recheck { pair, bw, lat: !bw });
+        }
+    }
+    plan
+}
+
+/// Each suspect with its best figure alone from `reruns` (the highest bandwidth, the
+/// lowest latency), confirmed when even that is slow (outside the same band, or below
+/// `--min-bw`).
+pub fn confirm(ranks: &[RankInfo], suspects: &mut [Finding], reruns: &[LinkResult], t: Thresholds) {
+    for f in suspects.iter_mut().filter(|f| f.check != "error") {
+        let bw = f.check != "latency_outlier";
+        let figures = reruns.iter().filter(|l| l.from == f.from && l.to == f.to).filter_map(|l| {
+            if bw {
+                l.bw_mb_per_sec
+            } else {
+                l.t_typical_usec
+            }
+        });
+        f.rerun = if bw { figures.reduce(f64::max) } else { figures.reduce(f64::min) };
+        f.confirmed = match (f.rerun, f.band) {
+            (Some(v), Some(b)) => b.outside(v),
+            (Some(v), None) => t.min_bw.is_some_and(|m| v < m),
+            (None, _) => false,
+        };
+        f.message = message(ranks, f, t);
+    }
+}
+
+/// `rank 0 (node1 rxe0) → rank 3 (node3 rxe0)`.
+pub fn link_name(ranks: &[RankInfo], from: usize, to: usize) -> String {
+    let name = |r: usize| ranks.get(r).map_or_else(|| format!("rank {r}"), RankInfo::name);
+    format!("{} → {}", name(from), name(to))
+}
+
+fn host(ranks: &[RankInfo], r: usize) -> (String, String) {
+    ranks.get(r).map_or_else(|| ("?".into(), "?".into()), |r| (r.host.clone(), r.device.clone()))
+}
+
+/// `8.0 ms` or `23.7 µs`; `3170 MB/s`.
+pub fn figure(v: f64, bw: bool) -> String {
+    if bw {
+        format!("{v:.0} MB/s")
+    } else if v >= 1000.0 {
+        format!("{:.1} ms", v / 1000.0)
+    } else {
+        format!("{v:.1} µs")
+    }
+}
+
+/// `339×`, `1.9×`.
+fn times(x: f64) -> String {
+    if x >= 10.0 {
+        format!("{x:.0}×")
+    } else {
+        format!("{x:.1}×")
+    }
+}
+
+/// `rank 0 (…) → rank 3 (…): t_typical 8.0 ms vs 23.7 µs for its peers, 339×; confirmed
+/// alone: 7.9 ms`.
+fn message(ranks: &[RankInfo], f: &Finding, t: Thresholds) -> String {
+    let bw = f.check != "latency_outlier";
+    let what = if bw { "BW" } else { "t_typical" };
+    let mut o = format!("{}: ", link_name(ranks, f.from, f.to));
+    let v = f.figure.unwrap_or(f64::NAN);
+    match f.band {
+        Some(b) => {
+            let _ = write!(
+                o,
+                "{what} {} vs {} for its peers, {} slower",
+                figure(v, bw),
+                figure(b.centre, bw),
+                times(b.times(v))
+            );
+        }
+        None => {
+            let _ = write!(
+                o,
+                "BW {} is below --min-bw {}",
+                figure(v, true),
+                figure(t.min_bw.unwrap_or(0.0), true)
+            );
+        }
+    }
+    match (f.rerun, f.confirmed) {
+        (Some(r), true) => {
+            let _ = write!(o, "; confirmed alone: {}", figure(r, bw));
+        }
+        (Some(r), false) => {
+            let _ = write!(o, "; not confirmed: {} alone", figure(r, bw));
+        }
+        (None, _) => o.push_str("; not measured again alone"),
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ranks `0..n`, one per host `node1…` (or `per_host` per host).
+    fn ranks(n: usize, per_host: usize) -> Vec<RankInfo> {
+        (0..n)
+            .map(|rank| RankInfo {
+                rank,
+                host: format!("node{}", rank / per_host + 1),
+                address: "198.18.1.1".into(),
+                port: 1,
+                device: "rxe0".into(),
+            })
+            .collect()
+    }
+
+    /// Every directed link of `n` ranks, figures from `f(from, to)`.
+    fn mesh(n: usize, f: impl Fn(usize, usize) -> (f64, f64)) -> Vec<LinkResult> {
+        let mut links = Vec::new();
+        for from in 0..n {
+            for to in (0..n).filter(|&t| t != from) {
+                let (bw, lat) = f(from, to);
+                links.push(LinkResult {
+                    from,
+                    to,
+                    round: 0,
+                    bw_mb_per_sec: Some(bw),
+                    t_typical_usec: Some(lat),
+                    error: None,
+                });
+            }
+        }
+        links
+    }
+
+    /// A deterministic jitter in [-1, 1) per link.
+    fn jitter(from: usize, to: usize, salt: u64) -> f64 {
+        let mut s = (from as u64) << 32 | (to as u64) << 8 | salt;
+        let z = super::super::schedule::splitmix64(&mut s);
+        (z % 2000) as f64 / 1000.0 - 1.0
+    }
+
+    fn judged(ranks: &[RankInfo], links: &[LinkResult], t: Thresholds) -> Vec<Finding> {
+        suspects(ranks, links, &Bands::of(ranks, links, t), t)
+    }
+
+    fn ends(found: &[Finding]) -> Vec<(usize, usize, &'static str)> {
+        found.iter().map(|f| (f.from, f.to, f.check)).collect()
+    }
+
+    #[test]
+    fn pure_noise_gives_no_suspect() {
+        let t = Thresholds::default();
+        for n in [3, 4, 8, 16] {
+            let r = ranks(n, 1);
+            // ±10 % bandwidth, latency from 10 to 40 µs.
+            let links = mesh(n, |a, b| {
+                (3000.0 * (1.0 + 0.1 * jitter(a, b, 1)), 25.0 + 15.0 * jitter(a, b, 2))
+            });
+            assert_eq!(ends(&judged(&r, &links, t)), [], "{n} ranks");
+        }
+        // Four ranks on two busy cores: some latencies a scheduler tick long. They are
+        // suspects (measured again alone), not findings yet.
+        let r = ranks(4, 4);
+        let links = mesh(4, |a, b| (900.0, if (a + b) % 3 == 0 { 8011.0 } else { 23.7 }));
+        let found = judged(&r, &links, t);
+        assert!(!found.is_empty() && found.iter().all(|f| !f.confirmed), "{found:?}");
+        assert!(found[0].message.contains("not measured again alone"), "{}", found[0].message);
+    }
+
+    #[test]
+    fn one_bad_link_is_the_only_suspect() {
+        let t = Thresholds::default();
+        let r = ranks(8, 1);
+        let links = mesh(8, |a, b| {
+            let noise = (3000.0 * (1.0 + 0.1 * jitter(a, b, 3)), 20.0 + 5.0 * jitter(a, b, 4));
+            match (a, b) {
+                (0, 3) => (noise.0, 8000.0),
+                (5, 2) => (1200.0, noise.1),
+                _ => noise,
+            }
+        });
+        let found = judged(&r, &links, t);
+        assert_eq!(ends(&found), [(0, 3, "latency_outlier"), (5, 2, "bw_outlier")]);
+        let m = &found[0].message;
+        assert!(
+            m.starts_with("rank 0 (node1 rxe0) → rank 3 (node4 rxe0): t_typical 8.0 ms vs "),
+            "{m}"
+        );
+        let b = found[0].band.unwrap();
+        assert!(
+            b.centre < 20.0 && b.limit >= 3.0 * b.centre && b.limit >= b.centre + 50.0,
+            "{b:?}"
+        );
+        // --judge lat leaves bandwidth alone.
+        let lat_only = Thresholds { judge: Judge::Lat, ..t };
+        assert_eq!(ends(&judged(&r, &links, lat_only)), [(0, 3, "latency_outlier")]);
+    }
+
+    #[test]
+    fn one_bad_host_of_three_is_in_every_suspect_though_its_links_are_the_majority() {
+        let t = Thresholds::default();
+        let r = ranks(3, 1);
+        // node3 (rank 2) adds 2.5 ms each way and halves bandwidth: four links of six.
+        let links = mesh(3, |a, b| {
+            if a == 2 || b == 2 {
+                (400.0, 2600.0 + 50.0 * jitter(a, b, 5))
+            } else {
+                (1000.0 + 20.0 * jitter(a, b, 6), 100.0 + 10.0 * jitter(a, b, 7))
+            }
+        });
+        let found = judged(&r, &links, t);
+        assert_eq!(found.len(), 8, "{found:#?}");
+        assert!(found.iter().all(|f| f.from == 2 || f.to == 2), "{found:#?}");
+        // Sixteen ranks, one bad: its row and its column, nothing else.
+        let r = ranks(16, 1);
+        let links = mesh(16, |a, b| {
+            let bad = a == 9 || b == 9;
+            (if bad { 500.0 } else { 3000.0 * (1.0 + 0.1 * jitter(a, b, 8)) }, 20.0)
+        });
+        let found = judged(&r, &links, t);
+        assert_eq!(found.len(), 30);
+        assert!(found.iter().all(|f| f.check == "bw_outlier" && (f.from == 9 || f.to == 9)));
+    }
+
+    #[test]
+    fn links_within_a_host_are_judged_among_themselves() {
+        let t = Thresholds::default();
+        // Two ranks on each of two hosts: loopback is 5× the wire, and not an outlier.
+        let r = ranks(4, 2);
+        let links = mesh(4, |a, b| if a / 2 == b / 2 { (5000.0, 8.0) } else { (1000.0, 90.0) });
+        assert_eq!(ends(&judged(&r, &links, t)), []);
+        let bands = Bands::of(&r, &links, t);
+        assert_eq!(bands.bw_intra.unwrap().centre, 5000.0);
+        assert_eq!(bands.lat_inter.unwrap().centre, 90.0);
+    }
+
+    #[test]
+    fn a_suspect_is_confirmed_only_when_slow_again_alone() {
+        let t = Thresholds { min_bw: Some(100.0), ..Thresholds::default() };
+        let r = ranks(4, 1);
+        let links = mesh(4, |a, b| match (a, b) {
+            (0, 1) => (1000.0, 9000.0),
+            (2, 3) => (50.0, 20.0),
+            (3, 1) => (200.0, 20.0),
+            _ => (1000.0, 20.0),
+        });
+        let mut found = judged(&r, &links, t);
+        assert_eq!(
+            ends(&found),
+            [
+                (0, 1, "latency_outlier"),
+                (2, 3, "min_bw"),
+                (2, 3, "bw_outlier"),
+                (3, 1, "bw_outlier")
+            ]
+        );
+        let plan = rechecks(&found, t);
+        assert_eq!(
+            plan,
+            [
+                Recheck { pair: Pair(2, 3), bw: true, lat: false },
+                Recheck { pair: Pair(0, 1), bw: false, lat: true },
+                Recheck { pair: Pair(1, 3), bw: true, lat: false },
+            ],
+            "the worst first, one per pair"
+        );
+        assert_eq!(rechecks(&found, Thresholds { recheck_max: 1, ..t }).len(), 1);
+        let rerun = |from, to, bw, lat| LinkResult {
+            from,
+            to,
+            round: 9,
+            bw_mb_per_sec: bw,
+            t_typical_usec: lat,
+            error: None,
+        };
+        // 0→1 fine alone at its best (a scheduler tick); 2→3 slow at its best; 3→1 not
+        // measured again.
+        let reruns = [
+            rerun(0, 1, None, Some(4000.0)),
+            rerun(0, 1, None, Some(21.0)),
+            rerun(2, 3, Some(60.0), None),
+            rerun(2, 3, Some(55.0), None),
+        ];
+        confirm(&r, &mut found, &reruns, t);
+        let outcome: Vec<_> = found.iter().map(|f| (f.rerun, f.confirmed)).collect();
+        assert_eq!(
+            outcome,
+            [(Some(21.0), false), (Some(60.0), true), (Some(60.0), true), (None, false)]
+        );
+        assert_eq!(
+            found[0].message,
+            "rank 0 (node1 rxe0) → rank 1 (node2 rxe0): t_typical 9.0 ms vs 20.0 µs for its peers, 450× slower; not confirmed: 21.0 µs alone"
+        );
+        assert!(
+            found[1]
+                .message
+                .ends_with("BW 50 MB/s is below --min-bw 100 MB/s; confirmed alone: 60 MB/s"),
+            "{}",
+            found[1].message
+        );
+        assert!(
+            found[2].message.contains(
+                "BW 50 MB/s vs 1000 MB/s for its peers, 20× slower; confirmed alone: 60 MB/s"
+            ),
+            "{}",
+            found[2].message
+        );
+    }
+
+    #[test]
+    fn a_failed_test_is_a_confirmed_finding() {
+        let r = ranks(3, 1);
+        let mut links = mesh(3, |_, _| (1000.0, 20.0));
+        links[0].bw_mb_per_sec = None;
+        links[0].error = Some("write_bw: the peer closed the control connection".into());
+        let found = judged(&r, &links, Thresholds::default());
+        assert_eq!(ends(&found), [(0, 1, "error")]);
+        assert!(found[0].confirmed);
+        assert!(rechecks(&found, Thresholds::default()).is_empty());
+    }
+
+    #[test]
+    fn bands_take_the_better_half() {
+        let t = Thresholds::default();
+        let b = band("lat", "inter", vec![10.0, 12.0, 11.0, 5000.0, 6000.0, 7000.0], t).unwrap();
+        assert_eq!((b.centre, b.links), (11.0, 6));
+        assert_eq!(b.limit, 61.0, "the floor: 50 µs above the centre");
+        let b = band("bw", "inter", vec![100.0, 1000.0, 990.0, 1010.0], t).unwrap();
+        assert_eq!(b.centre, 1005.0);
+        assert!(b.outside(700.0) && !b.outside(900.0));
+        assert!(band("bw", "inter", vec![f64::NAN], t).is_none());
+        assert_eq!(median(&[3.0, 1.0, 2.0, 4.0]), 2.5);
+    }
+}

@@ -1,0 +1,131 @@
+//! `rdmabench mesh` across three lab hosts (`ci/lab-vm --nodes 3`, docs/mesh.md#in-the-lab):
+//! one rank per node, started by mpirun on node 1 over the lab's ssh. Without a fault the
+//! mesh passes; with node 3's link slowed (`ci/lab-fault --node 3 delay 50`) it fails, and
+//! every finding it confirms has node 3 at one end — though node 3 is an end of four links
+//! of six, the majority.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::nodes;
+use common::{err, finish, text};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(600);
+
+/// The three nodes' addresses; fails (never skips) in a smaller lab.
+fn three_nodes() -> Vec<String> {
+    let nodes = nodes::addresses();
+    assert!(nodes.len() >= 3, "a three-host test: run in `ci/lab-vm --nodes 3` ({nodes:?})");
+    nodes
+}
+
+/// `mpirun` of one rank on each of nodes 1–3, over the lab's ssh, MPI's own connections
+/// on the lab link; `args` follow `rdmabench mesh`.
+fn mesh(json: &Path, args: &[&str]) -> Output {
+    three_nodes();
+    let config = std::env::var("RDMABENCH_LAB_SSH_CONFIG").expect("the lab's ssh config");
+    let agent = format!("ssh -F {config}");
+    let mut c = Command::new("mpirun");
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--host", "node1,node2,node3", "-np", "3", "--mca", "plm_rsh_agent", &agent])
+        .args(["--mca", "oob_tcp_if_include", "198.18.1.0/24"])
+        .args(["--mca", "btl_tcp_if_include", "198.18.1.0/24"])
+        .args([env!("CARGO_BIN_EXE_rdmabench"), "mesh", "--json", json.to_str().unwrap()])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    finish(c.spawn().unwrap(), LIMIT)
+}
+
+fn read_json(path: &Path, out: &Output) -> Value {
+    let body = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        panic!("{}: {e}\nstdout: {}\nstderr: {}", path.display(), text(out), err(out))
+    });
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{}: {e}: {body}", path.display()))
+}
+
+/// Small tests: three TCG guests share two cores. 4 KiB writes: soft-RoCE across the
+/// lab switch failed 64 KiB writes (IBV_WC_REM_INV_REQ_ERR) on a host at load ~24,
+/// with or without the fault.
+const SMALL: [&str; 6] = ["-s", "4096", "-n", "100", "--timeout", "60"];
+
+/// Every one of the six directed links measured, each rank on its own host.
+fn assert_three_hosts(doc: &Value) {
+    assert_eq!(doc["complete"], true, "{doc}");
+    assert_eq!(doc["links"].as_array().unwrap().len(), 6, "{doc}");
+    let hosts: Vec<&str> = doc["analysis"]["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["node1", "node2", "node3"], "a rank per host");
+    assert!(
+        doc["environments"].as_array().unwrap().iter().all(|e| e["hostname"].is_string()),
+        "{doc}"
+    );
+}
+
+/// Puts node 3's link back as the lab made it when dropped (a failed test too).
+struct Fault;
+
+impl Drop for Fault {
+    fn drop(&mut self) {
+        let _ = nodes::ssh(3).arg(format!("{}/ci/lab-fault clear", repo())).status();
+    }
+}
+
+fn repo() -> String {
+    std::env::current_dir().unwrap().to_str().unwrap().to_string()
+}
+
+#[test]
+#[ignore = "hosts: needs three lab hosts (ci/lab-vm --nodes 3)"]
+fn hosts_mesh_of_three_nodes_passes_without_a_fault() {
+    let json = common::scratch("rdmabench-mesh-hosts").join("clean.json");
+    let out = mesh(&json, &SMALL);
+    let doc = read_json(&json, &out);
+    eprintln!("{}", text(&out));
+    assert_three_hosts(&doc);
+    let confirmed: Vec<&Value> =
+        doc["findings"].as_array().unwrap().iter().filter(|f| f["confirmed"] == true).collect();
+    assert!(confirmed.is_empty(), "{confirmed:#?}\n{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out), err(&out));
+}
+
+#[test]
+#[ignore = "hosts: needs three lab hosts (ci/lab-vm --nodes 3)"]
+fn hosts_mesh_a_slowed_node_is_in_every_confirmed_finding() {
+    three_nodes();
+    let _fault = Fault;
+    // 50 ms: on a host at load ~24 the guests' own latencies reach 4–15 ms, and 5 ms
+    // drowned in them (seen 2026-12-04).
+    nodes::on(3, &format!("{}/ci/lab-fault delay 50", repo()), Duration::from_secs(60));
+    let json = common::scratch("rdmabench-mesh-hosts").join("slowed.json");
+    let out = mesh(&json, &SMALL);
+    let doc = read_json(&json, &out);
+    eprintln!("{}", text(&out));
+    assert_three_hosts(&doc);
+    assert_eq!(out.status.code(), Some(1), "{}\n{}", text(&out), err(&out));
+    let findings = doc["findings"].as_array().unwrap();
+    let confirmed: Vec<&Value> = findings.iter().filter(|f| f["confirmed"] == true).collect();
+    assert!(!confirmed.is_empty(), "{findings:#?}");
+    for f in &confirmed {
+        assert!(f["from_host"] == "node3" || f["to_host"] == "node3", "{f:#}");
+        assert!(f["rerun"].as_f64().is_some() && f["band"]["limit"].as_f64().is_some(), "{f:#}");
+    }
+    // 50 ms more each round trip on node 3's links: their latency is confirmed.
+    let lat: Vec<_> = confirmed.iter().filter(|f| f["check"] == "latency_outlier").collect();
+    assert_eq!(lat.len(), 4, "1↔3 and 2↔3, both ways: {findings:#?}");
+    assert!(lat.iter().all(|f| f["rerun"].as_f64().unwrap() > 20_000.0), "{lat:#?}");
+    let host3 = &doc["analysis"]["hosts"][2];
+    assert_eq!(host3["findings"].as_u64(), Some(confirmed.len() as u64), "{host3}");
+    let table = text(&out);
+    assert!(table.contains("FAIL rank ") && table.contains("confirmed alone: "), "{table}");
+}
