@@ -122,7 +122,7 @@ pub fn diff(o: &DiffOptions, out: &mut dyn Write) -> Result<u8, Error> {
         let _ = writeln!(text, "  {p}");
     }
     out.write_all(text.as_bytes()).map_err(|e| Error::io(format!("writing output: {e}")))?;
-    Ok(if worse == 0 { 0 } else { crate::EXIT_VERDICT })
+    Ok(if worse == 0 { 0 } else { crate::error::EXIT_VERDICT })
 }
 
 fn firmware(r: &report::QualifyReport) -> String {

@@ -46,7 +46,9 @@ fn a_profile_that_is_no_regular_file_or_too_large_is_refused() {
     let fifo = s.0.join("fifo").display().to_string();
     let big = s.0.join("big.toml").display().to_string();
     let out = s.0.join("out").display().to_string();
-    let run = |p: &str| one_line_error(&["qualify", p, "--server", "127.0.0.1", "--out", &out, "--no-store"]);
+    let run = |p: &str| {
+        one_line_error(&["qualify", p, "--server", "127.0.0.1", "--out", &out, "--no-store"])
+    };
     assert_eq!(run("/dev/zero"), "rdmabench: profile /dev/zero: not a regular file\n");
     assert_eq!(run(&fifo), format!("rdmabench: profile {fifo}: not a regular file\n"));
     assert_eq!(run(&big), format!("rdmabench: profile {big}: larger than 1048576 bytes\n"));

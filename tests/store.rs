@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use rdmabench::doctor::DoctorReport;
 use rdmabench::environment::{DeviceEnvironment, Environment};
 use rdmabench::measure::{BwStats, LatStats, MIB};
-use rdmabench::results::SizeResult;
 use rdmabench::qualify::report::{Point, ProfileSummary, QualifyReport, QualifyVerdict, Sides};
 use rdmabench::qualify::verdict::{Median, Run};
+use rdmabench::results::SizeResult;
 use rdmabench::store::{NewRun, PointRow, Store};
 
 mod common;

@@ -8,8 +8,8 @@ use crate::counters::CounterSelection;
 use crate::error::Error;
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
 use crate::spec::{
-    parse_cpu_list, AtomicType, Figure, IntervalLines, Local, Measure, Output, RateUnits, RunLength, SampleOrder,
-    TestKind, TestSpec, DEFAULT_PORT,
+    parse_cpu_list, AtomicType, Figure, IntervalLines, Local, Measure, Output, RateUnits,
+    RunLength, SampleOrder, TestKind, TestSpec, DEFAULT_PORT,
 };
 use crate::transport::Backend;
 

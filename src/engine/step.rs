@@ -17,8 +17,8 @@ use crate::session::protocol::{Channel, Message, ProtocolError};
 use crate::spec::{AtomicType, Local, Measure, Queues, RunLength, TestSpec, Verb};
 use crate::transport::{Capabilities, Connection, Op};
 
-use super::results::ThisSide;
 use super::intervals::IntervalPrinter;
+use super::results::ThisSide;
 use super::threads::{bw_send_threads, per_connection};
 use crate::perf::pattern::{fill_pattern, slots_for};
 use crate::spec::role::Role;

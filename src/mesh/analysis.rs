@@ -1,6 +1,7 @@
 //! What a mesh measured: each directed link's figures in N×N matrices, a summary per
 //! rank and per host (a host name and device: one NIC, so a bad NIC is one row and one
 //! column of the host matrices), and the bands links are judged in ([`super::findings`]).
+//! With `findings.rs`, one idea (judging a mesh's links) split for length: the two import each other.
 
 use serde::{Deserialize, Serialize};
 

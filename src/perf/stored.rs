@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use crate::results::RunReport;
 use crate::error::Error;
 use crate::measure::MIB;
 use crate::report::svg::size_label;
+use crate::results::RunReport;
 use crate::store::{NewRun, PointRow, Store};
 
 /// Records `report` in the store at `path`; returns its id.

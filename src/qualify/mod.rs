@@ -79,8 +79,7 @@ pub fn qualify(args: &Options, out: &mut dyn Write) -> Result<u8, Error> {
         Some(why) => LinkRate::NoPhysicalLink(why),
         None => rdma_link_gbps(local.device.as_deref()).into(),
     };
-    let stopped =
-        run_points(&mut report, &profile, local, &link, baseline.as_ref(), args.quiet);
+    let stopped = run_points(&mut report, &profile, local, &link, baseline.as_ref(), args.quiet);
     finish(&mut report, profile.tolerance, baseline.as_ref());
     let stored = store.as_mut().map(|s| baseline::record(s, &mut report));
     write_files(args, &report)?;
@@ -97,7 +96,7 @@ pub fn qualify(args: &Options, out: &mut dyn Write) -> Result<u8, Error> {
     out.write_all(text.as_bytes()).map_err(|e| Error::io(format!("writing output: {e}")))?;
     let _ = out.flush();
     stored.transpose()?;
-    Ok(if report.verdict.pass { 0 } else { crate::EXIT_VERDICT })
+    Ok(if report.verdict.pass { 0 } else { crate::error::EXIT_VERDICT })
 }
 
 /// Everything before the first point: the profile (`--baseline-only` recording the

@@ -1,5 +1,6 @@
 //! qualify's report: the model (qualify.json), the verdict table, JUnit XML and the HTML
 //! page. Pure functions of the model.
+//! With `comparison.rs`, one idea (qualify's report) split for length: the two import each other.
 
 use std::fmt::Write;
 

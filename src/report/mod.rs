@@ -6,8 +6,8 @@ pub mod environment;
 pub mod junit;
 pub mod svg;
 
-pub use environment::{changes_list, environment_table};
 pub use crate::stamp::SCHEMA_VERSION;
+pub use environment::{changes_list, environment_table};
 
 /// perftest's separator line (87 dashes).
 pub const RESULT_LINE: &str =

@@ -1,6 +1,7 @@
 //! Latency: write and send ping-pongs (half a round trip per sample) and read or
 //! atomic round trips, one operation in flight, one clock read per iteration. Each
 //! loop is one function, never inlined: ci/bench-instructions finds it by name.
+//! With `sampler.rs`, one idea (the latency loops) split for length: the two import each other.
 
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
 //! Where a latency loop's clock reads go: stored (`-n` runs, intervals taken after
 //! the run) or judged against the measured window (`-D` runs).
+//! With `lat.rs`, one idea (the latency loops) split for length: the two import each other.
 
 use super::lat::LatPlan;
 use super::Clock;

@@ -13,6 +13,7 @@
 //!
 //! This file is the connection the loops post to and poll; [`streams`] makes them (the
 //! server's listener, the client's connects, each stream's greeting).
+//! With `streams.rs`, one idea (TCP as a connection) split for length: the two import each other.
 
 mod streams;
 

@@ -1,6 +1,7 @@
 //! How TCP data streams are made: the server's listener on a port the kernel picks, the
 //! client's connects, and the greeting (cookie and stream index) that ties each stream
 //! to its test's control connection.
+//! With `mod.rs`, one idea (TCP as a connection) split for length: the two import each other.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};

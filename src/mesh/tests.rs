@@ -1,0 +1,204 @@
+use super::bootstrap::threads;
+use super::*;
+use crate::spec::rules::{self, TcpRequest};
+use crate::spec::Measure;
+
+fn mesh(round_timeout: u64) -> MeshSpec {
+    let r = TcpRequest { size: Some(4096), iters: Some(50), ..TcpRequest::default() };
+    MeshSpec {
+        bw: rules::tcp(Measure::Bw, &r).unwrap(),
+        lat: rules::tcp(Measure::Lat, &r).unwrap(),
+        pairs: Pairs::All,
+        seed: None,
+        round_timeout: Duration::from_secs(round_timeout),
+        // Links of threads sharing two cores with the other unit tests: one may be
+        // many times slower than the others, and these tests are not about outliers.
+        thresholds: Thresholds {
+            min_bw: Some(0.001),
+            outlier_pct: 1e9,
+            lat_ratio: 1e9,
+            ..Thresholds::default()
+        },
+    }
+}
+
+/// `timeout`: each pair test's wait for its peer.
+fn local(timeout: u64) -> Local {
+    let timeout = Duration::from_secs(timeout);
+    Local { port: 0, timeout, connect_window: timeout, quiet: true, ..Local::default() }
+}
+
+fn endpoint() -> Endpoint {
+    Endpoint { address: "127.0.0.1".parse().unwrap(), device: "tcp".into() }
+}
+
+/// Runs a mesh of `n` thread ranks; `stall` (a rank) never reports its first round.
+fn run_threads(
+    n: usize,
+    spec: MeshSpec,
+    stall: Option<usize>,
+) -> Vec<Result<Option<MeshReport>, Error>> {
+    let handles: Vec<_> = threads::ranks(n)
+        .into_iter()
+        .map(|boot| {
+            let spec = spec.clone();
+            std::thread::spawn(move || {
+                if stall == Some(boot.rank()) {
+                    // Takes part in the exchange with a listener that never
+                    // accepts, then is never heard of again.
+                    let listener = ControlListener::bind(Some(endpoint().address), 0).unwrap();
+                    let info = RankInfo {
+                        rank: boot.rank(),
+                        host: boot.host(),
+                        address: endpoint().address.to_string(),
+                        port: listener.local_addr().unwrap().port(),
+                        device: "tcp".into(),
+                    };
+                    let params = serde_json::to_string(&spec).unwrap();
+                    let _ = boot
+                        .all_gather(&serde_json::to_vec(&Hello { info, params, seed: 0 }).unwrap());
+                    std::thread::sleep(Duration::from_secs(4));
+                    return Err(Error::usage("stalled on purpose"));
+                }
+                let status = Status::default();
+                let mut progress = |_: &MeshReport| {};
+                run(
+                    &boot,
+                    &spec,
+                    // A stalled peer costs its partner this much per test.
+                    &local(if stall.is_some() { 1 } else { 10 }),
+                    &endpoint(),
+                    &status,
+                    &mut progress,
+                    &mut std::io::sink(),
+                )
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn three_ranks_measure_six_links_and_rank_0_alone_reports() {
+    let results = run_threads(3, mesh(60), None);
+    let report = results[0].as_ref().unwrap().as_ref().expect("rank 0 reports");
+    assert!(results[1..].iter().all(|r| matches!(r, Ok(None))), "{results:?}");
+    assert_eq!(report.rounds, 3, "odd N: N rounds, one rank idle in each");
+    assert_eq!(report.rounds_done, 3);
+    assert_eq!(report.analysis.measured_links, 6, "{}", report.text());
+    assert!(report
+        .links
+        .iter()
+        .all(|l| l.bw_mb_per_sec.unwrap() > 0.0 && l.t_typical_usec.unwrap() > 0.0));
+    let pairs: std::collections::BTreeSet<_> =
+        report.links.iter().map(|l| (l.from, l.to)).collect();
+    assert_eq!(pairs.len(), 6, "every directed link once");
+    assert_eq!(report.exit_code(), 0, "{}", report.text());
+    assert!(report.complete);
+}
+
+#[test]
+fn suspects_are_measured_again_alone_and_confirmed_when_slow_again() {
+    // Every link below an impossible --min-bw: every pair a suspect, each measured
+    // again alone in recheck rounds of its own, and slow every time.
+    let mut spec = mesh(60);
+    spec.thresholds.min_bw = Some(1e12);
+    let results = run_threads(3, spec, None);
+    let report = results[0].as_ref().unwrap().as_ref().expect("rank 0 reports");
+    assert!(results[1..].iter().all(|r| matches!(r, Ok(None))), "{results:?}");
+    assert_eq!(report.rechecks.len(), 3, "{}", report.text());
+    assert_eq!(report.rechecks_done, 3);
+    assert!(report.rechecks.iter().all(|c| c.bw && !c.lat), "{:?}", report.rechecks);
+    // Slow each time: three tries of each pair, both directions.
+    assert_eq!(report.reruns.len(), 18, "{}", report.text());
+    assert!(report.reruns.iter().all(|l| l.round >= 3 && l.t_typical_usec.is_none()));
+    assert_eq!(report.findings.len(), 6);
+    assert!(report.findings.iter().all(|f| f.confirmed && f.rerun.is_some()));
+    assert!(report.complete);
+    assert_eq!(report.exit_code(), 1, "{}", report.text());
+    assert!(report.environments.iter().all(Option::is_some), "each rank described");
+}
+
+#[test]
+fn a_rank_that_never_reports_is_named_by_rank_0() {
+    let results = run_threads(3, mesh(1), Some(2));
+    let e = results[0].as_ref().unwrap_err();
+    assert_eq!(e.kind, ErrorKind::PeerSilent);
+    assert!(e.message.contains("round 1/3 did not end within 1 s (--round-timeout)"), "{e}");
+    // Rank 1 was paired with it: still waiting for its answer when rank 0 gave up.
+    assert!(e.message.contains("no report from rank 1 (thread1 tcp) [paired with rank 2 (thread2 tcp)], rank 2 (thread2 tcp) [paired with rank 1"), "{e}");
+    let e1 = results[1].as_ref().unwrap_err();
+    assert!(e1.message.contains("rank 0 (thread0 tcp) did not end round 1"), "{e1}");
+}
+
+#[test]
+fn ranks_with_other_parameters_are_refused_by_name() {
+    let raw: Vec<Vec<u8>> = (0..3)
+        .map(|rank| {
+            let params = if rank == 1 { "other" } else { "same" };
+            let info = RankInfo {
+                rank,
+                host: "h".into(),
+                address: "a".into(),
+                port: 1,
+                device: "d".into(),
+            };
+            serde_json::to_vec(&Hello { info, params: params.into(), seed: 1 }).unwrap()
+        })
+        .collect();
+    let e = read_hellos(&raw, 3).err().unwrap();
+    assert_eq!(e.kind, ErrorKind::Mismatch);
+    assert!(e.message.contains("the parameters of rank 1 (h d) differ from rank 0's"), "{e}");
+    let e = read_hellos(&[b"{".to_vec(), b"x".to_vec()], 2).err().unwrap();
+    assert!(e.message.contains("rank 0's endpoint record is unreadable"), "{e}");
+}
+
+#[test]
+fn rank_0_refuses_a_link_a_rank_was_not_in() {
+    let mut boots = threads::ranks(2);
+    let (one, zero) = (boots.pop().unwrap(), boots.pop().unwrap());
+    let info = |rank| RankInfo {
+        rank,
+        host: "h".into(),
+        address: "a".into(),
+        port: 1,
+        device: "d".into(),
+    };
+    let mesh = mesh(5);
+    let status = Status::default();
+    let rank0 = Rank { boot: &zero, mesh: &mesh, ranks: vec![info(0), info(1)], status: &status };
+    let pairs = [Pair(0, 1)];
+    let round =
+        Round { k: 0, label: 1, of: 1, pairs: &pairs, started: Instant::now(), alone: None };
+    let bogus = LinkResult {
+        from: 1,
+        to: 7,
+        round: 0,
+        bw_mb_per_sec: Some(1.0),
+        t_typical_usec: None,
+        error: None,
+    };
+    let done = Done { round: 0, links: vec![bogus], environment: None };
+    one.send_done(&serde_json::to_vec(&done).unwrap());
+    let mut report = MeshReport::new(&mesh, &rank0.ranks, 0, 1);
+    let e = rank0.collect(&round, &mut report).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Refused);
+    assert!(e.message.contains("rank 1 reported a link 1 -> 7 of round 1 it was not in"), "{e}");
+}
+
+#[test]
+fn one_rank_is_not_a_mesh() {
+    let boot = threads::ranks(1).pop().unwrap();
+    let e = run(
+        &boot,
+        &mesh(5),
+        &local(10),
+        &endpoint(),
+        &Status::default(),
+        &mut |_| {},
+        &mut std::io::sink(),
+    )
+    .err()
+    .unwrap();
+    assert!(e.message.contains("at least 2 ranks"), "{e}");
+}
