@@ -168,7 +168,13 @@ fn a_damaged_or_foreign_store_is_one_error_line() {
     let out =
         rdmabench(&dir, &["qualify", "quick", "--server", "127.0.0.1", "--store", c, "--out", q]);
     refused(&out, "not a usable SQLite database");
-    assert!(!Path::new(q).exists(), "--out made before the store was checked");
+    // Nothing ran: --out holds only the JUnit that says why it could not start.
+    assert!(
+        !Path::new(q).join("qualify.json").exists(),
+        "a point ran before the store was checked"
+    );
+    let junit = std::fs::read_to_string(Path::new(q).join("junit.xml")).unwrap();
+    assert!(junit.contains("not a usable SQLite database"), "{junit}");
 
     // An SQLite file of someone else's, and one of a newer rdmabench.
     let foreign = dir.join("foreign.db");
@@ -300,7 +306,7 @@ fn history_lists_and_diff_judges_stored_runs() {
     let out = diff(before, same);
     assert_eq!(out.status.code(), Some(0), "{}{}", text(&out), err(&out));
     assert!(text(&out).contains("no point worse"), "{}", text(&out));
-    assert!(text(&out).contains("local firmware: 2.40.7000 → 2.42.5000"), "{}", text(&out));
+    assert!(text(&out).contains("local firmware 2.40.7000 → 2.42.5000"), "{}", text(&out));
     let out = diff(before, slower);
     assert_eq!(out.status.code(), Some(1), "{}{}", text(&out), err(&out));
     let printed = text(&out);
