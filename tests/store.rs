@@ -30,8 +30,11 @@ fn scratch(name: &str) -> PathBuf {
 
 /// `rdmabench ARGS` with the data directory under `home`.
 fn rdmabench(home: &Path, args: &[&str]) -> Output {
+    // In the scratch folder: a qualify refused before it starts writes its JUnit into
+    // the default --out (./rdmabench-qualify), which must not land in the source tree.
     let child = common::rdmabench(false)
         .args(args)
+        .current_dir(home)
         .env("XDG_DATA_HOME", home)
         .env("HOME", home)
         .env("LOCALAPPDATA", home)

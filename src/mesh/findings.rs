@@ -160,7 +160,12 @@ impl Bands {
 
     /// The band a link is judged in.
     pub fn of_link(&self, ranks: &[RankInfo], l: &LinkResult, bw: bool) -> Option<Band> {
-        match (bw, same_host(ranks, l.from, l.to)) {
+        self.between(bw, same_host(ranks, l.from, l.to))
+    }
+
+    /// The band of bandwidths (`bw`) or latencies between hosts, or within one.
+    pub fn between(&self, bw: bool, same_host: bool) -> Option<Band> {
+        match (bw, same_host) {
             (true, false) => self.bw_inter,
             (true, true) => self.bw_intra,
             (false, false) => self.lat_inter,

@@ -33,15 +33,7 @@ impl MeshReport {
         let b = &a.bands;
         let ranks = &self.ranks;
         let rank_scale = |bw: bool| {
-            move |i: usize, j: usize, v: f64| {
-                let band = match (bw, same_host(ranks, i, j)) {
-                    (true, false) => b.bw_inter,
-                    (true, true) => b.bw_intra,
-                    (false, false) => b.lat_inter,
-                    (false, true) => b.lat_intra,
-                };
-                goodness(band, v)
-            }
+            move |i: usize, j: usize, v: f64| goodness(b.between(bw, same_host(ranks, i, j)), v)
         };
         let _ = writeln!(
             o,
@@ -56,17 +48,8 @@ impl MeshReport {
         if a.hosts.len() > 1 {
             let hosts: Vec<String> =
                 a.hosts.iter().map(|h| format!("{} {}", h.host, h.device)).collect();
-            let host_scale = |bw: bool| {
-                move |i: usize, j: usize, v: f64| {
-                    let band = match (bw, i == j) {
-                        (true, false) => b.bw_inter,
-                        (true, true) => b.bw_intra,
-                        (false, false) => b.lat_inter,
-                        (false, true) => b.lat_intra,
-                    };
-                    goodness(band, v)
-                }
-            };
+            let host_scale =
+                |bw: bool| move |i: usize, j: usize, v: f64| goodness(b.between(bw, i == j), v);
             let _ = writeln!(
                 o,
                 "<h2>Host to host: median bandwidth [MB/sec]</h2>\n{}",
