@@ -62,7 +62,7 @@ fn syscalls(test: &str, flags: &[&str], iters: u64) -> BTreeMap<String, u64> {
 
 #[test]
 #[ignore = "lab: needs soft-RoCE (ci/lab-vm)"]
-fn trial_lab_no_system_call_grows_with_the_run_but_the_doorbell() {
+fn lab_no_system_call_grows_with_the_run_but_the_doorbell() {
     // The doorbell: soft-RoCE's provider enters the kernel once per post with a write
     // to the verbs device (perftest's client makes the same one). Every other call may
     // come a few times more in a longer run (a heartbeat a second), never per operation.
@@ -104,7 +104,7 @@ fn peak_rss_kib(test: &str, iters: u64) -> u64 {
 
 #[test]
 #[ignore = "lab: needs soft-RoCE (ci/lab-vm)"]
-fn trial_lab_a_latency_clients_memory_is_the_same_at_any_n() {
+fn lab_a_latency_clients_memory_is_the_same_at_any_n() {
     let short = peak_rss_kib("write-lat", 2000);
     let long = peak_rss_kib("write-lat", 200_000);
     assert!(
@@ -115,7 +115,7 @@ fn trial_lab_a_latency_clients_memory_is_the_same_at_any_n() {
 
 #[test]
 #[ignore = "lab: needs soft-RoCE (ci/lab-vm)"]
-fn trial_lab_write_bw_prints_interval_lines_as_it_runs() {
+fn lab_write_bw_prints_interval_lines_as_it_runs() {
     let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
     let json = common::scratch("rdmabench-lab-syscalls").join(format!("interval-{port}.json"));
     let args = ["write-bw", "-p", &port, "--timeout", "20", "-D", "3", "--interval", "1"];

@@ -509,7 +509,7 @@ fn mpirun_per_address(addresses: &[&str], args: &[&str]) -> Command {
 
 #[test]
 #[ignore = "lab: runs in the lab with the RDMA tests (ci/lab-vm)"]
-fn trial_lab_mesh_a_link_slowed_by_netem_is_named_as_the_outlier() {
+fn lab_mesh_a_link_slowed_by_netem_is_named_as_the_outlier() {
     // Over TCP: rxe0 on lo delivers its own traffic inside the driver, past every qdisc
     // (docs/mesh.md#in-the-lab), while TCP between two of lo's addresses passes netem.
     let _ = common::rdmabench(true);
