@@ -151,7 +151,19 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(|e| damaged(path, &e))?;
         let store = Store { conn, path: path.to_path_buf() };
-        store.prepare().map_err(|e| match e {
+        // Two first openers of a new file can be refused at once, without the busy
+        // handler (the switch to WAL, or the reader of a WAL another opener is still
+        // recovering): try again until the busy timeout.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let prepared = loop {
+            match store.prepare() {
+                Err(Prepared::Sql(e)) if busy(&e) && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                done => break done,
+            }
+        };
+        prepared.map_err(|e| match e {
             Prepared::Sql(e) => damaged(path, &e),
             Prepared::Refused(why) => Error::io(format!("results store {}: {why}", path.display())),
         })?;
@@ -260,6 +272,14 @@ impl Store {
 }
 
 /// Why a store could not be prepared.
+/// SQLite's "database is locked" or "busy": another connection holds what was asked.
+fn busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 enum Prepared {
     Sql(rusqlite::Error),
     Refused(String),
