@@ -17,6 +17,13 @@ pub const CONFIDENCE: f64 = 0.95;
 /// the point is inconclusive until it has more runs.
 pub const MIN_CONFIDENCE: f64 = 0.8;
 
+// `same` may be said from MIN_CONFIDENCE up (every difference of three runs against
+// three within the tolerance is already strong evidence), but a change, `better` or
+// `worse`, needs the full CONFIDENCE: three against three cannot say more than 90 %
+// (one arrangement in ten is wholly apart by chance), and a qualification of ten
+// points judged at 90 % would call one of them changed every other run on noise alone.
+// Five runs against three reach 96 %.
+
 /// Up to this many runs a side, the rank-sum distribution is counted exactly; beyond,
 /// its normal approximation.
 const EXACT_UP_TO: usize = 50;
@@ -120,9 +127,9 @@ pub fn compare(
     let tol = tolerance_percent;
     let verdict = if confidence < MIN_CONFIDENCE {
         Verdict::Inconclusive
-    } else if good_high < -tol {
+    } else if good_high < -tol && confidence >= CONFIDENCE {
         Verdict::Worse
-    } else if good_low > tol {
+    } else if good_low > tol && confidence >= CONFIDENCE {
         Verdict::Better
     } else if good_low >= -tol && good_high <= tol {
         Verdict::Same
@@ -276,16 +283,22 @@ mod tests {
         // One run against one: a single difference says nothing of the noise.
         let c = compare(&[1000.0], &[500.0], Direction::HigherIsBetter, 10.0).unwrap();
         assert_eq!((c.verdict, c.confidence), (Verdict::Inconclusive, 0.0));
-        // Three against three is judged (90 % coverage): the whole range is beyond.
-        let c = compare(
-            &[1000.0, 1010.0, 990.0],
-            &[500.0, 520.0, 480.0],
-            Direction::HigherIsBetter,
-            10.0,
-        )
-        .unwrap();
-        assert_eq!((c.verdict, c.confidence), (Verdict::Worse, 0.9));
+        // Three against three (90 % coverage at most) may say `same`, not a change:
+        // the whole range beyond the tolerance is one arrangement in ten by chance.
+        let three = [1000.0, 1010.0, 990.0];
+        let c = compare(&three, &[500.0, 520.0, 480.0], Direction::HigherIsBetter, 10.0).unwrap();
+        assert_eq!((c.verdict, c.confidence), (Verdict::Inconclusive, 0.9));
         assert_eq!(c.interval, [-530.0, -470.0]);
+        let c = compare(&three, &[1001.0, 995.0, 1004.0], Direction::HigherIsBetter, 10.0).unwrap();
+        assert_eq!((c.verdict, c.confidence), (Verdict::Same, 0.9));
+        // Five against three reach 96 %: now it is worse.
+        let five = [500.0, 520.0, 480.0, 510.0, 490.0];
+        let c = compare(&three, &five, Direction::HigherIsBetter, 10.0).unwrap();
+        assert_eq!(c.verdict, Verdict::Worse, "{c:?}");
+        assert!((c.confidence - (1.0 - 2.0 / 56.0)).abs() < 1e-12, "{c:?}");
+        // Four against three (94 %) are not enough for a change.
+        let c = compare(&three, &five[..4], Direction::HigherIsBetter, 10.0).unwrap();
+        assert_eq!(c.verdict, Verdict::Inconclusive, "{c:?}");
         assert!(compare(&[], &[1.0], Direction::HigherIsBetter, 10.0).is_none());
         assert!(compare(&[0.0], &[1.0], Direction::HigherIsBetter, 10.0).is_none());
     }

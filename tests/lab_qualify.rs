@@ -409,6 +409,19 @@ fn lab_qualify_walk_through_baseline_upgrade_diff_history() {
     let worse_line =
         text(&out).lines().find(|l| l.trim_start().starts_with("worse")).map(str::to_string);
     assert!(worse_line.is_some_and(|l| l.contains("tcp_bw 64K")), "{}", text(&out));
+    // Confirmed after the other point: five more runs, all of them still shaped.
+    assert!(
+        text(&out).contains("worse again with 5 more runs after every other point"),
+        "{}",
+        text(&out)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&slow).unwrap()).unwrap();
+    let tcp = v["points"].as_array().unwrap().iter().find(|p| p["id"] == "tcp_bw 64K").unwrap();
+    assert_eq!(
+        (tcp["confirmation_runs"].as_u64(), tcp["runs"].as_array().map(Vec::len)),
+        (Some(5), Some(10))
+    );
     let page = std::fs::read_to_string(dir.join("slow").join("report.html")).unwrap();
     assert!(page.contains("<table id=\"comparison\">"), "no comparison in report.html");
     assert!(page.contains(

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::report::QualifyReport;
+use super::report::{Point, QualifyReport};
 use super::verdict::PointComparison;
 use crate::report::svg::escape;
 use crate::store::query::TrendRow;
@@ -21,33 +21,42 @@ fn interval(c: &PointComparison) -> String {
     )
 }
 
+/// `5 vs 3`, and how many of them confirmed a `worse` after every other point.
+fn runs(p: &Point, c: &PointComparison) -> String {
+    let later = match p.confirmation_runs {
+        0 => String::new(),
+        n => format!(" ({n} later)"),
+    };
+    format!("{} vs {}{later}", c.runs.len(), c.baseline_runs.len())
+}
+
 /// The terminal's comparison block: one line per point compared (empty without a
 /// baseline).
 pub fn table(r: &QualifyReport) -> String {
-    let rows: Vec<(&str, &PointComparison)> =
-        r.points.iter().filter_map(|p| p.comparison.as_ref().map(|c| (p.id.as_str(), c))).collect();
+    let rows: Vec<(&Point, &PointComparison)> =
+        r.points.iter().filter_map(|p| p.comparison.as_ref().map(|c| (p, c))).collect();
     if rows.is_empty() {
         return String::new();
     }
-    let w = rows.iter().map(|(id, _)| id.len()).max().unwrap_or(5).max(5);
+    let w = rows.iter().map(|(p, _)| p.id.len()).max().unwrap_or(5).max(5);
     let mut o = String::new();
     let _ = writeln!(
         o,
         " {:<12} {:<w$} {:>18} {:>18} {:>8} {:<28} RUNS",
         "VS BASELINE", "POINT", "BASELINE", "NOW", "DELTA", "INTERVAL (CONFIDENCE)"
     );
-    for (id, c) in rows {
+    for (p, c) in rows {
         let s = &c.stats;
         let _ = writeln!(
             o,
-            " {:<12} {id:<w$} {:>18} {:>18} {:>+7.1}% {:<28} {} vs {}",
+            " {:<12} {:<w$} {:>18} {:>18} {:>+7.1}% {:<28} {}",
             s.verdict.word(),
+            p.id,
             format!("{:.2} {}", s.baseline_median, c.unit),
             format!("{:.2} {}", s.median, c.unit),
             s.delta_percent,
             interval(c),
-            c.runs.len(),
-            c.baseline_runs.len()
+            runs(p, c)
         );
     }
     o
@@ -73,7 +82,7 @@ pub fn html(r: &QualifyReport) -> String {
             };
             let _ = writeln!(
                 o,
-                "<tr data-compared=\"{}\"><td class=\"{class}\">{}</td><td>{}</td><td>{}</td><td>{:.2} {u}</td><td>{:.2} {u}</td><td>{:+.1} %</td><td>{}</td><td>{} vs {}</td></tr>",
+                "<tr data-compared=\"{}\"><td class=\"{class}\">{}</td><td>{}</td><td>{}</td><td>{:.2} {u}</td><td>{:.2} {u}</td><td>{:+.1} %</td><td>{}</td><td>{}</td></tr>",
                 escape(&p.id),
                 s.verdict.word(),
                 escape(&p.id),
@@ -82,8 +91,7 @@ pub fn html(r: &QualifyReport) -> String {
                 s.median,
                 s.delta_percent,
                 escape(&interval(c)),
-                c.runs.len(),
-                c.baseline_runs.len(),
+                escape(&runs(p, c)),
                 u = escape(&c.unit),
             );
         }

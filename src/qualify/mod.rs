@@ -9,6 +9,7 @@
 pub mod baseline;
 pub mod comparison;
 pub mod junit;
+mod points;
 pub mod profile;
 pub mod report;
 pub mod threshold;
@@ -17,19 +18,18 @@ pub mod verdict;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::compare::{reach_server, run_point};
+use crate::compare::reach_server;
 use crate::doctor::{self, Status};
-use crate::engine::{tool, Side};
+use crate::engine::tool;
 use crate::error::Error;
 use crate::inventory;
-use crate::spec::{Link, Local};
+use crate::spec::Local;
 use crate::store;
 use crate::transport::Backend;
 
 use baseline::Baseline;
-use report::{BaselineSummary, Point, ProfileSummary, QualifyReport, QualifyVerdict, Sides};
+use report::{BaselineSummary, ProfileSummary, QualifyReport, QualifyVerdict};
 use threshold::LinkRate;
-use verdict::{Median, Run};
 
 /// What a qualification is asked to do (the command line builds it).
 #[derive(Debug)]
@@ -79,7 +79,8 @@ pub fn qualify(args: &Options, out: &mut dyn Write) -> Result<u8, Error> {
         Some(why) => LinkRate::NoPhysicalLink(why),
         None => rdma_link_gbps(local.device.as_deref()).into(),
     };
-    let stopped = run_points(&mut report, &profile, local, &link, baseline.as_ref(), args.quiet);
+    let stopped =
+        points::run_points(&mut report, &profile, local, &link, baseline.as_ref(), args.quiet);
     finish(&mut report, profile.tolerance, baseline.as_ref());
     let stored = store.as_mut().map(|s| baseline::record(s, &mut report));
     write_files(args, &report)?;
@@ -173,98 +174,6 @@ fn new_report(
     }
 }
 
-/// Runs every point `repeats` times into `report.points`; a point whose comparison
-/// with the baseline is inconclusive runs again, one run at a time, up to the profile's
-/// `max_repeats`. A server that is gone (closed, unreachable, refusing the key, busy)
-/// stops the run: its error comes back, and the points so far are in the report.
-fn run_points(
-    report: &mut QualifyReport,
-    profile: &profile::Profile,
-    local: &Local,
-    link_rate: &LinkRate,
-    baseline: Option<&Baseline>,
-    quiet: bool,
-) -> Result<(), Error> {
-    let side = Side::Client { host: report.server.clone() };
-    let total =
-        profile.tests.iter().map(|t| t.specs.len()).sum::<usize>() * profile.repeats as usize;
-    let progress = crate::progress::Progress::new(total, quiet);
-    for test in &profile.tests {
-        for spec in &test.specs {
-            let id = Point::id_for(&test.name, spec.sizes[0]);
-            let was = baseline.and_then(|b| b.report.points.iter().find(|q| q.id == id));
-            let mut runs = Vec::with_capacity(profile.repeats as usize);
-            let mut link = link_rate.clone();
-            let mut gone = None;
-            let clock = std::time::Instant::now();
-            while gone.is_none() && runs.len() < profile.max_repeats as usize {
-                if runs.len() >= profile.repeats as usize
-                    && !was.is_some_and(|w| inconclusive(&runs, &w.runs, profile))
-                {
-                    break;
-                }
-                progress.running(&id);
-                let outcome = run_point(spec, &side, local);
-                progress.done_one();
-                if let Some(env) = &outcome.report.environment {
-                    if matches!(spec.link, Link::Tcp(_)) {
-                        // A TCP point's "link" is the interface's speed.
-                        let speed = env.local.interface.as_ref().and_then(|i| i.speed_mbps);
-                        link = speed.map(|m| m as f64 / 1000.0).into();
-                    }
-                    if report.environment.is_none() && env.peer.is_some() {
-                        report.environment =
-                            Some(Sides { local: env.local.clone(), peer: env.peer.clone() });
-                    }
-                }
-                gone = outcome.error.clone().filter(|e| e.kind.peer_unavailable());
-                runs.push(Run {
-                    result: outcome.report.results.into_iter().next(),
-                    error: outcome.error,
-                });
-            }
-            let mut point = point(test, &id, spec.id(), spec.sizes[0], runs, &link);
-            point.seconds = clock.elapsed().as_secs_f64();
-            report.points.push(point);
-            if let Some(e) = gone {
-                return Err(e);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Whether `runs` against the baseline's say nothing yet (another run may).
-fn inconclusive(runs: &[Run], was: &[Run], profile: &profile::Profile) -> bool {
-    verdict::compare(runs, was, profile.tolerance)
-        .is_some_and(|c| c.stats.verdict == crate::stats::Verdict::Inconclusive)
-}
-
-/// One point judged on its thresholds.
-fn point(
-    test: &profile::ProfileTest,
-    id: &str,
-    kind: &str,
-    size: u64,
-    runs: Vec<Run>,
-    link: &LinkRate,
-) -> Point {
-    let median = Median::of(&runs);
-    let judgements = verdict::judge(&test.limits, &runs, &median, link);
-    Point {
-        id: id.to_string(),
-        test: test.name.clone(),
-        kind: kind.to_string(),
-        size,
-        runs,
-        median,
-        judgements,
-        regressions: Vec::new(),
-        seconds: 0.0,
-        comparison: None,
-    }
-}
-
 /// Waivers, the comparison with the baseline, and the verdict.
 pub(crate) fn finish(
     report: &mut QualifyReport,
@@ -283,7 +192,12 @@ pub(crate) fn finish(
         for p in &mut report.points {
             let was = b.report.points.iter().find(|q| q.id == p.id);
             p.comparison = was.and_then(|w| verdict::compare(&p.runs, &w.runs, tolerance));
-            p.regressions = p.comparison.iter().filter_map(|c| c.regression(&p.id)).collect();
+            let confirmed = |line: String| match p.confirmation_runs {
+                0 => line,
+                n => format!("{line}; worse again with {n} more runs after every other point"),
+            };
+            p.regressions =
+                p.comparison.iter().filter_map(|c| c.regression(&p.id)).map(confirmed).collect();
         }
         report.baseline = Some(BaselineSummary {
             file: b.file.clone(),

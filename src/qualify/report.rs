@@ -109,6 +109,10 @@ pub struct Point {
     /// The runs against the baseline's (crate::stats).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comparison: Option<super::verdict::PointComparison>,
+    /// Runs taken after every other point to confirm a `worse` comparison (0: none
+    /// were needed); they are among `runs`.
+    #[serde(default)]
+    pub confirmation_runs: u32,
 }
 
 impl Point {
@@ -374,6 +378,7 @@ pub(crate) mod tests {
             judgements: vec![judgement(pass)],
             regressions: Vec::new(),
             seconds: 1.25,
+            confirmation_runs: 0,
             comparison: None,
         };
         QualifyReport {

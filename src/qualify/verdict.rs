@@ -365,18 +365,22 @@ mod tests {
     #[test]
     fn a_point_is_compared_on_its_runs_and_named_when_worse() {
         let was = [bw_run(1000.0), bw_run(1010.0), bw_run(990.0)];
-        let now = [bw_run(600.0), bw_run(610.0), bw_run(590.0)];
+        let now = [bw_run(600.0), bw_run(610.0), bw_run(590.0), bw_run(605.0), bw_run(595.0)];
+        // Three runs against three say no more than "inconclusive" about a change.
+        let c = compare(&now[..3], &was, Percent(10.0)).unwrap();
+        assert_eq!(c.stats.verdict, Verdict::Inconclusive);
+        assert!(c.regression("write_bw 64K").is_none());
         let c = compare(&now, &was, Percent(10.0)).unwrap();
         assert_eq!((c.figure.as_str(), c.unit.as_str()), ("BW average", "MiB/s"));
-        assert_eq!((c.stats.verdict, c.runs.len(), c.baseline_runs.len()), (Verdict::Worse, 3, 3));
+        assert_eq!((c.stats.verdict, c.runs.len(), c.baseline_runs.len()), (Verdict::Worse, 5, 3));
         let line = c.regression("write_bw 64K").unwrap();
         assert!(
-            line.starts_with("write_bw 64K: BW average 600.00 MiB/s against the baseline's 1000.00 MiB/s (-40.0 %, 90 % interval -42.0 % .. -38.0 %, tolerance 10%)"),
+            line.starts_with("write_bw 64K: BW average 600.00 MiB/s against the baseline's 1000.00 MiB/s (-40.0 %, 96 % interval -42.0 % .. -38.0 %, tolerance 10%)"),
             "{line}"
         );
         // A failed run is not a value; latency is judged the other way.
         let mut slower = vec![lat_run(2.0), lat_run(2.02), lat_run(1.98)];
-        let faster = [lat_run(1.0), lat_run(1.01), lat_run(0.99)];
+        let faster = [lat_run(1.0), lat_run(1.01), lat_run(0.99), lat_run(1.005), lat_run(0.995)];
         let c = compare(&faster, &slower, Percent(10.0)).unwrap();
         assert_eq!(c.stats.verdict, Verdict::Better);
         assert!(c.regression("write_lat 2").is_none());

@@ -1,0 +1,167 @@
+//! Running a profile's points: each `repeats` times; against a baseline, again one run
+//! at a time while the comparison is inconclusive (up to `max_repeats`); and a point
+//! that then looks `worse` runs `repeats` more times after every other point, so that a
+//! slow spell of the host (minutes long in a TCG lab) cannot make a regression out of
+//! runs taken back to back. The verdict is judged on all of its runs.
+
+use std::time::Instant;
+
+use super::baseline::Baseline;
+use super::profile::{Profile, ProfileTest};
+use super::report::{Point, QualifyReport, Sides};
+use super::threshold::LinkRate;
+use super::verdict::{self, Median, Run};
+use crate::compare::run_point;
+use crate::engine::Side;
+use crate::error::Error;
+use crate::progress::Progress;
+use crate::spec::{Link, Local, TestSpec};
+use crate::stats::Verdict;
+
+/// What every run of the qualification shares.
+struct Runner<'a> {
+    side: Side,
+    local: &'a Local,
+    profile: &'a Profile,
+    progress: Progress,
+}
+
+/// Runs every point into `report.points` (see the module doc). A server that is gone
+/// (closed, unreachable, refusing the key, busy) stops the run: its error comes back,
+/// and the points so far are in the report.
+pub(super) fn run_points(
+    report: &mut QualifyReport,
+    profile: &Profile,
+    local: &Local,
+    link_rate: &LinkRate,
+    baseline: Option<&Baseline>,
+    quiet: bool,
+) -> Result<(), Error> {
+    let total =
+        profile.tests.iter().map(|t| t.specs.len()).sum::<usize>() * profile.repeats as usize;
+    let runner = Runner {
+        side: Side::Client { host: report.server.clone() },
+        local,
+        profile,
+        progress: Progress::new(total, quiet),
+    };
+    let was = |id: &str| baseline.and_then(|b| b.report.points.iter().find(|q| q.id == id));
+    let mut measured = Vec::new();
+    for test in &profile.tests {
+        for spec in &test.specs {
+            let id = Point::id_for(&test.name, spec.sizes[0]);
+            let mut link = link_rate.clone();
+            let (min, max) = (profile.repeats as usize, profile.max_repeats as usize);
+            let clock = Instant::now();
+            let mut runs = Vec::with_capacity(min);
+            let gone = runner.measure(
+                spec,
+                &id,
+                &mut runs,
+                (min, max),
+                was(&id).map(|w| &w.runs[..]),
+                report,
+                &mut link,
+            );
+            let mut point = point(test, &id, spec, runs, &link);
+            point.seconds = clock.elapsed().as_secs_f64();
+            report.points.push(point);
+            if let Some(e) = gone {
+                return Err(e);
+            }
+            measured.push((test, spec, link));
+        }
+    }
+    for (i, (test, spec, mut link)) in measured.into_iter().enumerate() {
+        let p = &report.points[i];
+        let Some(w) = was(&p.id) else { continue };
+        if !judged(&p.runs, &w.runs, profile, Verdict::Worse) {
+            continue;
+        }
+        let (id, mut runs, seconds) = (p.id.clone(), p.runs.clone(), p.seconds);
+        let target = runs.len() + profile.repeats as usize;
+        let clock = Instant::now();
+        let gone = runner.measure(spec, &id, &mut runs, (target, target), None, report, &mut link);
+        let mut point = point(test, &id, spec, runs, &link);
+        point.seconds = seconds + clock.elapsed().as_secs_f64();
+        point.confirmation_runs = profile.repeats;
+        report.points[i] = point;
+        if let Some(e) = gone {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+impl Runner<'_> {
+    /// Runs `spec` into `runs` until there are `min` runs and, against `was`, a
+    /// comparison that is not inconclusive, or `max` runs. Notes the first environment
+    /// with a peer in `report` and a TCP point's link speed in `link`. Returns the error
+    /// of a server that is gone.
+    #[allow(clippy::too_many_arguments)]
+    fn measure(
+        &self,
+        spec: &TestSpec,
+        id: &str,
+        runs: &mut Vec<Run>,
+        (min, max): (usize, usize),
+        was: Option<&[Run]>,
+        report: &mut QualifyReport,
+        link: &mut LinkRate,
+    ) -> Option<Error> {
+        while runs.len() < max {
+            if runs.len() >= min
+                && !was.is_some_and(|w| judged(runs, w, self.profile, Verdict::Inconclusive))
+            {
+                break;
+            }
+            self.progress.running(id);
+            let outcome = run_point(spec, &self.side, self.local);
+            self.progress.done_one();
+            if let Some(env) = &outcome.report.environment {
+                if matches!(spec.link, Link::Tcp(_)) {
+                    // A TCP point's "link" is the interface's speed.
+                    let speed = env.local.interface.as_ref().and_then(|i| i.speed_mbps);
+                    *link = speed.map(|m| m as f64 / 1000.0).into();
+                }
+                if report.environment.is_none() && env.peer.is_some() {
+                    report.environment =
+                        Some(Sides { local: env.local.clone(), peer: env.peer.clone() });
+                }
+            }
+            let gone = outcome.error.clone().filter(|e| e.kind.peer_unavailable());
+            runs.push(Run {
+                result: outcome.report.results.into_iter().next(),
+                error: outcome.error,
+            });
+            if gone.is_some() {
+                return gone;
+            }
+        }
+        None
+    }
+}
+
+/// Whether `runs` against the baseline's `was` come to `verdict`.
+fn judged(runs: &[Run], was: &[Run], profile: &Profile, verdict: Verdict) -> bool {
+    verdict::compare(runs, was, profile.tolerance).is_some_and(|c| c.stats.verdict == verdict)
+}
+
+/// One point judged on its thresholds.
+fn point(test: &ProfileTest, id: &str, spec: &TestSpec, runs: Vec<Run>, link: &LinkRate) -> Point {
+    let median = Median::of(&runs);
+    let judgements = verdict::judge(&test.limits, &runs, &median, link);
+    Point {
+        id: id.to_string(),
+        test: test.name.clone(),
+        kind: spec.id().to_string(),
+        size: spec.sizes[0],
+        runs,
+        median,
+        judgements,
+        regressions: Vec::new(),
+        seconds: 0.0,
+        comparison: None,
+        confirmation_runs: 0,
+    }
+}
