@@ -19,6 +19,7 @@ fn mesh(round_timeout: u64) -> MeshSpec {
             lat_ratio: 1e9,
             ..Thresholds::default()
         },
+        patterns: PatternSpec::default(),
     }
 }
 
@@ -55,8 +56,15 @@ fn run_threads(
                         device: "tcp".into(),
                     };
                     let params = serde_json::to_string(&spec).unwrap();
-                    let _ = boot
-                        .all_gather(&serde_json::to_vec(&Hello { info, params, seed: 0 }).unwrap());
+                    let _ = boot.all_gather(
+                        &serde_json::to_vec(&Hello {
+                            info,
+                            params,
+                            seed: 0,
+                            flow_ports: Vec::new(),
+                        })
+                        .unwrap(),
+                    );
                     std::thread::sleep(Duration::from_secs(4));
                     return Err(Error::usage("stalled on purpose"));
                 }
@@ -143,13 +151,19 @@ fn ranks_with_other_parameters_are_refused_by_name() {
                 port: 1,
                 device: "d".into(),
             };
-            serde_json::to_vec(&Hello { info, params: params.into(), seed: 1 }).unwrap()
+            serde_json::to_vec(&Hello {
+                info,
+                params: params.into(),
+                seed: 1,
+                flow_ports: Vec::new(),
+            })
+            .unwrap()
         })
         .collect();
-    let e = read_hellos(&raw, 3).err().unwrap();
+    let e = read_hellos(&raw, 3, false).err().unwrap();
     assert_eq!(e.kind, ErrorKind::Mismatch);
     assert!(e.message.contains("the parameters of rank 1 (h d) differ from rank 0's"), "{e}");
-    let e = read_hellos(&[b"{".to_vec(), b"x".to_vec()], 2).err().unwrap();
+    let e = read_hellos(&[b"{".to_vec(), b"x".to_vec()], 2, false).err().unwrap();
     assert!(e.message.contains("rank 0's endpoint record is unreadable"), "{e}");
 }
 
@@ -168,8 +182,15 @@ fn rank_0_refuses_a_link_a_rank_was_not_in() {
     let status = Status::default();
     let rank0 = Rank { boot: &zero, mesh: &mesh, ranks: vec![info(0), info(1)], status: &status };
     let pairs = [Pair(0, 1)];
-    let round =
-        Round { k: 0, label: 1, of: 1, pairs: &pairs, started: Instant::now(), alone: None };
+    let round = Round {
+        k: 0,
+        label: 1,
+        of: 1,
+        pairs: &pairs,
+        started: Instant::now(),
+        alone: None,
+        pattern: None,
+    };
     let bogus = LinkResult {
         from: 1,
         to: 7,
