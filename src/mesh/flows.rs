@@ -112,7 +112,8 @@ impl Rank<'_> {
                     all.extend(self.collect(&round, r)?);
                     let line = r.add_pattern_round(planned, all);
                     let took = round.started.elapsed().as_secs_f64();
-                    let _ = writeln!(out, " {}: {line} ({took:.1} s)", round.name());
+                    let (i, of) = (round.label, round.of);
+                    let _ = writeln!(out, " pattern round {i}/{of}: {line} ({took:.1} s)");
                     progress(r);
                     self.boot.send_go(&[]);
                 }
@@ -145,7 +146,7 @@ impl Rank<'_> {
             sends.len(),
             receives.len()
         ));
-        let spec = &self.mesh.bw;
+        let spec = self.mesh.patterns.bw.as_ref().unwrap_or(&self.mesh.bw);
         let local = flows.local;
         std::thread::scope(|s| {
             let servers: Vec<_> = receives

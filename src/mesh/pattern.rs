@@ -16,6 +16,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::schedule::splitmix64;
+use crate::spec::TestSpec;
 
 /// One traffic pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -88,6 +89,9 @@ pub struct PatternSpec {
     pub bisection_rounds: usize,
     /// A pattern round whose aggregate ÷ alone-sum is below this fails the run.
     pub min_ratio: Option<f64>,
+    /// Each flow's bandwidth test: a duration, so that a round's flows overlap (None:
+    /// the pairs' test).
+    pub bw: Option<TestSpec>,
 }
 
 impl Default for PatternSpec {
@@ -97,6 +101,7 @@ impl Default for PatternSpec {
             incast_root: None,
             bisection_rounds: 4,
             min_ratio: None,
+            bw: None,
         }
     }
 }
@@ -350,7 +355,7 @@ mod tests {
             patterns: list.0,
             incast_root: Some(1),
             bisection_rounds: 2,
-            min_ratio: None,
+            ..PatternSpec::default()
         };
         let rounds = plan(4, &spec, 7);
         let kinds: Vec<Pattern> = rounds.iter().map(|r| r.pattern).collect();

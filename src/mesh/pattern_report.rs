@@ -15,6 +15,8 @@ use crate::report::svg::escape;
 pub struct PatternsReport {
     /// The patterns run after the pairs, in order (empty: pairs only).
     pub list: Vec<Pattern>,
+    /// Each flow's test (`write_bw 64K, 4 s`).
+    pub bw_test: String,
     /// Incast into this rank only (null: every rank in turn).
     pub incast_root: Option<usize>,
     /// Bisection's random cuts.
@@ -125,9 +127,10 @@ impl Sum {
 
 impl PatternsReport {
     /// Nothing measured yet: `rounds` planned from `spec` and `seed`.
-    pub fn new(spec: &PatternSpec, seed: u64, rounds: usize) -> PatternsReport {
+    pub fn new(spec: &PatternSpec, bw_test: String, seed: u64, rounds: usize) -> PatternsReport {
         PatternsReport {
             list: spec.patterns.clone(),
+            bw_test,
             incast_root: spec.incast_root,
             bisection_rounds: spec.bisection_rounds,
             seed,
@@ -233,7 +236,8 @@ impl PatternsReport {
         }
         let _ = writeln!(
             o,
-            "\n patterns (aggregate = the round's flows at once, summed; alone = the same links in the pairs' rounds):"
+            "\n patterns, {} per flow (aggregate = the round's flows at once, summed; alone = the same links in the pairs' rounds):",
+            self.bw_test
         );
         for r in &self.results {
             let word = if r.pass { "" } else { "FAIL " };
@@ -358,7 +362,7 @@ mod tests {
             min_ratio: Some(0.5),
             ..PatternSpec::default()
         };
-        let mut p = PatternsReport::new(&spec, 9, 1);
+        let mut p = PatternsReport::new(&spec, "tcp_bw".into(), 9, 1);
         let round = &incast(4, Some(0))[0];
         // Into rank 0 at once: 1 -> 0 and 2 -> 0 at 40 each, 3 -> 0 at 20.
         let line = p.add(
@@ -398,7 +402,7 @@ mod tests {
     fn a_flow_nobody_reported_is_an_error_and_no_floor_passes_every_round() {
         let ranks = ranks();
         let analysis = analyse(&ranks, &[], Thresholds::default());
-        let mut p = PatternsReport::new(&PatternSpec::default(), 1, 2);
+        let mut p = PatternsReport::new(&PatternSpec::default(), String::new(), 1, 2);
         p.add(&incast(4, Some(1))[0], &ranks, &analysis, &[link(0, 1, 5.0)]);
         let r = &p.results[0];
         assert!(r.pass && r.total.ratio.is_none(), "nothing alone: nothing judged");
