@@ -149,8 +149,6 @@ fn mesh_patterns_over_tcp_sum_each_round_against_its_links_alone() {
             "incast,bisection",
             "--bisection-rounds",
             "2",
-            "--pattern-duration",
-            "1",
             "--seed",
             "11",
             "--html",
@@ -169,8 +167,8 @@ fn mesh_patterns_over_tcp_sum_each_round_against_its_links_alone() {
         "{table}"
     );
     assert!(table.contains(" incast into 2: 3 link(s), aggregate "), "{table}");
-    assert!(table.contains("patterns, tcp_bw 64K, 1 s per flow"), "{table}");
-    assert_eq!(doc["patterns"]["bw_test"], "tcp_bw 64K, 1 s", "the flows run for a time");
+    assert!(table.contains("patterns, tcp_bw 64K, 50 iterations per flow"), "{table}");
+    assert_eq!(doc["patterns"]["bw_test"], "tcp_bw 64K, 50 iterations", "the pairs' test");
     assert_eq!(table.matches(" pattern round ").count(), 6, "a line per round as it ends: {table}");
     let page = std::fs::read_to_string(&html).unwrap();
     assert_eq!(page.matches("class=\"aggregate\"").count(), 6, "a bar per round");
@@ -191,7 +189,6 @@ fn mesh_without_a_launcher_or_with_bad_flags_says_so() {
         (&["--min-bw", "0"], "--min-bw: a bandwidth above 0"),
         (&["--pattern", "ring"], "'ring' is not a pattern: pairs, incast, all-to-all or bisection"),
         (&["--incast-root", "1"], "--incast-root: for --pattern incast"),
-        (&["--pattern-duration", "3"], "--pattern-duration: for --pattern incast, all-to-all"),
         (
             &["--pattern", "incast", "--min-pattern-ratio", "0"],
             "--min-pattern-ratio: a ratio above 0",

@@ -99,10 +99,6 @@ pub struct MeshArgs {
     /// Bisection: how many random cuts into halves (drawn from --seed).
     #[arg(long = "bisection-rounds", value_name = "N", default_value_t = 4)]
     pub bisection_rounds: usize,
-    /// Each flow of a pattern round runs this many seconds, so that the round's flows
-    /// overlap (default: -D's, else 4; a quarter of it at each end is not measured).
-    #[arg(long = "pattern-duration", value_name = "SECS")]
-    pub pattern_duration: Option<u64>,
     /// A pattern round whose aggregate is below this fraction of its links' sum alone
     /// fails the run (default: none does; the ratios are reported).
     #[arg(long = "min-pattern-ratio", value_name = "X")]
@@ -182,8 +178,7 @@ impl MeshArgs {
             MeshVerb::Read => Verb::Read,
             MeshVerb::Send => Verb::Send,
         };
-        let flow_run = self.flow_run()?;
-        let (bw, lat, flow_bw) = if self.tcp {
+        let (bw, lat) = if self.tcp {
             if self.device.is_some()
                 || self.qps.is_some()
                 || self.connection.is_some()
@@ -199,14 +194,9 @@ impl MeshArgs {
                 streams: self.streams,
                 ..TcpRequest::default()
             };
-            let flow = |(secs, margin)| {
-                let flow = TcpRequest { iters: None, duration: Some(secs), margin, ..r.clone() };
-                rules::tcp(Measure::Bw, &flow)
-            };
             (
                 rules::tcp(Measure::Bw, &r)?,
-                rules::tcp(Measure::Lat, &TcpRequest { streams: None, ..r.clone() })?,
-                flow_run.map(flow).transpose()?,
+                rules::tcp(Measure::Lat, &TcpRequest { streams: None, ..r })?,
             )
         } else {
             let r = RdmaRequest {
@@ -218,20 +208,11 @@ impl MeshArgs {
                 backend: self.backend.map(Into::into),
                 ..RdmaRequest::default()
             };
-            let kind = TestKind { verb, measure: Measure::Bw };
-            let bw = rules::rdma(kind, &RdmaRequest { qps: self.qps, ..r.clone() })?;
-            let flow = |(secs, margin)| {
-                let flow = RdmaRequest {
-                    qps: self.qps,
-                    iters: None,
-                    duration: Some(secs),
-                    margin,
-                    ..r.clone()
-                };
-                rules::rdma(kind, &flow)
-            };
-            let flow_bw = flow_run.map(flow).transpose()?;
-            (bw, rules::rdma(TestKind { verb, measure: Measure::Lat }, &r)?, flow_bw)
+            let bw = rules::rdma(
+                TestKind { verb, measure: Measure::Bw },
+                &RdmaRequest { qps: self.qps, ..r.clone() },
+            )?;
+            (bw, rules::rdma(TestKind { verb, measure: Measure::Lat }, &r)?)
         };
         if !(self.outlier.is_finite() && self.outlier > 0.0) {
             return Err(Error::usage(format!("--outlier {}: a percentage above 0", self.outlier)));
@@ -254,7 +235,7 @@ impl MeshArgs {
         if self.round_timeout == 0 || self.timeout == 0 {
             return Err(Error::usage("--round-timeout and --timeout: at least 1 second"));
         }
-        let patterns = PatternSpec { bw: flow_bw, ..self.patterns()? };
+        let patterns = self.patterns()?;
         Ok(MeshSpec {
             bw,
             lat,
@@ -295,23 +276,7 @@ impl MeshArgs {
             incast_root: self.incast_root,
             bisection_rounds: self.bisection_rounds,
             min_ratio: self.min_pattern_ratio,
-            bw: None,
         })
-    }
-
-    /// How long a pattern round's flows run, and their margin (None: no pattern): so that
-    /// they overlap, a duration (--pattern-duration, else -D and -f, else 4 s).
-    fn flow_run(&self) -> Result<Option<(u64, Option<u64>)>, Error> {
-        let any = self.pattern.0.iter().any(|p| *p != Pattern::Pairs);
-        match (any, self.pattern_duration) {
-            (_, Some(0)) => Err(Error::usage("--pattern-duration: at least 1 second")),
-            (false, Some(_)) => Err(Error::usage(
-                "--pattern-duration: for --pattern incast, all-to-all or bisection",
-            )),
-            (false, None) => Ok(None),
-            (true, Some(secs)) => Ok(Some((secs, None))),
-            (true, None) => Ok(Some((self.duration.unwrap_or(4), self.duration.and(self.margin)))),
-        }
     }
 
     /// This rank's own settings.

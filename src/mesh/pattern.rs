@@ -16,7 +16,6 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::schedule::splitmix64;
-use crate::spec::TestSpec;
 
 /// One traffic pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -89,9 +88,6 @@ pub struct PatternSpec {
     pub bisection_rounds: usize,
     /// A pattern round whose aggregate ÷ alone-sum is below this fails the run.
     pub min_ratio: Option<f64>,
-    /// Each flow's bandwidth test: a duration, so that a round's flows overlap (None:
-    /// the pairs' test).
-    pub bw: Option<TestSpec>,
 }
 
 impl Default for PatternSpec {
@@ -101,7 +97,6 @@ impl Default for PatternSpec {
             incast_root: None,
             bisection_rounds: 4,
             min_ratio: None,
-            bw: None,
         }
     }
 }

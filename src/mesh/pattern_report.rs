@@ -15,7 +15,7 @@ use crate::report::svg::escape;
 pub struct PatternsReport {
     /// The patterns run after the pairs, in order (empty: pairs only).
     pub list: Vec<Pattern>,
-    /// Each flow's test (`write_bw 64K, 4 s`).
+    /// Each flow's test: the pairs' bandwidth test (`write_bw 64K, 5000 iterations`).
     pub bw_test: String,
     /// Incast into this rank only (null: every rank in turn).
     pub incast_root: Option<usize>,
@@ -310,7 +310,14 @@ impl PatternResult {
         let t = &self.total;
         let failed = self.links.iter().filter(|l| l.error.is_some()).count();
         let failed = if failed > 0 { format!(", {failed} failed") } else { String::new() };
-        let ratio = t.ratio.map_or_else(|| "no link measured alone".into(), |r| format!("{r:.2}"));
+        let ratio = match t.ratio {
+            None => "no link measured alone".into(),
+            // More than the links give alone: the flows did not all run at once.
+            Some(r) if r > 1.1 => {
+                format!("{r:.2} (above 1: the flows did not all overlap; -D makes them)")
+            }
+            Some(r) => format!("{r:.2}"),
+        };
         format!(
             "{}: {} link(s){failed}, aggregate {:.1} MB/s, alone {:.1} MB/s ({} link(s)): {ratio}",
             self.name, t.links, t.aggregate_mb_per_sec, t.alone_sum_mb_per_sec, t.links_alone
@@ -396,6 +403,13 @@ mod tests {
         let chart = p.chart();
         assert_eq!(chart.matches("class=\"aggregate\"").count(), 1);
         assert!(chart.contains("100.0 / 200.0 = 0.40"), "{chart}");
+        // Faster at once than alone: the flows cannot all have run at the same time.
+        let fast = [link(0, 1, 300.0), link(2, 1, 300.0), link(3, 1, 300.0)];
+        let line = p.add(&incast(4, Some(1))[0], &ranks, &analysis, &fast);
+        assert!(
+            line.ends_with(": 3.00 (above 1: the flows did not all overlap; -D makes them)"),
+            "{line}"
+        );
     }
 
     #[test]

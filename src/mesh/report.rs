@@ -105,7 +105,7 @@ impl MeshReport {
             findings: Vec::new(),
             patterns: PatternsReport::new(
                 &mesh.patterns,
-                describe(mesh.patterns.bw.as_ref().unwrap_or(&mesh.bw)),
+                describe(&mesh.bw),
                 seed,
                 pattern::plan(ranks.len(), &mesh.patterns, seed).len(),
             ),

@@ -236,7 +236,6 @@ fn patterns_run_each_flow_at_once_and_sum_them_against_the_links_alone() {
         incast_root: None,
         bisection_rounds: 2,
         min_ratio: Some(1e-9),
-        bw: None,
     };
     let results = run_threads(3, spec, None);
     let report = results[0].as_ref().unwrap().as_ref().expect("rank 0 reports");
