@@ -289,7 +289,7 @@ fn a_pattern_below_its_floor_fails_the_run_and_a_root_past_the_end_is_refused() 
     assert!(report.verdict.failures.iter().any(|f| f.contains("below --min-pattern-ratio")));
     spec.patterns.incast_root = Some(2);
     let results = run_threads(2, spec, None);
-    let e = results[1].as_ref().err().expect("refused on every rank");
+    let e = results[1].as_ref().expect_err("refused on every rank");
     assert!(e.message.contains("--incast-root 2: the mesh has 2 ranks (0 to 1)"), "{e}");
 }
 
