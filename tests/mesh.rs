@@ -202,6 +202,15 @@ fn mesh_without_a_launcher_or_with_bad_flags_says_so() {
         assert!(err(&out).contains(says), "{flags:?}: {}", err(&out));
         assert_eq!(err(&out).lines().count(), 1, "one line: {}", err(&out));
     }
+    let help = finish(common::spawn(false, &["mesh", "--help"]), Duration::from_secs(30));
+    for flag in [
+        "--pattern <LIST>",
+        "--incast-root <RANK>",
+        "--bisection-rounds <N>",
+        "--min-pattern-ratio <X>",
+    ] {
+        assert!(text(&help).contains(flag), "{flag}: {}", text(&help));
+    }
 }
 
 /// The PID of rank `rank` of the mesh whose command line holds `marker` (its --json
