@@ -242,6 +242,9 @@ impl PatternsReport {
         for r in &self.results {
             let word = if r.pass { "" } else { "FAIL " };
             let _ = writeln!(o, " {word}{}", r.line());
+            if let Some(low) = r.lowest_host() {
+                let _ = writeln!(o, "   {low}");
+            }
         }
         if self.results.len() < self.rounds {
             let _ = writeln!(o, " {} of {} pattern rounds ended", self.results.len(), self.rounds);
@@ -305,6 +308,20 @@ impl PatternsReport {
 }
 
 impl PatternResult {
+    /// With several hosts: the host whose flows out or in kept the least of their rate
+    /// alone (`lowest host: node3 rxe0 received 0.21 of alone`).
+    pub fn lowest_host(&self) -> Option<String> {
+        if self.hosts.len() < 2 {
+            return None;
+        }
+        let sums =
+            self.hosts.iter().flat_map(|h| [(h, "sent", h.sent), (h, "received", h.received)]);
+        let (h, way, ratio) = sums
+            .filter_map(|(h, way, s)| s.ratio.map(|r| (h, way, r)))
+            .min_by(|a, b| a.2.total_cmp(&b.2))?;
+        Some(format!("lowest host: {} {} {way} {ratio:.2} of alone", h.host, h.device))
+    }
+
     /// `incast into 2: 3 links, aggregate 2450.1 MB/s, alone 7300.2 MB/s (3 links): 0.34`.
     pub fn line(&self) -> String {
         let t = &self.total;
@@ -400,6 +417,14 @@ mod tests {
         assert!(p.failures()[0].ends_with("below --min-pattern-ratio 0.5"), "{:?}", p.failures());
         assert!(p.done() && !p.failed_flows());
         assert!(p.text().contains(" FAIL incast into 0: 3 link(s)"), "{}", p.text());
+        // h0 sent 40 of 100, received 80 of 200, h1 sent 40 of 100 (3 -> 0 was never
+        // alone): a tie, the first in host order.
+        assert_eq!(r.lowest_host().as_deref(), Some("lowest host: h0 rxe0 sent 0.40 of alone"));
+        assert!(
+            p.text().contains("\n   lowest host: h0 rxe0 sent 0.40 of alone\n"),
+            "{}",
+            p.text()
+        );
         let chart = p.chart();
         assert_eq!(chart.matches("class=\"aggregate\"").count(), 1);
         assert!(chart.contains("100.0 / 200.0 = 0.40"), "{chart}");
