@@ -218,14 +218,20 @@ impl PatternsReport {
         self.results.iter().any(|r| r.links.iter().any(|l| l.error.is_some()))
     }
 
-    /// A line per round below `--min-pattern-ratio`.
+    /// A line per round below `--min-pattern-ratio`, and per flow that failed.
     pub fn failures(&self) -> Vec<String> {
         let min = self.min_ratio.unwrap_or(0.0);
-        self.results
-            .iter()
-            .filter(|r| !r.pass)
-            .map(|r| format!("{}, below --min-pattern-ratio {min}", r.line()))
-            .collect()
+        let mut lines = Vec::new();
+        for r in &self.results {
+            if !r.pass {
+                lines.push(format!("{}, below --min-pattern-ratio {min}", r.line()));
+            }
+            for l in r.links.iter().filter(|l| l.error.is_some()) {
+                let e = l.error.as_deref().unwrap_or_default();
+                lines.push(format!("{}: rank {} -> rank {}: {e}", r.name, l.from, l.to));
+            }
+        }
+        lines
     }
 
     /// The lines of the terminal summary: a line per round.
@@ -244,6 +250,12 @@ impl PatternsReport {
             let _ = writeln!(o, " {word}{}", r.line());
             if let Some(low) = r.lowest_host() {
                 let _ = writeln!(o, "   {low}");
+            }
+        }
+        for r in &self.results {
+            for l in r.links.iter().filter(|l| l.error.is_some()) {
+                let e = l.error.as_deref().unwrap_or_default();
+                let _ = writeln!(o, " ERROR {}: rank {} -> rank {}: {e}", r.name, l.from, l.to);
             }
         }
         if self.results.len() < self.rounds {
@@ -448,5 +460,18 @@ mod tests {
         assert_eq!(r.links.iter().filter(|l| l.error.is_some()).count(), 2);
         assert!(p.failed_flows() && !p.done());
         assert!(r.line().contains("3 link(s), 2 failed"), "{}", r.line());
+        assert_eq!(
+            p.failures(),
+            [
+                "incast into 1: rank 2 -> rank 1: no figure reported",
+                "incast into 1: rank 3 -> rank 1: no figure reported"
+            ]
+        );
+        let text = PatternsReport { list: vec![Pattern::Incast], ..p }.text();
+        assert!(
+            text.contains(" ERROR incast into 1: rank 3 -> rank 1: no figure reported\n"),
+            "{text}"
+        );
+        assert!(text.contains(" 1 of 2 pattern rounds ended"), "{text}");
     }
 }
