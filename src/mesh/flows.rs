@@ -5,6 +5,7 @@
 //! its port all-gathered): a one-shot server takes the first client to say hello on its
 //! listener and drops the others, so several servers cannot share one.
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::net::IpAddr;
 use std::time::Instant;
@@ -71,13 +72,15 @@ impl Round<'_> {
         links: &'l [LinkResult],
     ) -> Option<&'l LinkResult> {
         let partner = self.pairs.iter().find_map(|p| p.partner(rank));
-        links.iter().enumerate().find_map(|(i, l)| {
+        let mut seen = HashSet::new();
+        links.iter().find(|l| {
             let met = match self.pattern {
-                Some(p) => p.flows.contains(&Flow { from: l.from, to: l.to }),
+                // Sorted: an all-to-all's N·(N−1) flows are searched, not scanned.
+                Some(p) => p.flows.binary_search(&Flow { from: l.from, to: l.to }).is_ok(),
                 None => Some(l.to) == partner,
             };
-            let twice = links[..i].iter().any(|e| (e.from, e.to) == (l.from, l.to));
-            (l.from != rank || l.round != self.k || !met || twice).then_some(l)
+            let twice = !seen.insert((l.from, l.to));
+            l.from != rank || l.round != self.k || !met || twice
         })
     }
 }

@@ -2,6 +2,7 @@
 //! links alone (the pairs' matrix), summed over the round and per host, as a ratio; the
 //! lines and the chart that show them.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -108,20 +109,31 @@ pub struct HostSum {
     pub received: Sum,
 }
 
-impl Sum {
-    fn of<'a>(links: impl Iterator<Item = &'a PatternLink>) -> Sum {
-        let (mut s, mut together_alone) = (Sum::default(), 0.0);
-        for l in links {
-            s.links += 1;
-            s.aggregate_mb_per_sec += l.bw_mb_per_sec.unwrap_or(0.0);
-            if let (Some(bw), Some(alone)) = (l.bw_mb_per_sec, l.alone_mb_per_sec) {
-                s.links_alone += 1;
-                s.alone_sum_mb_per_sec += alone;
-                together_alone += bw;
-            }
+/// A sum being counted, flow by flow.
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    sum: Sum,
+    /// The aggregate of the flows that have a figure alone too.
+    together_alone: f64,
+}
+
+impl Tally {
+    fn add(&mut self, l: &PatternLink) {
+        let s = &mut self.sum;
+        s.links += 1;
+        s.aggregate_mb_per_sec += l.bw_mb_per_sec.unwrap_or(0.0);
+        if let (Some(bw), Some(alone)) = (l.bw_mb_per_sec, l.alone_mb_per_sec) {
+            s.links_alone += 1;
+            s.alone_sum_mb_per_sec += alone;
+            self.together_alone += bw;
         }
-        s.ratio = (s.alone_sum_mb_per_sec > 0.0).then(|| together_alone / s.alone_sum_mb_per_sec);
-        s
+    }
+
+    fn done(self) -> Sum {
+        let s = self.sum;
+        let ratio =
+            (s.alone_sum_mb_per_sec > 0.0).then(|| self.together_alone / s.alone_sum_mb_per_sec);
+        Sum { ratio, ..s }
     }
 }
 
@@ -151,11 +163,14 @@ impl PatternsReport {
         links: &[LinkResult],
     ) -> String {
         let host = |r: usize| ranks.get(r).map_or_else(String::new, |i| i.host.clone());
+        // An all-to-all of N ranks has N·(N−1) flows: looked up, not searched.
+        let reported: HashMap<(usize, usize), &LinkResult> =
+            links.iter().map(|l| ((l.from, l.to), l)).collect();
         let links: Vec<PatternLink> = planned
             .flows
             .iter()
             .map(|&Flow { from, to }| {
-                let got = links.iter().find(|l| (l.from, l.to) == (from, to));
+                let got = reported.get(&(from, to));
                 let bw = got.and_then(|l| l.bw_mb_per_sec);
                 let solo = alone.bw.get(from).and_then(|row| row.get(to)).copied().flatten();
                 PatternLink {
@@ -174,18 +189,31 @@ impl PatternsReport {
             })
             .collect();
         let (keys, host_index) = host_of(ranks);
-        let on = |h: usize, r: usize| host_index.get(r) == Some(&h);
+        let (mut total, mut sent, mut received) = (
+            Tally::default(),
+            vec![Tally::default(); keys.len()],
+            vec![Tally::default(); keys.len()],
+        );
+        for l in &links {
+            total.add(l);
+            if let Some(t) = host_index.get(l.from).and_then(|&h| sent.get_mut(h)) {
+                t.add(l);
+            }
+            if let Some(t) = host_index.get(l.to).and_then(|&h| received.get_mut(h)) {
+                t.add(l);
+            }
+        }
         let hosts = keys
-            .iter()
-            .enumerate()
-            .map(|(h, (host, device))| HostSum {
-                host: host.clone(),
-                device: device.clone(),
-                sent: Sum::of(links.iter().filter(|l| on(h, l.from))),
-                received: Sum::of(links.iter().filter(|l| on(h, l.to))),
+            .into_iter()
+            .zip(sent.into_iter().zip(received))
+            .map(|((host, device), (sent, received))| HostSum {
+                host,
+                device,
+                sent: sent.done(),
+                received: received.done(),
             })
             .collect();
-        let total = Sum::of(links.iter());
+        let total = total.done();
         let pass = match (self.min_ratio, total.ratio) {
             (Some(min), Some(ratio)) => ratio >= min,
             _ => true,
