@@ -2,7 +2,8 @@
 //! one rank per node, started by mpirun on node 1 over the lab's ssh. Without a fault the
 //! mesh passes; with node 3's link slowed (`ci/lab-fault --node 3 delay 50`) it fails, and
 //! every finding it confirms has node 3 at one end — though node 3 is an end of four links
-//! of six, the majority.
+//! of six, the majority. With `--pattern incast,bisection` the flows cross the switch at
+//! once, and each round adds up per node.
 
 mod common;
 
@@ -128,4 +129,34 @@ fn trial_hosts_mesh_a_slowed_node_is_in_every_confirmed_finding() {
     assert_eq!(host3["findings"].as_u64(), Some(confirmed.len() as u64), "{host3}");
     let table = text(&out);
     assert!(table.contains("FAIL rank ") && table.contains("confirmed alone: "), "{table}");
+}
+
+#[test]
+#[ignore = "hosts: needs three lab hosts (ci/lab-vm --nodes 3)"]
+fn trial_hosts_mesh_incast_and_bisection_across_three_nodes_add_up_per_host() {
+    let json = common::scratch("rdmabench-mesh-hosts").join("patterns.json");
+    let mut args = SMALL.to_vec();
+    args.extend(["--pattern", "incast,bisection", "--bisection-rounds", "2", "--seed", "3"]);
+    let out = mesh(&json, &args);
+    let doc = read_json(&json, &out);
+    eprintln!("{}", text(&out));
+    assert_three_hosts(&doc);
+    // The patterns fail nothing without --min-pattern-ratio; an error (exit 2) never may.
+    let confirmed = doc["findings"].as_array().unwrap().iter().any(|f| f["confirmed"] == true);
+    assert_eq!(out.status.code(), Some(i32::from(confirmed)), "{}\n{}", text(&out), err(&out));
+    // Incast into each node in turn (two senders, across the switch), two cuts of three
+    // (one sender, one receiver, one node idle).
+    common::patterns::assert_patterns_add_up(&doc, 3, 3, 2);
+    for r in doc["patterns"]["results"].as_array().unwrap() {
+        let hosts = r["hosts"].as_array().unwrap();
+        assert_eq!(hosts.len(), 3, "a row per node: {r}");
+        if let Some(root) = r["root"].as_u64() {
+            let into = &hosts[root as usize]["received"];
+            assert_eq!(into["links"], 2, "the root's node received both flows: {r}");
+            assert_eq!(into["aggregate_mb_per_sec"], r["total"]["aggregate_mb_per_sec"], "{r}");
+        }
+    }
+    let table = text(&out);
+    assert!(table.contains("then incast, bisection: 5 pattern round(s)"), "{table}");
+    assert_eq!(table.matches("   lowest host: node").count(), 5, "{table}");
 }

@@ -134,6 +134,47 @@ fn mesh_ring_of_three_meets_three_pairs() {
 }
 
 #[test]
+fn mesh_patterns_over_tcp_sum_each_round_against_its_links_alone() {
+    let _one = one_job_at_a_time();
+    let html = scratch().join("patterns.html");
+    let (out, doc) = tcp_mesh(
+        4,
+        "patterns",
+        &[
+            "-n",
+            "50",
+            "--outlier",
+            "1000",
+            "--pattern",
+            "incast,bisection",
+            "--bisection-rounds",
+            "2",
+            "--seed",
+            "11",
+            "--html",
+            html.to_str().unwrap(),
+        ],
+    );
+    assert_status_matches(&doc, &out);
+    assert_eq!(doc["complete"], true);
+    assert_every_link(&doc, 4);
+    common::patterns::assert_patterns_add_up(&doc, 4, 4, 2);
+    let table = text(&out);
+    assert!(
+        table.contains(
+            "pairs all (--seed 11): 3 round(s), then incast, bisection: 6 pattern round(s)"
+        ),
+        "{table}"
+    );
+    assert!(table.contains(" incast into 2: 3 link(s), aggregate "), "{table}");
+    assert!(table.contains("patterns, tcp_bw 64K, 50 iterations per flow"), "{table}");
+    assert_eq!(doc["patterns"]["bw_test"], "tcp_bw 64K, 50 iterations", "the pairs' test");
+    assert_eq!(table.matches(" pattern round ").count(), 6, "a line per round as it ends: {table}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(page.matches("class=\"aggregate\"").count(), 6, "a bar per round");
+}
+
+#[test]
 fn mesh_without_a_launcher_or_with_bad_flags_says_so() {
     let out = finish(common::spawn(false, &["mesh", "--tcp"]), Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(2));
@@ -146,6 +187,13 @@ fn mesh_without_a_launcher_or_with_bad_flags_says_so() {
         (&["--outlier", "0"], "--outlier 0: a percentage above 0"),
         (&["--tcp", "-d", "rxe0"], "--tcp: -d, -q, -c and --backend are RDMA flags"),
         (&["--min-bw", "0"], "--min-bw: a bandwidth above 0"),
+        (&["--pattern", "ring"], "'ring' is not a pattern: pairs, incast, all-to-all or bisection"),
+        (&["--incast-root", "1"], "--incast-root: for --pattern incast"),
+        (
+            &["--pattern", "incast", "--min-pattern-ratio", "0"],
+            "--min-pattern-ratio: a ratio above 0",
+        ),
+        (&["--pattern", "bisection", "--bisection-rounds", "0"], "--bisection-rounds: at least 1"),
     ] {
         let mut args = vec!["mesh"];
         args.extend_from_slice(flags);
@@ -153,6 +201,15 @@ fn mesh_without_a_launcher_or_with_bad_flags_says_so() {
         assert_eq!(out.status.code(), Some(2), "{flags:?}");
         assert!(err(&out).contains(says), "{flags:?}: {}", err(&out));
         assert_eq!(err(&out).lines().count(), 1, "one line: {}", err(&out));
+    }
+    let help = finish(common::spawn(false, &["mesh", "--help"]), Duration::from_secs(30));
+    for flag in [
+        "--pattern <LIST>",
+        "--incast-root <RANK>",
+        "--bisection-rounds <N>",
+        "--min-pattern-ratio <X>",
+    ] {
+        assert!(text(&help).contains(flag), "{flag}: {}", text(&help));
     }
 }
 

@@ -10,6 +10,7 @@ use super::args::{BackendArg, ConnectionArg};
 use crate::error::Error;
 use crate::mesh::findings::{Judge, Thresholds};
 use crate::mesh::launch::MeshOptions;
+use crate::mesh::pattern::{Pattern, PatternList, PatternSpec};
 use crate::mesh::schedule::Pairs;
 use crate::mesh::MeshSpec;
 use crate::spec::rules::{self, RdmaRequest, TcpRequest};
@@ -83,9 +84,25 @@ pub struct MeshArgs {
     /// Which pairs: all, ring (each rank and the next) or random:K (K partners per rank).
     #[arg(long = "pairs", value_name = "SET", default_value = "all")]
     pub pairs: Pairs,
-    /// Seed of random:K (default: rank 0 picks one and prints it).
+    /// Seed of random:K and of bisection's halves (default: rank 0 picks one and prints
+    /// it).
     #[arg(long = "seed", value_name = "N")]
     pub seed: Option<u64>,
+    /// Traffic patterns run after the pairs, each against the same links alone: pairs
+    /// (the pairs only), incast (N-1 senders into one receiver), all-to-all, bisection
+    /// (half the ranks to the other half); a comma-separated list runs several.
+    #[arg(long = "pattern", value_name = "LIST", default_value = "pairs")]
+    pub pattern: PatternList,
+    /// Incast into this rank only (default: into every rank in turn).
+    #[arg(long = "incast-root", value_name = "RANK")]
+    pub incast_root: Option<usize>,
+    /// Bisection: how many random cuts into halves (drawn from --seed).
+    #[arg(long = "bisection-rounds", value_name = "N", default_value_t = 4)]
+    pub bisection_rounds: usize,
+    /// A pattern round whose aggregate is below this fraction of its links' sum alone
+    /// fails the run (default: none does; the ratios are reported).
+    #[arg(long = "min-pattern-ratio", value_name = "X")]
+    pub min_pattern_ratio: Option<f64>,
     /// Rank 0 ends the job, naming the ranks it waited for, when a round takes longer.
     #[arg(long = "round-timeout", value_name = "SECS", default_value_t = 120)]
     pub round_timeout: u64,
@@ -218,6 +235,7 @@ impl MeshArgs {
         if self.round_timeout == 0 || self.timeout == 0 {
             return Err(Error::usage("--round-timeout and --timeout: at least 1 second"));
         }
+        let patterns = self.patterns()?;
         Ok(MeshSpec {
             bw,
             lat,
@@ -236,6 +254,28 @@ impl MeshArgs {
                 },
                 recheck_max: self.recheck,
             },
+            patterns,
+        })
+    }
+
+    /// The patterns after the pairs, checked (the rank count is checked at run time).
+    fn patterns(&self) -> Result<PatternSpec, Error> {
+        let list: Vec<Pattern> =
+            self.pattern.0.iter().copied().filter(|p| *p != Pattern::Pairs).collect();
+        if self.incast_root.is_some() && !list.contains(&Pattern::Incast) {
+            return Err(Error::usage("--incast-root: for --pattern incast"));
+        }
+        if self.bisection_rounds == 0 {
+            return Err(Error::usage("--bisection-rounds: at least 1"));
+        }
+        if self.min_pattern_ratio.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+            return Err(Error::usage("--min-pattern-ratio: a ratio above 0 (e.g. 0.8)"));
+        }
+        Ok(PatternSpec {
+            patterns: list,
+            incast_root: self.incast_root,
+            bisection_rounds: self.bisection_rounds,
+            min_ratio: self.min_pattern_ratio,
         })
     }
 

@@ -1,5 +1,5 @@
 //! The mesh's HTML page: the verdict, the date, a legend, each host's environment, the
-//! rank and host heatmaps (SVG) and the findings.
+//! rank and host heatmaps (SVG), the traffic patterns' aggregates and the findings.
 
 use std::fmt::Write as _;
 
@@ -61,10 +61,14 @@ impl MeshReport {
                 heatmap("heatmap-host-lat", &hosts, &a.host_lat, &host_scale(false))
             );
         }
+        o.push_str(&self.patterns.chart());
         let _ = writeln!(o, "<h2>Findings</h2>\n<ul id=\"findings\">");
         for f in &self.findings {
             let word = if f.confirmed { "FAIL" } else { "not confirmed" };
             let _ = writeln!(o, "<li>{word}: {}</li>", escape(&f.message));
+        }
+        for line in self.patterns.failures() {
+            let _ = writeln!(o, "<li>FAIL: {}</li>", escape(&line));
         }
         if let Some(e) = &self.error {
             let _ = writeln!(o, "<li>{}</li>", escape(e));

@@ -7,13 +7,18 @@
 //! each pair runs its four tests over its own control connection while rank 0 waits for
 //! every rank's "done" (with its figures) before it says "go". Rank 0 analyses the links
 //! ([`analysis`]); its last "go" names the suspects' pairs ([`findings`]), and each is
-//! measured again alone, one recheck round per pair, before the reports ([`report`]).
+//! measured again alone, one recheck round per pair. Then the traffic patterns
+//! (`--pattern`: [`pattern`], run by [`flows`]), before the reports ([`report`]).
 
 pub mod analysis;
 pub mod bootstrap;
 pub mod findings;
+pub mod flows;
+mod hello;
 pub mod html;
 pub mod launch;
+pub mod pattern;
+pub mod pattern_report;
 pub mod report;
 pub mod schedule;
 
@@ -34,6 +39,11 @@ use crate::spec::{Local, TestSpec};
 use analysis::{LinkResult, RankInfo};
 use bootstrap::Bootstrap;
 use findings::{Recheck, Thresholds};
+use flows::FlowListeners;
+use hello::introduce;
+#[cfg(test)]
+use hello::{read_hellos, Hello};
+use pattern::{PatternRound, PatternSpec};
 use report::MeshReport;
 use schedule::{Pair, Pairs};
 
@@ -52,6 +62,8 @@ pub struct MeshSpec {
     pub round_timeout: Duration,
     /// What a link is judged by.
     pub thresholds: Thresholds,
+    /// The traffic patterns run after the pairs (`--pattern`).
+    pub patterns: PatternSpec,
 }
 
 /// Where this rank is reached and what it tests with.
@@ -78,16 +90,6 @@ impl Status {
     pub fn get(&self) -> String {
         self.0.lock().map(|s| s.clone()).unwrap_or_default()
     }
-}
-
-/// One rank's introduction, all-gathered.
-#[derive(Serialize, Deserialize)]
-struct Hello {
-    info: RankInfo,
-    /// The mesh's parameters as JSON: every rank's must equal rank 0's.
-    params: String,
-    /// Rank 0's is the mesh's seed.
-    seed: u64,
 }
 
 /// A rank's results of one round, to rank 0.
@@ -130,9 +132,13 @@ pub fn run(
             "a mesh needs at least 2 ranks: start it with mpirun -np N or srun -n N (N ≥ 2)",
         ));
     }
+    mesh.patterns.check(boot.size()).map_err(Error::usage)?;
     let listener = ControlListener::bind(Some(endpoint.address), local.port)?;
+    let flow_listeners =
+        FlowListeners::bind(endpoint.address, boot.size(), boot.rank(), &mesh.patterns)?;
     status.set("exchanging endpoints (MPI all-gather)".into());
-    let (ranks, seed) = introduce(boot, mesh, endpoint, &listener)?;
+    let hello::Introduced { ranks, seed, flow_ports } =
+        introduce(boot, mesh, endpoint, &listener, flow_listeners.ports())?;
     let rounds = schedule::rounds(ranks.len(), mesh.pairs, seed);
     let rank = Rank { boot, mesh, ranks, status };
     let mut report =
@@ -153,6 +159,7 @@ pub fn run(
             pairs,
             started: Instant::now(),
             alone: None,
+            pattern: None,
         };
         let last = k + 1 == rounds.len();
         let (links, env) = rank.play(&round, &pair_local, &listener);
@@ -213,6 +220,7 @@ pub fn run(
             pairs: &pairs,
             started: Instant::now(),
             alone: Some(check),
+            pattern: None,
         };
         let (links, env) = rank.play(&round, &pair_local, &listener);
         let again = match &mut report {
@@ -239,71 +247,14 @@ pub fn run(
             (i, tries) = (i + 1, 0);
         }
     }
+    // The patterns last: their links alone are the pairs' figures, final by now.
+    let patterns = pattern::plan(n, &mesh.patterns, seed);
+    let flows = flows::Flows { listeners: &flow_listeners, ports: &flow_ports, local: &pair_local };
+    rank.play_patterns(&patterns, k, &flows, &mut report, progress, out)?;
     Ok(report.map(|mut r| {
         r.finish();
         r
     }))
-}
-
-/// Every rank's endpoint, and the seed (rank 0's), from one all-gather of hellos.
-fn introduce(
-    boot: &dyn Bootstrap,
-    mesh: &MeshSpec,
-    endpoint: &Endpoint,
-    listener: &ControlListener,
-) -> Result<(Vec<RankInfo>, u64), Error> {
-    let info = RankInfo {
-        rank: boot.rank(),
-        host: boot.host(),
-        address: endpoint.address.to_string(),
-        port: listener.local_addr().map_or(0, |a| a.port()),
-        device: endpoint.device.clone(),
-    };
-    let params = serde_json::to_string(mesh).map_err(|e| Error::io(e.to_string()))?;
-    let hello = Hello { info, params, seed: mesh.seed.unwrap_or_else(fresh_seed) };
-    let hello = serde_json::to_vec(&hello).map_err(|e| Error::io(e.to_string()))?;
-    let hellos = read_hellos(&boot.all_gather(&hello), boot.size())?;
-    let seed = hellos[0].seed;
-    Ok((hellos.into_iter().map(|h| h.info).collect(), seed))
-}
-
-/// The all-gathered hellos, checked: one per rank, each naming its rank, all with rank
-/// 0's parameters.
-fn read_hellos(raw: &[Vec<u8>], n: usize) -> Result<Vec<Hello>, Error> {
-    let mut hellos = Vec::with_capacity(n);
-    for (rank, bytes) in raw.iter().enumerate() {
-        let h: Hello = serde_json::from_slice(bytes).map_err(|e| {
-            Error::new(
-                ErrorKind::Refused,
-                format!("rank {rank}'s endpoint record is unreadable: {e}"),
-            )
-        })?;
-        if h.info.rank != rank {
-            return Err(Error::new(
-                ErrorKind::Refused,
-                format!("the endpoint in rank {rank}'s place says rank {}", h.info.rank),
-            ));
-        }
-        hellos.push(h);
-    }
-    if hellos.len() != n {
-        return Err(Error::new(
-            ErrorKind::Refused,
-            format!("{} endpoints for {n} ranks", hellos.len()),
-        ));
-    }
-    let differ: Vec<String> =
-        hellos.iter().filter(|h| h.params != hellos[0].params).map(|h| h.info.name()).collect();
-    if !differ.is_empty() {
-        return Err(Error::new(
-            ErrorKind::Mismatch,
-            format!(
-                "every rank must run the same mesh: the parameters of {} differ from rank 0's",
-                differ.join(", ")
-            ),
-        ));
-    }
-    Ok(hellos)
 }
 
 /// One round: which, of how many, its pairs, when it started; a recheck's pair and
@@ -317,14 +268,17 @@ struct Round<'a> {
     pairs: &'a [Pair],
     started: Instant,
     alone: Option<Recheck>,
+    /// A pattern round: its flows (its `pairs` are empty).
+    pattern: Option<&'a PatternRound>,
 }
 
 impl Round<'_> {
     /// `round 2/3`, `recheck 1/2`.
     fn name(&self) -> String {
-        match self.alone {
-            None => format!("round {}/{}", self.label, self.of),
-            Some(_) => format!("recheck {}/{}", self.label, self.of),
+        match (self.alone, self.pattern) {
+            (_, Some(p)) => format!("pattern round {}/{} ({})", self.label, self.of, p.describe()),
+            (None, None) => format!("round {}/{}", self.label, self.of),
+            (Some(_), None) => format!("recheck {}/{}", self.label, self.of),
         }
     }
 }
@@ -465,14 +419,7 @@ impl Rank<'_> {
                     ),
                 ));
             }
-            // A rank speaks for its own links of this round, to its partner: anything else
-            // (a rank number past the end, above all) is refused, not indexed by.
-            let partner = round.pairs.iter().find_map(|p| p.partner(rank));
-            if let Some(l) = done
-                .links
-                .iter()
-                .find(|l| l.from != rank || l.round != round.k || Some(l.to) != partner)
-            {
+            if let Some(l) = round.stranger(rank, &done.links) {
                 return Err(Error::new(
                     ErrorKind::Refused,
                     format!(
@@ -529,9 +476,10 @@ impl Rank<'_> {
         let name = |r: usize| self.ranks[r].name();
         waiting
             .iter()
-            .map(|&r| match round.pairs.iter().find_map(|p| p.partner(r)) {
-                Some(p) => format!("{} [paired with {}]", name(r), name(p)),
-                None => format!("{} [idle this round]", name(r)),
+            .map(|&r| match (round.pattern, round.pairs.iter().find_map(|p| p.partner(r))) {
+                (Some(p), _) => format!("{} [in {}]", name(r), p.describe()),
+                (None, Some(p)) => format!("{} [paired with {}]", name(r), name(p)),
+                (None, None) => format!("{} [idle this round]", name(r)),
             })
             .collect::<Vec<_>>()
             .join(", ")
@@ -540,12 +488,6 @@ impl Rank<'_> {
     fn pair_name(&self, p: Pair) -> String {
         format!("{} <-> {}", self.ranks[p.0].name(), self.ranks[p.1].name())
     }
-}
-
-/// A seed for `random:K` when none is given: the clock's nanoseconds.
-fn fresh_seed() -> u64 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    t.as_nanos() as u64
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@ use serde::Serialize;
 
 use super::analysis::{self, Analysis, LinkResult, RankInfo};
 use super::findings::{self, Finding, Recheck, Thresholds};
+use super::pattern::{self, PatternRound};
+use super::pattern_report::PatternsReport;
 use super::schedule::Pair;
 use super::MeshSpec;
 use crate::environment::Environment;
@@ -59,7 +61,9 @@ pub struct MeshReport {
     pub reruns: Vec<LinkResult>,
     /// Suspects (confirmed or not) and failed tests.
     pub findings: Vec<Finding>,
-    /// Pass, or the confirmed findings in a line each.
+    /// The traffic patterns (`--pattern`): each round at once against its links alone.
+    pub patterns: PatternsReport,
+    /// Pass, or the confirmed findings (and patterns below their floor) in a line each.
     pub verdict: Verdict,
     /// What stopped the mesh, if something did.
     pub error: Option<String>,
@@ -99,6 +103,12 @@ impl MeshReport {
             rechecks_done: 0,
             reruns: Vec::new(),
             findings: Vec::new(),
+            patterns: PatternsReport::new(
+                &mesh.patterns,
+                describe(&mesh.bw),
+                seed,
+                pattern::plan(ranks.len(), &mesh.patterns, seed).len(),
+            ),
             verdict: Verdict { pass: true, failures: Vec::new() },
             error: None,
         }
@@ -107,13 +117,21 @@ impl MeshReport {
     /// The lines printed before the first round.
     pub fn header(&self) -> String {
         let hosts = analysis::host_of(&self.ranks).0.len();
-        let seed = if self.pairs.starts_with("random") {
-            format!(" (--seed {})", self.seed)
-        } else {
+        let p = &self.patterns;
+        let seed =
+            if self.pairs.starts_with("random") || p.list.contains(&pattern::Pattern::Bisection) {
+                format!(" (--seed {})", self.seed)
+            } else {
+                String::new()
+            };
+        let patterns = if p.list.is_empty() {
             String::new()
+        } else {
+            let list: Vec<String> = p.list.iter().map(ToString::to_string).collect();
+            format!(", then {}: {} pattern round(s)", list.join(", "), p.rounds)
         };
         format!(
-            " rdmabench mesh: {} ranks on {hosts} host(s), pairs {}{seed}: {} round(s)\n bandwidth: {}; latency: {}",
+            " rdmabench mesh: {} ranks on {hosts} host(s), pairs {}{seed}: {} round(s){patterns}\n bandwidth: {}; latency: {}",
             self.ranks.len(),
             self.pairs,
             self.rounds,
@@ -150,14 +168,22 @@ impl MeshReport {
         self.judge();
     }
 
+    /// A pattern round's flows are in (its only: rank 0 checked); returns its line.
+    pub fn add_pattern_round(&mut self, planned: &PatternRound, links: Vec<LinkResult>) -> String {
+        let line = self.patterns.add(planned, &self.ranks, &self.analysis, &links);
+        self.judge();
+        line
+    }
+
     /// Suspects from the analysis, confirmed by the reruns so far.
     fn judge(&mut self) {
         let t = self.thresholds;
         self.findings = findings::suspects(&self.ranks, &self.links, &self.analysis.bands, t);
         findings::confirm(&self.ranks, &mut self.findings, &self.reruns, t);
         self.analysis.count(&self.findings);
-        let failures: Vec<String> =
+        let mut failures: Vec<String> =
             self.findings.iter().filter(|f| f.confirmed).map(|f| f.message.clone()).collect();
+        failures.extend(self.patterns.failures());
         self.verdict = Verdict { pass: failures.is_empty() && self.error.is_none(), failures };
     }
 
@@ -181,8 +207,9 @@ impl MeshReport {
 
     /// Every round and recheck ran.
     pub fn finish(&mut self) {
-        self.complete =
-            self.rounds_done == self.rounds && self.rechecks_done == self.rechecks.len();
+        self.complete = self.rounds_done == self.rounds
+            && self.rechecks_done == self.rechecks.len()
+            && self.patterns.done();
     }
 
     /// What stopped the mesh.
@@ -198,9 +225,10 @@ impl MeshReport {
         if self.error.is_some()
             || !self.complete
             || self.findings.iter().any(|f| f.check == "error")
+            || self.patterns.failed_flows()
         {
             2
-        } else if self.findings.iter().any(|f| f.confirmed) {
+        } else if self.findings.iter().any(|f| f.confirmed) || !self.verdict.failures.is_empty() {
             1
         } else {
             0
@@ -299,6 +327,7 @@ impl MeshReport {
             let word = if f.confirmed { "FAIL" } else { "not confirmed" };
             let _ = writeln!(o, " {word} {}", f.message);
         }
+        o.push_str(&self.patterns.text());
         if let Some(e) = &self.error {
             let _ = writeln!(o, " ERROR {e}");
         }
@@ -410,6 +439,7 @@ pub(super) mod tests {
             seed: None,
             round_timeout: Duration::from_secs(9),
             thresholds: Thresholds::default(),
+            patterns: super::super::pattern::PatternSpec::default(),
         };
         let mut r = MeshReport::new(&mesh, &ranks, 7, 3);
         let link = |from, to, round, bw| LinkResult {

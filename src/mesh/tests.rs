@@ -2,6 +2,7 @@ use super::bootstrap::threads;
 use super::*;
 use crate::spec::rules::{self, TcpRequest};
 use crate::spec::Measure;
+use pattern::Pattern;
 
 fn mesh(round_timeout: u64) -> MeshSpec {
     let r = TcpRequest { size: Some(4096), iters: Some(50), ..TcpRequest::default() };
@@ -19,6 +20,7 @@ fn mesh(round_timeout: u64) -> MeshSpec {
             lat_ratio: 1e9,
             ..Thresholds::default()
         },
+        patterns: PatternSpec::default(),
     }
 }
 
@@ -55,8 +57,15 @@ fn run_threads(
                         device: "tcp".into(),
                     };
                     let params = serde_json::to_string(&spec).unwrap();
-                    let _ = boot
-                        .all_gather(&serde_json::to_vec(&Hello { info, params, seed: 0 }).unwrap());
+                    let _ = boot.all_gather(
+                        &serde_json::to_vec(&Hello {
+                            info,
+                            params,
+                            seed: 0,
+                            flow_ports: Vec::new(),
+                        })
+                        .unwrap(),
+                    );
                     std::thread::sleep(Duration::from_secs(4));
                     return Err(Error::usage("stalled on purpose"));
                 }
@@ -143,13 +152,19 @@ fn ranks_with_other_parameters_are_refused_by_name() {
                 port: 1,
                 device: "d".into(),
             };
-            serde_json::to_vec(&Hello { info, params: params.into(), seed: 1 }).unwrap()
+            serde_json::to_vec(&Hello {
+                info,
+                params: params.into(),
+                seed: 1,
+                flow_ports: Vec::new(),
+            })
+            .unwrap()
         })
         .collect();
-    let e = read_hellos(&raw, 3).err().unwrap();
+    let e = read_hellos(&raw, 3, false).err().unwrap();
     assert_eq!(e.kind, ErrorKind::Mismatch);
     assert!(e.message.contains("the parameters of rank 1 (h d) differ from rank 0's"), "{e}");
-    let e = read_hellos(&[b"{".to_vec(), b"x".to_vec()], 2).err().unwrap();
+    let e = read_hellos(&[b"{".to_vec(), b"x".to_vec()], 2, false).err().unwrap();
     assert!(e.message.contains("rank 0's endpoint record is unreadable"), "{e}");
 }
 
@@ -168,8 +183,15 @@ fn rank_0_refuses_a_link_a_rank_was_not_in() {
     let status = Status::default();
     let rank0 = Rank { boot: &zero, mesh: &mesh, ranks: vec![info(0), info(1)], status: &status };
     let pairs = [Pair(0, 1)];
-    let round =
-        Round { k: 0, label: 1, of: 1, pairs: &pairs, started: Instant::now(), alone: None };
+    let round = Round {
+        k: 0,
+        label: 1,
+        of: 1,
+        pairs: &pairs,
+        started: Instant::now(),
+        alone: None,
+        pattern: None,
+    };
     let bogus = LinkResult {
         from: 1,
         to: 7,
@@ -201,4 +223,122 @@ fn one_rank_is_not_a_mesh() {
     .err()
     .unwrap();
     assert!(e.message.contains("at least 2 ranks"), "{e}");
+}
+
+#[test]
+fn patterns_run_each_flow_at_once_and_sum_them_against_the_links_alone() {
+    // Three ranks (odd: bisection leaves one out), every pattern, a floor no round can
+    // miss: the flows add up and the run passes.
+    let mut spec = mesh(60);
+    spec.seed = Some(5);
+    spec.patterns = PatternSpec {
+        patterns: vec![Pattern::Incast, Pattern::AllToAll, Pattern::Bisection],
+        incast_root: None,
+        bisection_rounds: 2,
+        min_ratio: Some(1e-9),
+    };
+    let results = run_threads(3, spec, None);
+    let report = results[0].as_ref().unwrap().as_ref().expect("rank 0 reports");
+    assert!(results[1..].iter().all(|r| matches!(r, Ok(None))), "{results:?}");
+    let p = &report.patterns;
+    assert_eq!((p.rounds, p.results.len()), (3 + 1 + 2, 6), "{}", report.text());
+    assert_eq!(p.seed, 5);
+    for r in &p.results {
+        let want = match r.pattern {
+            Pattern::Incast => 2,
+            Pattern::AllToAll => 6,
+            _ => 1,
+        };
+        assert_eq!(r.links.len(), want, "{r:?}");
+        assert!(r.links.iter().all(|l| l.error.is_none() && l.bw_mb_per_sec.unwrap() > 0.0));
+        let sum: f64 = r.links.iter().filter_map(|l| l.bw_mb_per_sec).sum();
+        assert!((r.total.aggregate_mb_per_sec - sum).abs() < 1e-6);
+        // --pairs all measured every link alone: every flow has its figure alone.
+        assert_eq!(r.total.links_alone, want);
+        let alone: f64 = r.links.iter().filter_map(|l| l.alone_mb_per_sec).sum();
+        assert!((r.total.alone_sum_mb_per_sec - alone).abs() < 1e-6);
+        assert!(r.total.ratio.unwrap() > 0.0 && r.pass);
+        let sent: usize = r.hosts.iter().map(|h| h.sent.links).sum();
+        assert_eq!(sent, want, "each flow counted once per host side");
+    }
+    let incast_roots: Vec<_> = p.results.iter().filter_map(|r| r.root).collect();
+    assert_eq!(incast_roots, [0, 1, 2], "every rank in turn");
+    assert!(p.results.iter().filter(|r| r.pattern == Pattern::Bisection).all(|r| r.idle.is_some()));
+    assert!(report.complete, "{}", report.text());
+    assert_eq!(report.exit_code(), 0, "{}", report.text());
+    assert!(report.text().contains("per flow (aggregate"), "{}", report.text());
+    assert!(report.html().contains("id=\"patterns\""));
+}
+
+#[test]
+fn a_pattern_below_its_floor_fails_the_run_and_a_root_past_the_end_is_refused() {
+    let mut spec = mesh(60);
+    spec.patterns = PatternSpec {
+        patterns: vec![Pattern::Incast],
+        incast_root: Some(1),
+        min_ratio: Some(1e9),
+        ..PatternSpec::default()
+    };
+    let results = run_threads(2, spec.clone(), None);
+    let report = results[0].as_ref().unwrap().as_ref().expect("rank 0 reports");
+    assert_eq!(report.patterns.results.len(), 1, "N = 2: one incast, into rank 1");
+    let r = &report.patterns.results[0];
+    assert_eq!((r.links.len(), r.links[0].from, r.links[0].to), (1, 0, 1));
+    assert!(!r.pass);
+    assert_eq!(report.exit_code(), 1, "{}", report.text());
+    assert!(report.verdict.failures.iter().any(|f| f.contains("below --min-pattern-ratio")));
+    spec.patterns.incast_root = Some(2);
+    let results = run_threads(2, spec, None);
+    let e = results[1].as_ref().expect_err("refused on every rank");
+    assert!(e.message.contains("--incast-root 2: the mesh has 2 ranks (0 to 1)"), "{e}");
+}
+
+#[test]
+fn hellos_without_a_listener_per_sender_are_refused_with_patterns() {
+    let hello = |rank, flow_ports: Vec<u16>| {
+        let info =
+            RankInfo { rank, host: "h".into(), address: "a".into(), port: 1, device: "d".into() };
+        serde_json::to_vec(&Hello { info, params: "p".into(), seed: 1, flow_ports }).unwrap()
+    };
+    assert!(read_hellos(&[hello(0, vec![0, 7]), hello(1, vec![8, 0])], 2, true).is_ok());
+    for bad in [vec![0], vec![0, 7, 9], vec![5, 7], vec![0, 0]] {
+        let e = read_hellos(&[hello(0, bad.clone()), hello(1, vec![8, 0])], 2, true).err().unwrap();
+        assert_eq!(e.kind, ErrorKind::Refused);
+        assert!(e.message.contains("rank 0 (h d) sent"), "{bad:?}: {e}");
+    }
+    let e = read_hellos(&[hello(0, vec![0, 7]), hello(1, vec![8, 0])], 2, false).err().unwrap();
+    assert!(e.message.contains("pattern listener port(s) for 2 ranks (want none)"), "{e}");
+}
+
+#[test]
+fn a_pattern_round_refuses_flows_it_did_not_plan_and_a_flow_reported_twice() {
+    let planned = &pattern::incast(3, Some(0))[0];
+    let round = Round {
+        k: 4,
+        label: 1,
+        of: 1,
+        pairs: &[],
+        started: Instant::now(),
+        alone: None,
+        pattern: Some(planned),
+    };
+    let link = |from, to, round| LinkResult {
+        from,
+        to,
+        round,
+        bw_mb_per_sec: Some(1.0),
+        t_typical_usec: None,
+        error: None,
+    };
+    assert!(round.stranger(1, &[link(1, 0, 4)]).is_none());
+    assert!(round.stranger(1, &[]).is_none(), "a missing flow is rank 0's to mark");
+    for bad in [
+        vec![link(1, 2, 4)],
+        vec![link(2, 0, 4)],
+        vec![link(1, 0, 3)],
+        vec![link(1, 0, 4), link(1, 0, 4)],
+        vec![link(1, 99, 4)],
+    ] {
+        assert!(round.stranger(1, &bad).is_some(), "{bad:?}");
+    }
 }

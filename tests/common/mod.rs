@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 pub mod nodes;
+pub mod patterns;
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
