@@ -23,8 +23,8 @@ fn read_json(path: &std::path::Path, out: &Output) -> Value {
 }
 
 #[test]
-#[ignore = "lab: needs an RDMA device (ci/lab-vm); trial until it passes on a quiet machine"]
-fn trial_lab_mesh_incast_and_bisection_rounds_add_up_over_rxe0() {
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_mesh_incast_and_bisection_rounds_add_up_over_rxe0() {
     let _ = common::rdmabench(true);
     let dir = common::scratch("rdmabench-mesh-patterns");
     let (json, html) = (dir.join("mesh.json"), dir.join("mesh.html"));
