@@ -6,10 +6,11 @@ have a section each: a crate built with other features has other symbol hashes."
 import os
 import re
 import subprocess
+import tempfile
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_common import await_listening, client_against  # noqa: E402
+from bench_common import await_listening, client_against, listening  # noqa: E402
 from callgrind_profile import Profile  # noqa: E402
 
 LIST = "src/text-order.txt"
@@ -27,8 +28,13 @@ CALLGRIND = ["valgrind", "--tool=callgrind", "--demangle=no", "--dump-instr=yes"
 
 def profile(binary, test, path):
     cmd = [binary] + test.split() + ["-d", DEV, "-x", "1", "-p", str(PORT)]
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    log = tempfile.TemporaryFile()
+    server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     await_listening(server, PORT, 60)
+    if not listening(PORT):
+        server.kill()
+        log.seek(0)
+        sys.exit(f"text-order: the {test} server never listened (exit {server.wait()}):\n{log.read().decode(errors='replace')}")
     client_against(server, CALLGRIND + [f"--callgrind-out-file={path}"] + cmd + ["127.0.0.1"])
 
 
