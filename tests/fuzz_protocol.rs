@@ -564,12 +564,19 @@ fn mutate_value(v: &mut Value, rng: &mut Rng) {
             Value::Array(a) if !a.is_empty() => {
                 let n = if rng.chance(90) { 65 } else { *rng.pick(&[1025, 20_000]) };
                 let first = a[0].clone();
-                a.resize(n, first);
+                // Grown no further than a frame can carry (a bigger one is refused by its
+                // header): repeated growth of a grown element once reached 23 GB.
+                if json_len(&first).saturating_mul(n) <= 2 * MAX_FRAME as usize {
+                    a.resize(n, first);
+                }
             }
             Value::Object(m) => {
                 m.insert(format!("unknown{}", rng.below(3)), Value::from(rng.next()));
             }
-            other => *other = Value::Array(vec![other.clone(); 3]),
+            other if json_len(other) <= MAX_FRAME as usize => {
+                *other = Value::Array(vec![other.clone(); 3]);
+            }
+            _ => {}
         },
         6 => {
             if let Some(n) = target.as_u64() {
@@ -587,6 +594,11 @@ fn mutate_value(v: &mut Value, rng: &mut Rng) {
         }
         _ => *target = Value::from(edgy_u64(rng)),
     }
+}
+
+/// The length of `v`'s JSON text.
+fn json_len(v: &Value) -> usize {
+    serde_json::to_string(v).map_or(usize::MAX, |t| t.len())
 }
 
 /// JSON text of `v`, keys sometimes twice (the second with another value), RAW strings
