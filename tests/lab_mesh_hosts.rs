@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use common::nodes;
-use common::{err, finish, text};
+use common::{err, finish, read_json, text};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(600);
@@ -44,12 +44,6 @@ fn mesh(json: &Path, args: &[&str]) -> Output {
     finish(c.spawn().unwrap(), LIMIT)
 }
 
-fn read_json(path: &Path, out: &Output) -> Value {
-    let body = std::fs::read_to_string(path).unwrap_or_else(|e| {
-        panic!("{}: {e}\nstdout: {}\nstderr: {}", path.display(), text(out), err(out))
-    });
-    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{}: {e}: {body}", path.display()))
-}
 
 /// Small tests: three TCG guests share two cores. 4 KiB writes: soft-RoCE across the
 /// lab switch failed 64 KiB writes (IBV_WC_REM_INV_REQ_ERR) on a host at load ~24,

@@ -7,20 +7,12 @@
 
 mod common;
 
-use std::process::Output;
 use std::time::Duration;
 
-use common::{err, finish, text};
-use serde_json::Value;
+use common::{err, finish, read_json, text};
 
 const LIMIT: Duration = Duration::from_secs(600);
 
-fn read_json(path: &std::path::Path, out: &Output) -> Value {
-    let body = std::fs::read_to_string(path).unwrap_or_else(|e| {
-        panic!("{}: {e}\nstdout: {}\nstderr: {}", path.display(), text(out), err(out))
-    });
-    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{}: {e}: {body}", path.display()))
-}
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]

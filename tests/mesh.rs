@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{err, finish, spawn, text};
+use common::{err, finish, read_json, spawn, text};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(300);
@@ -37,12 +37,6 @@ fn scratch() -> PathBuf {
     common::scratch("rdmabench-mesh")
 }
 
-fn read_json(path: &Path, out: &Output) -> Value {
-    let body = std::fs::read_to_string(path).unwrap_or_else(|e| {
-        panic!("{}: {e}\nstdout: {}\nstderr: {}", path.display(), text(out), err(out))
-    });
-    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{}: {e}: {body}", path.display()))
-}
 
 /// The (from, to) links of the confirmed findings whose check is `check`.
 fn flagged(doc: &Value, check: &str) -> std::collections::BTreeSet<(u64, u64)> {

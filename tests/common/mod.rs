@@ -61,6 +61,15 @@ pub fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The JSON file a run wrote at `path`; a missing or broken file fails the test with
+/// what the run printed.
+pub fn read_json(path: &std::path::Path, out: &Output) -> serde_json::Value {
+    let body = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        panic!("{}: {e}\nstdout: {}\nstderr: {}", path.display(), text(out), err(out))
+    });
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{}: {e}: {body}", path.display()))
+}
+
 /// A scratch folder of this test process: `TAG-PID` under the temp dir.
 pub fn scratch(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
