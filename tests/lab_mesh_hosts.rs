@@ -44,7 +44,6 @@ fn mesh(json: &Path, args: &[&str]) -> Output {
     finish(c.spawn().unwrap(), LIMIT)
 }
 
-
 /// Small tests: three TCG guests share two cores. 4 KiB writes: soft-RoCE across the
 /// lab switch failed 64 KiB writes (IBV_WC_REM_INV_REQ_ERR) on a host at load ~24,
 /// with or without the fault.

@@ -13,7 +13,6 @@ use common::{err, finish, read_json, text};
 
 const LIMIT: Duration = Duration::from_secs(600);
 
-
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_mesh_incast_and_bisection_rounds_add_up_over_rxe0() {

@@ -37,7 +37,6 @@ fn scratch() -> PathBuf {
     common::scratch("rdmabench-mesh")
 }
 
-
 /// The (from, to) links of the confirmed findings whose check is `check`.
 fn flagged(doc: &Value, check: &str) -> std::collections::BTreeSet<(u64, u64)> {
     doc["findings"]

@@ -262,6 +262,57 @@ impl PatternsReport {
         lines
     }
 
+    /// A CSV row per flow of each round, in the columns of the pairs' rows
+    /// ([`super::report::MeshReport::csv`]): no latency or rerun, its figure alone and
+    /// ratio at the end; status `fail` for every flow of a round below
+    /// `--min-pattern-ratio`, `error` for a flow that failed.
+    ///
+    /// # Errors
+    /// Never in practice (the csv writer writes to memory).
+    pub fn csv_rows(
+        &self,
+        ranks: &[RankInfo],
+        w: &mut csv::Writer<Vec<u8>>,
+    ) -> Result<(), csv::Error> {
+        let num = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.3}"));
+        let device = |rank: usize| ranks.get(rank).map(|r| r.device.clone()).unwrap_or_default();
+        for r in &self.results {
+            for l in &r.links {
+                let (status, reason) = match (&l.error, r.pass) {
+                    (Some(e), _) => ("error", e.clone()),
+                    (None, false) => (
+                        "fail",
+                        format!(
+                            "{}, below --min-pattern-ratio {}",
+                            r.line(),
+                            self.min_ratio.unwrap_or(0.0)
+                        ),
+                    ),
+                    (None, true) => ("pass", String::new()),
+                };
+                w.write_record([
+                    l.from.to_string(),
+                    l.from_host.clone(),
+                    device(l.from),
+                    l.to.to_string(),
+                    l.to_host.clone(),
+                    device(l.to),
+                    r.round.to_string(),
+                    num(l.bw_mb_per_sec),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    status.into(),
+                    reason,
+                    r.pattern.to_string(),
+                    num(l.alone_mb_per_sec),
+                    num(l.ratio),
+                ])?;
+            }
+        }
+        Ok(())
+    }
+
     /// The lines of the terminal summary: a line per round.
     pub fn text(&self) -> String {
         let mut o = String::new();
@@ -475,6 +526,52 @@ mod tests {
             line.ends_with(": 3.00 (above 1: the flows did not all overlap; -D makes them)"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn csv_has_a_row_per_flow_with_its_figure_alone_and_its_rounds_verdict() {
+        let ranks = ranks();
+        let alone: Vec<LinkResult> = (0..4)
+            .flat_map(|f| (0..4).filter(move |&t| t != f).map(move |t| link(f, t, 100.0)))
+            .collect();
+        let analysis = analyse(&ranks, &alone, Thresholds::default());
+        let spec = PatternSpec {
+            patterns: vec![Pattern::Incast],
+            min_ratio: Some(0.5),
+            ..PatternSpec::default()
+        };
+        let mut p = PatternsReport::new(&spec, "tcp_bw".into(), 9, 2);
+        // Into 0: 30 + 30 + 30 of 300 (0.30, below the floor); into 1: 90 each (0.90).
+        p.add(
+            &incast(4, Some(0))[0],
+            &ranks,
+            &analysis,
+            &[link(1, 0, 30.0), link(2, 0, 30.0), link(3, 0, 30.0)],
+        );
+        p.add(
+            &incast(4, Some(1))[0],
+            &ranks,
+            &analysis,
+            &[link(0, 1, 90.0), link(2, 1, 90.0), link(3, 1, 90.0)],
+        );
+        let mut w = csv::Writer::from_writer(Vec::new());
+        p.csv_rows(&ranks, &mut w).unwrap();
+        let bytes = w.into_inner().unwrap();
+        let rows: Vec<csv::StringRecord> = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(bytes.as_slice())
+            .records()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(rows.len(), 6, "three flows a round");
+        let cols = |r: &csv::StringRecord| {
+            [0, 2, 3, 6, 7, 11, 13, 14, 15].map(|i| r[i].to_string()).join(" ")
+        };
+        assert_eq!(cols(&rows[0]), "1 rxe0 0 1 30.000 fail incast 100.000 0.300");
+        assert!(rows[0][12].ends_with("below --min-pattern-ratio 0.5"), "{:?}", rows[0]);
+        assert_eq!(cols(&rows[5]), "3 rxe0 1 2 90.000 pass incast 100.000 0.900");
+        assert_eq!(&rows[5][12], "", "a passing flow has no reason");
+        assert_eq!(rows.iter().filter(|r| &r[11] == "fail").count(), 3, "the low round's flows");
     }
 
     #[test]

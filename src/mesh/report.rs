@@ -334,7 +334,8 @@ impl MeshReport {
         o
     }
 
-    /// One row per directed link of the schedule (rounds counted from 1).
+    /// One row per directed link of the schedule, then one per flow of each pattern
+    /// round (`pattern` says which; rounds counted from 1 in each).
     ///
     /// # Errors
     /// Never in practice (the csv writer writes to memory).
@@ -354,6 +355,9 @@ impl MeshReport {
             "rerun_t_typical_usec",
             "status",
             "reason",
+            "pattern",
+            "alone_mb_per_sec",
+            "ratio",
         ])?;
         let num = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.3}"));
         for l in &self.links {
@@ -384,8 +388,12 @@ impl MeshReport {
                 num(rerun.and_then(|r| r.t_typical_usec)),
                 status.into(),
                 found.iter().map(|f| f.message.as_str()).collect::<Vec<_>>().join("; "),
+                "pairs".into(),
+                String::new(),
+                String::new(),
             ])?;
         }
+        self.patterns.csv_rows(&self.ranks, &mut w)?;
         let bytes = w.into_inner().map_err(|e| csv::Error::from(e.into_error()))?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
@@ -506,6 +514,7 @@ pub(super) mod tests {
         let rows: Vec<csv::StringRecord> = rows.records().map(Result::unwrap).collect();
         assert_eq!(rows.len(), 6);
         assert!(rows.iter().all(|r| &r[6] == "1"), "rounds counted from 1");
+        assert!(rows.iter().all(|r| &r[13] == "pairs" && r[14].is_empty()), "no patterns");
         let flagged: Vec<_> = rows.iter().filter(|r| &r[11] != "pass").collect();
         assert_eq!(flagged.len(), 1);
         assert_eq!(
