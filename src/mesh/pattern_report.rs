@@ -463,13 +463,16 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_round_sums_its_links_against_the_same_links_alone_per_round_and_host() {
+    /// Four ranks whose every link ran 100 MB/s alone (but `missing`, never measured),
+    /// and a report of `rounds` incast rounds that fails below half of alone.
+    fn incast_at_most_half(
+        rounds: usize,
+        missing: Option<(usize, usize)>,
+    ) -> (Vec<RankInfo>, Analysis, PatternsReport) {
         let ranks = ranks();
-        // Alone: every link 100 MB/s, but 3 -> 0 (not measured: --pairs ring, say).
         let alone: Vec<LinkResult> = (0..4)
             .flat_map(|f| (0..4).filter(move |&t| t != f).map(move |t| link(f, t, 100.0)))
-            .filter(|l| (l.from, l.to) != (3, 0))
+            .filter(|l| Some((l.from, l.to)) != missing)
             .collect();
         let analysis = analyse(&ranks, &alone, Thresholds::default());
         let spec = PatternSpec {
@@ -477,7 +480,14 @@ mod tests {
             min_ratio: Some(0.5),
             ..PatternSpec::default()
         };
-        let mut p = PatternsReport::new(&spec, "tcp_bw".into(), 9, 1);
+        let p = PatternsReport::new(&spec, "tcp_bw".into(), 9, rounds);
+        (ranks, analysis, p)
+    }
+
+    #[test]
+    fn a_round_sums_its_links_against_the_same_links_alone_per_round_and_host() {
+        // Alone: every link 100 MB/s, but 3 -> 0 (not measured: --pairs ring, say).
+        let (ranks, analysis, mut p) = incast_at_most_half(1, Some((3, 0)));
         let round = &incast(4, Some(0))[0];
         // Into rank 0 at once: 1 -> 0 and 2 -> 0 at 40 each, 3 -> 0 at 20.
         let line = p.add(
@@ -530,17 +540,7 @@ mod tests {
 
     #[test]
     fn csv_has_a_row_per_flow_with_its_figure_alone_and_its_rounds_verdict() {
-        let ranks = ranks();
-        let alone: Vec<LinkResult> = (0..4)
-            .flat_map(|f| (0..4).filter(move |&t| t != f).map(move |t| link(f, t, 100.0)))
-            .collect();
-        let analysis = analyse(&ranks, &alone, Thresholds::default());
-        let spec = PatternSpec {
-            patterns: vec![Pattern::Incast],
-            min_ratio: Some(0.5),
-            ..PatternSpec::default()
-        };
-        let mut p = PatternsReport::new(&spec, "tcp_bw".into(), 9, 2);
+        let (ranks, analysis, mut p) = incast_at_most_half(2, None);
         // Into 0: 30 + 30 + 30 of 300 (0.30, below the floor); into 1: 90 each (0.90).
         p.add(
             &incast(4, Some(0))[0],
