@@ -252,7 +252,7 @@ impl PatternsReport {
         let mut lines = Vec::new();
         for r in &self.results {
             if !r.pass {
-                lines.push(format!("{}, below --min-pattern-ratio {min}", r.line()));
+                lines.push(r.below_floor(min));
             }
             for l in r.links.iter().filter(|l| l.error.is_some()) {
                 let e = l.error.as_deref().unwrap_or_default();
@@ -274,21 +274,16 @@ impl PatternsReport {
         ranks: &[RankInfo],
         w: &mut csv::Writer<Vec<u8>>,
     ) -> Result<(), csv::Error> {
-        let num = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.3}"));
+        let num = csv_number;
         let device = |rank: usize| ranks.get(rank).map(|r| r.device.clone()).unwrap_or_default();
         for r in &self.results {
+            // A round below the floor fails each of its flows, for the same reason.
+            let low = (!r.pass).then(|| r.below_floor(self.min_ratio.unwrap_or(0.0)));
             for l in &r.links {
-                let (status, reason) = match (&l.error, r.pass) {
+                let (status, reason) = match (&l.error, &low) {
                     (Some(e), _) => ("error", e.clone()),
-                    (None, false) => (
-                        "fail",
-                        format!(
-                            "{}, below --min-pattern-ratio {}",
-                            r.line(),
-                            self.min_ratio.unwrap_or(0.0)
-                        ),
-                    ),
-                    (None, true) => ("pass", String::new()),
+                    (None, Some(why)) => ("fail", why.clone()),
+                    (None, None) => ("pass", String::new()),
                 };
                 w.write_record([
                     l.from.to_string(),
@@ -413,6 +408,11 @@ impl PatternResult {
         Some(format!("lowest host: {} {} {way} {ratio:.2} of alone", h.host, h.device))
     }
 
+    /// Why the round fails `--min-pattern-ratio min`.
+    fn below_floor(&self, min: f64) -> String {
+        format!("{}, below --min-pattern-ratio {min}", self.line())
+    }
+
     /// `incast into 2: 3 links, aggregate 2450.1 MB/s, alone 7300.2 MB/s (3 links): 0.34`.
     pub fn line(&self) -> String {
         let t = &self.total;
@@ -431,6 +431,12 @@ impl PatternResult {
             self.name, t.links, t.aggregate_mb_per_sec, t.alone_sum_mb_per_sec, t.links_alone
         )
     }
+}
+
+/// A figure in the mesh's CSV (the pairs' rows and the patterns'): three decimals,
+/// empty when there is none.
+pub(super) fn csv_number(v: Option<f64>) -> String {
+    v.map_or_else(String::new, |v| format!("{v:.3}"))
 }
 
 #[cfg(test)]

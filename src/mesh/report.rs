@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::analysis::{self, Analysis, LinkResult, RankInfo};
 use super::findings::{self, Finding, Recheck, Thresholds};
 use super::pattern::{self, PatternRound};
-use super::pattern_report::PatternsReport;
+use super::pattern_report::{csv_number, PatternsReport};
 use super::schedule::Pair;
 use super::MeshSpec;
 use crate::environment::Environment;
@@ -359,7 +359,7 @@ impl MeshReport {
             "alone_mb_per_sec",
             "ratio",
         ])?;
-        let num = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.3}"));
+        let num = csv_number;
         for l in &self.links {
             let (Some(from), Some(to)) = (self.ranks.get(l.from), self.ranks.get(l.to)) else {
                 continue;
