@@ -216,7 +216,8 @@ const LAP_AIM: (Duration, Duration) = (Duration::from_millis(5), Duration::from_
 
 /// Watches for a loop that stops progressing, and beats its [`Pulse`]. Reads the clock
 /// once a lap of up to [`MAX_LAP`] idle polls (and, when it beats, progressing ones
-/// too): the hot path pays a countdown and a flag.
+/// too, and a bandwidth loop's posts: a soft-RoCE doorbell can take a message's time): the
+/// hot path pays a countdown and a flag.
 pub(crate) struct Stall<P: Pulse = NoPulse> {
     /// The last lap that saw progress.
     last: Instant,
