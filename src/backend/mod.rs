@@ -175,7 +175,7 @@ pub fn rdma_connection(spec: &TestSpec) -> ConnectionConfig {
         .sizes
         .iter()
         .chain([&spec.max_size()])
-        .map(|&s| s.max(8).saturating_mul(u64::from(slots_for(s))))
+        .map(|&s| s.max(8).saturating_mul(u64::from(slots_for(s, spec.validate))))
         .max()
         .unwrap_or(0);
     ConnectionConfig {
@@ -278,12 +278,18 @@ mod tests {
         // 55 slots of 19019 B (1046045 B) written.
         spec.sizes = vec![19019, 16384, 30, 31252];
         spec.validate().unwrap();
-        let buf = rdma_connection(&spec).buf_len as u64;
-        for &s in &spec.sizes {
-            assert!(s * u64::from(slots_for(s)) <= buf, "{s} B x {} slots > {buf} B", slots_for(s));
+        for validate in [true, false] {
+            spec.validate = validate;
+            let buf = rdma_connection(&spec).buf_len as u64;
+            for &s in &spec.sizes {
+                let slots = slots_for(s, validate);
+                assert!(s * u64::from(slots) <= buf, "{s} B x {slots} slots > {buf} B");
+            }
         }
-        // One size: the largest's slots, as before.
+        // One size: the largest's slots; a page of them unless the test validates.
         spec.sizes = vec![4096];
+        assert_eq!(rdma_connection(&spec).buf_len, 4096 * 2);
+        spec.validate = true;
         assert_eq!(rdma_connection(&spec).buf_len, 4096 * 64);
         spec.sizes = vec![8 << 20];
         assert_eq!(rdma_connection(&spec).buf_len, 16 << 20);

@@ -87,7 +87,7 @@ impl<'a> Step<'a> {
         if C::BLOCKING_POLL {
             1
         } else {
-            slots_for(size)
+            slots_for(size, self.spec.validate)
         }
     }
 
