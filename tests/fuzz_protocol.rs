@@ -954,7 +954,7 @@ fn within_limits(spec: &TestSpec) {
             // backend::rdma_connection: one buffer holds every slot of every size.
             let c = backend::rdma_connection(spec);
             for &s in &spec.sizes {
-                let slots = slots_for(s);
+                let slots = slots_for(s, spec.validate);
                 assert!((2..=64).contains(&slots), "{slots} slots for {s} B");
                 let need = s * u64::from(slots);
                 assert!(need <= c.buf_len as u64, "{slots} x {s} B overrun {} B", c.buf_len);
