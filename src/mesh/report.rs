@@ -311,17 +311,7 @@ impl MeshReport {
         );
         let b = &a.bands;
         for band in [b.bw_inter, b.bw_intra, b.lat_inter, b.lat_intra].into_iter().flatten() {
-            let bw = band.metric == "bw";
-            let _ = writeln!(
-                o,
-                " {} links {} hosts ({}): typical {}, suspect {} {}",
-                if bw { "BW of" } else { "t_typical of" },
-                if band.peers == "inter" { "between" } else { "within" },
-                band.links,
-                findings::figure(band.centre, bw),
-                if bw { "below" } else { "above" },
-                findings::figure(band.limit, bw)
-            );
+            let _ = writeln!(o, " {}", band_line(&band));
         }
         for f in &self.findings {
             let word = if f.confirmed { "FAIL" } else { "not confirmed" };
@@ -422,6 +412,26 @@ fn matrix(o: &mut String, title: &str, names: &[String], m: &[Vec<Option<f64>>])
     }
 }
 
+/// Where a band puts its limit. A bandwidth band whose peers spread so widely that its
+/// limit reaches zero judges no link: say so, rather than print a negative limit.
+fn band_line(band: &findings::Band) -> String {
+    let bw = band.metric == "bw";
+    let head = format!(
+        "{} links {} hosts ({}): typical {}",
+        if bw { "BW of" } else { "t_typical of" },
+        if band.peers == "inter" { "between" } else { "within" },
+        band.links,
+        findings::figure(band.centre, bw),
+    );
+    if band.limit > 0.0 {
+        let side = if bw { "below" } else { "above" };
+        format!("{head}, suspect {side} {}", findings::figure(band.limit, bw))
+    } else {
+        let spread = findings::figure(band.mad, bw);
+        format!("{head}, too wide to judge (its peers spread {spread}; measure longer: -n, -D)")
+    }
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
@@ -494,6 +504,32 @@ pub(super) mod tests {
         r.stopped("round 2/3 did not end");
         assert_eq!(r.exit_code(), 2);
         assert!(r.text().contains("ERROR round 2/3 did not end"));
+    }
+
+    #[test]
+    fn a_band_too_wide_for_a_limit_says_so() {
+        let (bw, lat) = (true, false);
+        let links = [6.0, 3.0, 0.3, 0.2, 0.2, 0.1].to_vec();
+        let wide = findings::band("bw", "inter", links, Thresholds::default()).unwrap();
+        assert!(wide.limit <= 0.0, "{wide:?}");
+        assert_eq!(
+            band_line(&wide),
+            format!(
+                "BW of links between hosts (6): typical {}, too wide to judge (its peers spread {}; measure longer: -n, -D)",
+                findings::figure(wide.centre, bw),
+                findings::figure(wide.mad, bw)
+            )
+        );
+        let tight =
+            findings::band("bw", "intra", vec![100.0, 99.0, 101.0], Thresholds::default()).unwrap();
+        assert!(band_line(&tight)
+            .starts_with("BW of links within hosts (3): typical 100 MB/s, suspect below "));
+        let l = findings::band("lat", "inter", vec![5.0, 5.2, 4.9], Thresholds::default()).unwrap();
+        let limit = findings::figure(l.limit, lat);
+        assert_eq!(
+            band_line(&l),
+            format!("t_typical of links between hosts (3): typical 5.0 µs, suspect above {limit}")
+        );
     }
 
     #[test]

@@ -88,8 +88,14 @@ mod tests {
         assert_eq!(check_sum(&499u64.to_ne_bytes(), Some(500)).corrupted_bytes, 8);
         let m = merge(merge(None, v), check_sum(&[0; 8], None)).unwrap();
         assert_eq!((m.checked_bytes, m.corrupted_bytes), (264, 1));
-        assert_eq!((slots_for(2, true), slots_for(1 << 20, true), slots_for(8 << 20, true)), (64, 2, 2));
-        assert_eq!((slots_for(2, false), slots_for(1024, false), slots_for(65536, false)), (64, 4, 2));
+        assert_eq!(
+            (slots_for(2, true), slots_for(1 << 20, true), slots_for(8 << 20, true)),
+            (64, 2, 2)
+        );
+        assert_eq!(
+            (slots_for(2, false), slots_for(1024, false), slots_for(65536, false)),
+            (64, 4, 2)
+        );
         assert_eq!(slots_for(65536, true), 16);
     }
 
