@@ -60,12 +60,26 @@ impl CycleClock {
         self.counter
     }
 
-    /// Counts since the start: counter counts, or ns without the counter. The only
-    /// read a loop makes per operation.
+    /// Counts since the start: counter counts, or ns without the counter. The read a
+    /// loop makes when it needs time since the start (a window, a peak); a loop that
+    /// only takes intervals stores [`stamp`](Self::stamp)s.
     #[inline(always)]
     pub fn counts(&self) -> u64 {
         if self.counter {
             ffi::tsc::read().wrapping_sub(self.origin.1)
+        } else {
+            self.origin.0.elapsed().as_nanos() as u64
+        }
+    }
+
+    /// A reading for intervals only: the counter as read, without the start taken off
+    /// (one instruction fewer than [`counts`](Self::counts), for a loop that stores a
+    /// reading per operation), or ns since the start without the counter. The
+    /// difference of two stamps is counts, as [`to_ns`](Self::to_ns) takes.
+    #[inline(always)]
+    pub fn stamp(&self) -> u64 {
+        if self.counter {
+            ffi::tsc::read()
         } else {
             self.origin.0.elapsed().as_nanos() as u64
         }

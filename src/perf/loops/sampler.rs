@@ -28,7 +28,8 @@ const STAMPS: usize = 1 << 13;
 /// cycle counts; the intervals are taken when the stamps fill or after the run, so no
 /// clock arithmetic and no histogram update sits in a timed interval.
 pub struct CountedSampler {
-    /// Stamps since the last conversion, in clock counts: allocated at the first tick (a
+    /// Stamps since the last conversion ([`Clock::stamp`]: only their differences
+    /// mean anything): allocated at the first tick (a
     /// responder never ticks, and allocates nothing). A tick is then an index check, a
     /// counter read and a store.
     stamps: Box<[u64]>,
@@ -86,15 +87,15 @@ impl CountedSampler {
             self.stamps = vec![0; self.room].into_boxed_slice();
             // The first iteration starts after the allocation, not before it.
             self.clock = Clock::on(self.clock.counter());
-            self.stamps[0] = self.clock.counts();
+            self.stamps[0] = self.clock.stamp();
             self.filled = 1;
             return;
         }
-        let closing = self.clock.counts();
+        let closing = self.clock.stamp();
         self.convert();
         let last = self.stamps[self.filled - 1];
         self.rec.record(self.clock.to_ns(closing.wrapping_sub(last)) / self.factor);
-        self.stamps[0] = self.clock.counts();
+        self.stamps[0] = self.clock.stamp();
         self.filled = 1;
     }
 }
@@ -104,7 +105,7 @@ impl Sampler for CountedSampler {
     fn tick(&mut self, i: u64) -> bool {
         match self.stamps.get_mut(self.filled) {
             Some(slot) => {
-                *slot = self.clock.counts();
+                *slot = self.clock.stamp();
                 self.filled += 1;
             }
             None => self.spill(),
