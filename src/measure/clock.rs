@@ -72,17 +72,24 @@ impl CycleClock {
         }
     }
 
-    /// A reading for intervals only: the counter as read, without the start taken off
-    /// (one instruction fewer than [`counts`](Self::counts), for a loop that stores a
-    /// reading per operation), or ns since the start without the counter. The
-    /// difference of two stamps is counts, as [`to_ns`](Self::to_ns) takes.
+    /// A reading for intervals only: the counter as read, without the start taken off,
+    /// or ns since the start without the counter. The difference of two stamps is
+    /// counts, as [`to_ns`](Self::to_ns) takes.
     #[inline(always)]
     pub fn stamp(&self) -> u64 {
         if self.counter {
-            ffi::tsc::read()
+            Self::counter_stamp()
         } else {
             self.origin.0.elapsed().as_nanos() as u64
         }
+    }
+
+    /// [`stamp`](Self::stamp) of a clock known to be on the counter: the counter as
+    /// read, for a loop that stores a reading per operation and asked
+    /// [`counter`](Self::counter) once, before its loop.
+    #[inline(always)]
+    pub fn counter_stamp() -> u64 {
+        ffi::tsc::read()
     }
 
     /// ns since the start.

@@ -28,12 +28,16 @@ const STAMPS: usize = 1 << 13;
 /// cycle counts; the intervals are taken when the stamps fill or after the run, so no
 /// clock arithmetic and no histogram update sits in a timed interval.
 pub struct CountedSampler {
-    /// Stamps since the last conversion ([`Clock::stamp`]: only their differences
-    /// mean anything): allocated at the first tick (a
-    /// responder never ticks, and allocates nothing). A tick is then an index check, a
-    /// counter read and a store.
+    /// A counter run's stamps since the last conversion ([`Clock::counter_stamp`]),
+    /// allocated at the first tick (a responder never ticks, and allocates nothing). A
+    /// tick is then an index check, a counter read and a store. A run without the
+    /// counter leaves it empty: its every tick takes [`spill`](Self::spill)'s path, so
+    /// the fast path never asks which clock it has.
     stamps: Box<[u64]>,
-    /// Stamps stored.
+    /// A run without the counter: its stamps ([`Clock::stamp`]) since the last
+    /// conversion.
+    slow: Box<[u64]>,
+    /// Stamps stored, in whichever of the two the run uses.
     filled: usize,
     /// The stamps' room: the run's ticks, at most [`STAMPS`].
     room: usize,
@@ -59,6 +63,7 @@ impl CountedSampler {
         }
         CountedSampler {
             stamps: Box::default(),
+            slow: Box::default(),
             filled: 0,
             room: room.max(2),
             clock: Clock::on(counter),
@@ -73,29 +78,39 @@ impl CountedSampler {
     fn convert(&mut self) {
         self.clock.refine();
         let (clock, factor) = (self.clock, self.factor);
-        for w in self.stamps[..self.filled].windows(2) {
+        let stamps = if clock.counter() { &self.stamps } else { &self.slow };
+        for w in stamps[..self.filled].windows(2) {
             self.rec.record(clock.to_ns(w[1].wrapping_sub(w[0])) / factor);
         }
     }
 
-    /// A tick off the hot path: the first one makes the room; a tick that finds it
-    /// full closes its interval, converts the stamps, and stamps again after the work,
-    /// so the conversion falls in neither the interval it closes nor the next one.
+    /// A tick off the fast path: the first one makes the room; a tick without the
+    /// counter stores its stamp; a tick that finds the room full closes its interval,
+    /// converts the stamps, and stamps again after the work, so the conversion falls in
+    /// neither the interval it closes nor the next one.
     #[inline(never)]
     fn spill(&mut self) {
-        if self.stamps.is_empty() {
-            self.stamps = vec![0; self.room].into_boxed_slice();
+        let counter = self.clock.counter();
+        let held = if counter { &mut self.stamps } else { &mut self.slow };
+        if held.is_empty() {
+            *held = vec![0; self.room].into_boxed_slice();
             // The first iteration starts after the allocation, not before it.
-            self.clock = Clock::on(self.clock.counter());
-            self.stamps[0] = self.clock.stamp();
+            self.clock = Clock::on(counter);
+            held[0] = self.clock.stamp();
             self.filled = 1;
             return;
         }
+        if let Some(slot) = held.get_mut(self.filled) {
+            *slot = self.clock.stamp();
+            self.filled += 1;
+            return;
+        }
         let closing = self.clock.stamp();
+        let last = held[self.filled - 1];
         self.convert();
-        let last = self.stamps[self.filled - 1];
         self.rec.record(self.clock.to_ns(closing.wrapping_sub(last)) / self.factor);
-        self.stamps[0] = self.clock.stamp();
+        let held = if counter { &mut self.stamps } else { &mut self.slow };
+        held[0] = self.clock.stamp();
         self.filled = 1;
     }
 }
@@ -105,7 +120,7 @@ impl Sampler for CountedSampler {
     fn tick(&mut self, i: u64) -> bool {
         match self.stamps.get_mut(self.filled) {
             Some(slot) => {
-                *slot = self.clock.stamp();
+                *slot = Clock::counter_stamp();
                 self.filled += 1;
             }
             None => self.spill(),
@@ -220,6 +235,9 @@ mod tests {
                 i += 1;
             }
             assert_eq!(i, n, "the tick after the last iteration ends the run");
+            // Without the counter every tick takes the slow path: the fast one's box
+            // stays empty.
+            assert_eq!(s.stamps.is_empty(), !counter, "room {room}, counter {counter}");
             assert_eq!(s.finish().count(), n, "room {room}: n + 1 ticks are n intervals");
         }
         let long = CountedSampler::new(&plan(u64::MAX / 2, None, 1));
