@@ -21,7 +21,11 @@ DEV = os.environ.get("RDMABENCH_DEVICE", "rxe0")
 PORT = 18520
 OUT = "target/text-order"
 TESTS = ["write-lat", "read-lat", "send-lat", "atomic-lat",
-         "write-bw", "write-bw -a -n 200", "read-bw", "send-bw", "atomic-bw"]
+         "write-bw", "write-bw -a -n 200", "read-bw", "send-bw", "atomic-bw",
+         "write-bw --run_infinitely -D 2"]
+# A run without an end is stopped as its user stops it, with SIGINT, after this many
+# seconds (its interval reports have run by then: ci/bench-memory's long run keeps them).
+UNENDING = {"write-bw --run_infinitely -D 2": 90}
 CALLGRIND = ["valgrind", "--tool=callgrind", "--demangle=no", "--dump-instr=yes",
              "--compress-strings=no", "--compress-pos=no"]
 
@@ -35,15 +39,21 @@ def profile(binary, test, path):
         server.kill()
         log.seek(0)
         sys.exit(f"text-order: the {test} server never listened (exit {server.wait()}):\n{log.read().decode(errors='replace')}")
-    client_against(server, CALLGRIND + [f"--callgrind-out-file={path}"] + cmd + ["127.0.0.1"])
+    stop = ["timeout", "--preserve-status", "-s", "INT", str(UNENDING[test])] if test in UNENDING else []
+    client_against(server, stop + CALLGRIND + [f"--callgrind-out-file={path}"] + cmd + ["127.0.0.1"])
 
 
 def functions_run(binary, build):
-    ran = set()
     for i, test in enumerate(TESTS):
-        path = f"{OUT}/{build}-{i}.cg"
-        profile(binary, test, path)
-        p = Profile(path)
+        profile(binary, test, f"{OUT}/{build}-{i}.cg")
+    return functions_in(binary, build)
+
+
+def functions_in(binary, build):
+    """The functions of `binary` that ran in `build`'s profiles (one per test, in OUT)."""
+    ran = set()
+    for i in range(len(TESTS)):
+        p = Profile(f"{OUT}/{build}-{i}.cg")
         ran |= {fn for (ob, fn), cost in p.self_cost.items() if cost and ob == os.path.abspath(binary)}
     # Linker symbols only: not an address (no symbol), not valgrind's "(below main)";
     # callgrind marks recursion depth with 'N.
