@@ -8,6 +8,8 @@ clock, rdmabench's client against perftest's, in one boot, interleaved:
   from the client's rusage (GNU time) over ROUNDS runs at N2 and ROUNDS at N1 (medians);
 - t_typical of the latency tests over ROUNDS interleaved rounds (not under strace): the
   ratio of the median rounds and of the fastest rounds.
+- every sample of MODE_RUNS more runs of each tool (-U), pooled: its quantiles, shown
+  (where a latency test's time goes: read_lat's two modes, docs/results.md).
 
 Targets: system calls per operation <= perftest's (+ SYSCALL_SLACK) for every test;
 t_typical <= 1.00x perftest's for write/read/send/atomic latency, on the median and on
@@ -46,18 +48,23 @@ TESTS = {
     "atomic_lat": ("ib_atomic_lat", "atomic-lat", [], 1000, 5000, True),
     "write_bw": ("ib_write_bw", "write-bw", ["-s", "2"], 2000, 12000, False),
 }
+# Where the time of a latency sample goes shows in its distribution, not in a median:
+# MODE_RUNS extra runs per tool at N2 with every sample printed (-U), pooled.
+MODE_RUNS = 2
+QUANTILES = (0.10, 0.25, 0.50, 0.75, 0.90)
+SAMPLE_ROW = re.compile(r"^\d+, ([0-9.]+)$", re.M)
 STRACE_ROW = re.compile(r"^\s*[0-9.]+\s+[0-9.]+\s+[0-9]+\s+([0-9]+)\s+(?:[0-9]+\s+)?([a-z_0-9]+)\s*$")
 
 
-def command(tool, test, iters):
+def command(tool, test, iters, more=()):
     pt, rb, extra, *_ = TESTS[test]
-    flags = ["-d", DEV, "-x", "1", "-n", str(iters)] + extra
+    flags = ["-d", DEV, "-x", "1", "-n", str(iters)] + extra + list(more)
     return ([pt] if tool == "perftest" else [RDMABENCH, rb]) + flags
 
 
-def run_pair(tool, test, iters, wrap):
+def run_pair(tool, test, iters, wrap, more=()):
     """Server on CPU 0, client (inside `wrap`) on CPU 1; the client's output."""
-    cmd = command(tool, test, iters)
+    cmd = command(tool, test, iters, more)
     server = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     await_listening(server, PORTS[tool], 60)
     time.sleep(0.2)
@@ -92,6 +99,17 @@ def rusage(tool, test, iters):
         return w, c, minor + major, out
 
 
+def samples(tool, test, iters):
+    """Every latency sample of a client's run (-U: both tools print `i, usec` lines)."""
+    out = run_pair(tool, test, iters, [], ["-U"])
+    return [float(m.group(1)) for m in SAMPLE_ROW.finditer(out)]
+
+
+def quantiles(xs):
+    xs = sorted(xs)
+    return [xs[min(len(xs) - 1, int(q * len(xs)))] for q in QUANTILES]
+
+
 def per_op(a, b, n1, n2):
     return (b - a) / (n2 - n1)
 
@@ -101,7 +119,7 @@ def main():
     verdicts = Verdicts("syscalls", partial)
     tools = ("perftest", "rdmabench")
     tests = [t for t in TESTS if not ONLY or t in ONLY]
-    calls, usage, typical = {}, {}, {}
+    calls, usage, typical, pooled = {}, {}, {}, {}
     for test in tests:
         n1, n2, lat = TESTS[test][3], TESTS[test][4], TESTS[test][5]
         for tool in tools:
@@ -118,6 +136,9 @@ def main():
                     t = table_row(out, 8 if test == "atomic_lat" else 2)[2]
                     typical.setdefault((test, tool), []).append(t)
                     print(f"round {rnd + 1} {test} {tool}: t_typical {t:.2f} usec", flush=True)
+        for rnd in range(MODE_RUNS if lat else 0):
+            for tool in tools[rnd % 2:] + tools[:rnd % 2]:
+                pooled.setdefault((test, tool), []).extend(samples(tool, test, n2))
     print()
     print("System calls per operation, by name (count at N2 - count at N1, over N2 - N1):")
     for test in tests:
@@ -154,6 +175,18 @@ def main():
                 word = verdicts.judge(f"{test} t_typical rdmabench/perftest, {label}", round(ratio, 3), "<= 1.00",
                                       ratio <= 1.0)
                 print(f"{test:<11} t_typical {label}: {ratio:.3f}  target <= 1.00 {word}")
+    if pooled:
+        print()
+        print(f"Latency samples pooled over {MODE_RUNS} runs of each at the larger -n (-U), usec:")
+        print(f"{'test':<11} {'tool':<10} " + " ".join(f"{'p' + str(round(q * 100)):>7}" for q in QUANTILES))
+    for test in [t for t in tests if (t, "perftest") in pooled]:
+        qs = {tool: quantiles(pooled[(test, tool)]) for tool in tools}
+        for tool in tools:
+            print(f"{test:<11} {tool:<10} " + " ".join(f"{v:>7.2f}" for v in qs[tool]))
+        ratios = [r / p for r, p in zip(qs["rdmabench"], qs["perftest"])]
+        print(f"{test:<11} {'ratio':<10} " + " ".join(f"{v:>7.3f}" for v in ratios))
+        verdicts.judge(f"{test} latency samples p10/p50/p90, rdmabench/perftest (pooled, -U)",
+                       " / ".join(f"{ratios[k]:.3f}" for k in (0, 2, 4)), "shown", None)
     source = open("/sys/devices/system/clocksource/clocksource0/current_clocksource").read().strip()
     version = subprocess.run(["ib_write_bw", "--version"], capture_output=True, text=True).stdout.strip()
     about = (f"{ROUNDS} interleaved rounds; client on CPU 1, server on CPU 0; perftest {version}; system calls by "
