@@ -102,7 +102,10 @@ def rusage(tool, test, iters):
 def samples(tool, test, iters):
     """Every latency sample of a client's run (-U: both tools print `i, usec` lines)."""
     out = run_pair(tool, test, iters, [], ["-U"])
-    return [float(m.group(1)) for m in SAMPLE_ROW.finditer(out)]
+    found = [float(m.group(1)) for m in SAMPLE_ROW.finditer(out)]
+    if not found:
+        sys.exit(f"bench: {tool} {test} -U printed no `i, usec` sample lines:\n{out}")
+    return found
 
 
 def quantiles(xs):
