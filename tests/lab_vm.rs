@@ -38,15 +38,19 @@ fn run_folder(nodes: u32, lab_vm_pid: u32) -> PathBuf {
     repo().join(format!(".lab/{kind}-{lab_vm_pid}"))
 }
 
-/// The processes whose command line names the run folder (every qemu does: the nodes'
-/// sockets, one node's pid file).
+/// The processes of the run: those whose command line names the run folder (every qemu
+/// does: the nodes' sockets, one node's pid file) and every process ci/lab-vm started,
+/// which carries its `LAB_VM_RUN_ID` (ci/lab-vm-run's shells and their children too).
 fn run_processes(nodes: u32, lab_vm_pid: u32) -> Vec<String> {
     let needle = format!("{}/", run_folder(nodes, lab_vm_pid).display());
+    let run_id = format!("LAB_VM_RUN_ID={lab_vm_pid}");
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc").unwrap().flatten() {
         let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else { continue };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(&needle) && !cmdline.contains("lab_vm") {
+        let environ = fs::read(entry.path().join("environ")).unwrap_or_default();
+        let in_run = environ.split(|&b| b == 0).any(|v| v == run_id.as_bytes());
+        if (in_run || cmdline.contains(&needle)) && !cmdline.contains("lab_vm") {
             found.push(format!("{}: {}", entry.file_name().to_string_lossy(), cmdline));
         }
     }
@@ -172,6 +176,26 @@ fn vm_ctrl_c_before_any_qemu_starts_ends_the_lab_within_10_s() {
     let pid = child.id();
     wait_for(&mut child, &log, "run folder", || run_folder(2, pid).exists());
     interrupt_and_check(&mut child, 2, &log, "INT");
+}
+
+/// Whether `pid` has handlers for SIGHUP, SIGINT and SIGTERM (ci/lab-vm's first statement).
+fn catches_signals(pid: u32) -> bool {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let caught = status.lines().find_map(|l| l.strip_prefix("SigCgt:")).map(str::trim);
+    let mask = caught.and_then(|m| u64::from_str_radix(m, 16).ok()).unwrap_or(0);
+    let wanted = 1 << 0 | 1 << 1 | 1 << 14;
+    mask & wanted == wanted
+}
+
+#[test]
+#[ignore = "lab-vm: starts a one-node lab on the host (ci/test runs it)"]
+fn vm_ctrl_c_the_moment_ci_lab_vm_catches_signals_ends_the_lab_within_10_s() {
+    // The earliest moment (issue #52 failed near it: a trap run while bash parsed).
+    let log = scratch("at-once.log");
+    let mut child = lab_vm_nodes(1, &log, None, &["sleep", "600"]);
+    let pid = child.id();
+    wait_for(&mut child, &log, "its signal handlers", || catches_signals(pid));
+    interrupt_and_check(&mut child, 1, &log, "INT");
 }
 
 #[test]
