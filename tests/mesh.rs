@@ -113,7 +113,7 @@ fn mesh_of_four_ranks_over_tcp_measures_twelve_links() {
     let rows = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(rows.lines().count(), 13, "a header and a row per link:\n{rows}");
     let table = text(&out);
-    assert!(table.contains("4 ranks on 1 host(s), pairs all: 3 round(s)"), "{table}");
+    assert!(table.contains("4 ranks on 1 host(s), pairs all (auto): 3 round(s)"), "{table}");
     assert!(table.contains("12 of 12 directed links measured"), "{table}");
 }
 
@@ -155,7 +155,7 @@ fn mesh_patterns_over_tcp_sum_each_round_against_its_links_alone() {
     let table = text(&out);
     assert!(
         table.contains(
-            "pairs all (--seed 11): 3 round(s), then incast, bisection: 6 pattern round(s)"
+            "pairs all (auto) (--seed 11): 3 round(s), then incast, bisection: 6 pattern round(s)"
         ),
         "{table}"
     );
@@ -173,7 +173,7 @@ fn mesh_without_a_launcher_or_with_bad_flags_says_so() {
     assert_eq!(out.status.code(), Some(2));
     assert!(err(&out).contains("start the mesh under a launcher: mpirun -np N"), "{}", err(&out));
     for (flags, says) in [
-        (&["--pairs", "random:0"][..], "not all, ring or random:K"),
+        (&["--pairs", "random:0"][..], "not auto, all, ring or random:K"),
         (&["-a"], "unexpected argument '-a'"),
         (&["--judge", "all"], "invalid value 'all' for '--judge"),
         (&["--lat-ratio", "0.5"], "--lat-ratio 0.5: a ratio of 1 or more"),

@@ -81,8 +81,9 @@ pub struct MeshArgs {
     /// Parallel streams of the TCP bandwidth test.
     #[arg(short = 'P', long = "parallel", value_name = "N", requires = "tcp")]
     pub streams: Option<u32>,
-    /// Which pairs: all, ring (each rank and the next) or random:K (K partners per rank).
-    #[arg(long = "pairs", value_name = "SET", default_value = "all")]
+    /// Which pairs: all, ring (each rank and the next), random:K (K partners per rank), or
+    /// auto: all up to 64 ranks, random:8 beyond (docs/mesh.md#at-scale).
+    #[arg(long = "pairs", value_name = "SET", default_value = "auto")]
     pub pairs: Pairs,
     /// Seed of random:K and of bisection's halves (default: rank 0 picks one and prints
     /// it).

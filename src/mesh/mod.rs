@@ -21,6 +21,7 @@ pub mod pattern;
 pub mod pattern_report;
 pub mod report;
 pub mod schedule;
+pub mod simulate;
 
 use std::io::Write;
 use std::net::IpAddr;

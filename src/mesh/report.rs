@@ -90,7 +90,7 @@ impl MeshReport {
             complete: false,
             bw_test: describe(&mesh.bw),
             lat_test: describe(&mesh.lat),
-            pairs: mesh.pairs.to_string(),
+            pairs: mesh.pairs.describe(ranks.len()),
             seed,
             rounds,
             rounds_done: 0,
@@ -200,9 +200,7 @@ impl MeshReport {
 
     /// A finding on `pair` is confirmed so far: slow at its best alone.
     pub fn slow_alone(&self, pair: Pair) -> bool {
-        self.findings
-            .iter()
-            .any(|f| f.confirmed && f.check != "error" && Pair::new(f.from, f.to) == pair)
+        findings::slow_alone(&self.findings, pair)
     }
 
     /// Every round and recheck ran.

@@ -4,14 +4,25 @@
 //! `all` is the round-robin tournament (the circle method): N−1 rounds of N/2 pairs
 //! for even N, N rounds of (N−1)/2 pairs for odd N (one rank idles each round). `ring`
 //! pairs each rank with the next (2 rounds, 3 when N is odd). `random:K` takes K of the
-//! tournament's rounds, chosen by a seed, so each rank meets K others.
+//! tournament's rounds, chosen by a seed, so each rank meets K others. `auto` (the
+//! default) is `all` up to [`AUTO_ALL_UP_TO`] ranks and [`LARGE_JOB`] beyond, chosen from
+//! benches/mesh_sim.rs's table (docs/mesh.md#at-scale).
 
 use std::fmt;
 use std::str::FromStr;
 
+/// `auto` measures every pair up to this many ranks (63 rounds, ~1.5 min at 1.5 s a round).
+pub const AUTO_ALL_UP_TO: usize = 64;
+
+/// `auto`'s schedule beyond [`AUTO_ALL_UP_TO`] ranks: 8 rounds whatever N, and in the
+/// modelled jobs of benches/mesh_sim.rs a host at 0.7× found in every job of 1,024 hosts.
+pub const LARGE_JOB: Pairs = Pairs::Random(8);
+
 /// Which pairs a mesh measures (`--pairs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pairs {
+    /// `All` for a small job, [`LARGE_JOB`] for a large one.
+    Auto,
     /// Every pair.
     All,
     /// Each rank with the next, the last with the first.
@@ -25,13 +36,14 @@ impl FromStr for Pairs {
 
     fn from_str(text: &str) -> Result<Self, String> {
         match text {
+            "auto" => Ok(Pairs::Auto),
             "all" => Ok(Pairs::All),
             "ring" => Ok(Pairs::Ring),
             _ => match text.strip_prefix("random:").map(str::parse::<usize>) {
                 Some(Ok(k)) if k > 0 => Ok(Pairs::Random(k)),
-                _ => {
-                    Err(format!("'{text}' is not all, ring or random:K (K ≥ 1 partners per rank)"))
-                }
+                _ => Err(format!(
+                    "'{text}' is not auto, all, ring or random:K (K ≥ 1 partners per rank)"
+                )),
             },
         }
     }
@@ -46,6 +58,7 @@ impl serde::Serialize for Pairs {
 impl fmt::Display for Pairs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Pairs::Auto => f.write_str("auto"),
             Pairs::All => f.write_str("all"),
             Pairs::Ring => f.write_str("ring"),
             Pairs::Random(k) => write!(f, "random:{k}"),
@@ -75,14 +88,34 @@ impl Pair {
     }
 }
 
+impl Pairs {
+    /// What `auto` is for `n` ranks; any other set is itself.
+    pub fn resolve(self, n: usize) -> Pairs {
+        match self {
+            Pairs::Auto if n <= AUTO_ALL_UP_TO => Pairs::All,
+            Pairs::Auto => LARGE_JOB,
+            other => other,
+        }
+    }
+
+    /// `random:8` (auto) for `auto`, else the set's name: what a report's header shows.
+    pub fn describe(self, n: usize) -> String {
+        match self {
+            Pairs::Auto => format!("{} (auto)", self.resolve(n)),
+            other => other.to_string(),
+        }
+    }
+}
+
 /// The rounds for `n` ranks: each a list of disjoint pairs. `seed` chooses the rounds of
 /// `random:K`.
 pub fn rounds(n: usize, pairs: Pairs, seed: u64) -> Vec<Vec<Pair>> {
     if n < 2 {
         return Vec::new();
     }
-    match pairs {
-        Pairs::All => tournament(n),
+    match pairs.resolve(n) {
+        // (`resolve` never gives `Auto`.)
+        Pairs::All | Pairs::Auto => tournament(n),
         Pairs::Ring => ring(n),
         Pairs::Random(k) => {
             let mut all = tournament(n);
@@ -209,6 +242,18 @@ mod tests {
         let others = (0..20).filter(|s| rounds(8, Pairs::Random(3), *s) != r).count();
         assert!(others > 15, "other seeds choose other rounds");
         assert_eq!(rounds(4, Pairs::Random(9), 1).len(), 3, "more than all is all");
+    }
+
+    #[test]
+    fn auto_is_all_for_a_small_job_and_the_large_jobs_schedule_beyond() {
+        assert_eq!(Pairs::Auto.resolve(AUTO_ALL_UP_TO), Pairs::All);
+        assert_eq!(Pairs::Auto.resolve(AUTO_ALL_UP_TO + 1), LARGE_JOB);
+        assert_eq!(rounds(16, Pairs::Auto, 1).len(), 15);
+        assert_eq!(rounds(1024, Pairs::Auto, 1), rounds(1024, LARGE_JOB, 1));
+        assert_eq!(rounds(1024, Pairs::Auto, 1).len(), 8);
+        assert_eq!(Pairs::Auto.describe(1024), "random:8 (auto)");
+        assert_eq!(Pairs::Ring.describe(1024), "ring");
+        assert_eq!("auto".parse::<Pairs>(), Ok(Pairs::Auto));
     }
 
     #[test]

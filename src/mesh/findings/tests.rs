@@ -222,3 +222,27 @@ fn bands_take_the_better_half() {
     assert!(band("bw", "inter", vec![f64::NAN], t).is_none());
     assert_eq!(median(&[3.0, 1.0, 2.0, 4.0]), 2.5);
 }
+
+#[test]
+fn a_host_slow_with_every_partner_is_rechecked_before_worse_single_links() {
+    // Host 7 at 0.7× with all its partners; two pauses elsewhere slower still.
+    let t = Thresholds { recheck_max: 2, judge: Judge::Bw, ..Thresholds::default() };
+    let r = ranks(8, 1);
+    let links = mesh(8, |a, b| match (a, b) {
+        (_, 7) | (7, _) => (700.0, 20.0),
+        (0, 1) => (300.0, 20.0),
+        (2, 3) => (350.0, 20.0),
+        _ => (1000.0, 20.0),
+    });
+    let found = judged(&r, &links, t);
+    assert_eq!(found.iter().filter(|f| f.from == 7 || f.to == 7).count(), 14, "{:?}", ends(&found));
+    let plan: Vec<Pair> = rechecks(&found, t).iter().map(|c| c.pair).collect();
+    // The host's worst pair made the cut, then the worst single link; worst first.
+    assert_eq!(plan.len(), 2, "{plan:?}");
+    assert_eq!(plan[0], Pair(0, 1), "{plan:?}");
+    assert!(plan[1].partner(7).is_some(), "{plan:?}");
+    // Without the cap's pressure every suspect pair is planned, worst first.
+    let all = rechecks(&found, Thresholds { recheck_max: 32, ..t });
+    assert_eq!(all.len(), 9, "two pauses and host 7's seven pairs");
+    assert_eq!(all[..2].iter().map(|c| c.pair).collect::<Vec<_>>(), [Pair(0, 1), Pair(2, 3)]);
+}
