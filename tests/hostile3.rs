@@ -1,0 +1,130 @@
+//! Hostile peers and hostile local files, round 3 (issue 57), on this host only:
+//! a trickling data stream against `serve --max-time`, and what a test does with its
+//! files before and after it runs.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Output};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{err, finish, text};
+
+/// Held by each test that starts a server on a port of [`port`]: two of this file's
+/// servers never race for one port.
+static SERVING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serving() -> std::sync::MutexGuard<'static, ()> {
+    SERVING.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A port free now (other engineers' and tests' servers share this host).
+fn port() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port().to_string()
+}
+
+fn spawn(args: &[&str]) -> Child {
+    common::spawn(false, args)
+}
+
+fn wait_listening(port: &str) {
+    let start = Instant::now();
+    while TcpStream::connect(format!("127.0.0.1:{port}")).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(10), "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `rdmabench ARGS -p PORT 127.0.0.1`, to its end.
+fn client(port: &str, args: &[&str]) -> Output {
+    let mut a = args.to_vec();
+    a.extend(["-p", port, "127.0.0.1"]);
+    finish(spawn(&a), Duration::from_secs(90))
+}
+
+/// Relays one client's data stream to `to`: its 12-byte greeting at once, then one byte
+/// a second, for at most `limit`.
+fn trickle(to: String, limit: Duration) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let (mut client, _) = l.accept().unwrap();
+        let mut server = TcpStream::connect(to).unwrap();
+        let mut greeting = [0u8; 12];
+        client.read_exact(&mut greeting).unwrap();
+        server.write_all(&greeting).unwrap();
+        let start = Instant::now();
+        let mut b = [0u8; 1];
+        while start.elapsed() < limit && client.read_exact(&mut b).is_ok() {
+            if server.write_all(&b).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    addr
+}
+
+/// Relays one client to `serve` on `to`, its TCP data stream through [`trickle`]: a
+/// client whose data arrives one byte a second.
+fn trickling_relay(to: String) -> String {
+    use rdmabench::session::protocol::{decode_header, encode, HEADER_LEN};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    std::thread::spawn(move || {
+        let (mut client, _) = l.accept().unwrap();
+        let mut server = TcpStream::connect(to).unwrap();
+        let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut c2, &mut s2);
+            let _ = s2.shutdown(std::net::Shutdown::Both);
+        });
+        let mut header = [0u8; HEADER_LEN];
+        while server.read_exact(&mut header).is_ok() {
+            let mut payload = vec![0u8; decode_header(&header).unwrap() as usize];
+            if server.read_exact(&mut payload).is_err() {
+                break;
+            }
+            let mut msg: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+            if msg["type"] == "endpoints" {
+                for qp in msg["qps"].as_array_mut().unwrap() {
+                    let real = qp["addr"].as_str().unwrap().to_string();
+                    qp["addr"] = trickle(real, Duration::from_secs(60)).into();
+                }
+            }
+            let frame = encode(&serde_json::to_vec(&msg).unwrap()).unwrap();
+            if client.write_all(&frame).is_err() {
+                break;
+            }
+        }
+        let _ = client.shutdown(std::net::Shutdown::Both);
+    });
+    port
+}
+
+#[test]
+fn item1_a_trickling_client_holds_the_slot_no_longer_than_max_time() {
+    let _serving = serving();
+    let p = port();
+    let serve = spawn(&["serve", "-p", &p, "--timeout", "30", "--max-time", "2", "--count", "2"]);
+    wait_listening(&p);
+    let relay = trickling_relay(format!("127.0.0.1:{p}"));
+    let start = Instant::now();
+    let trickled = std::thread::spawn(move || {
+        client(&relay, &["tcp-bw", "-s", "65536", "-n", "100000", "--timeout", "60"])
+    });
+    // The trickled test holds the slot now; a second client comes a second later and
+    // may wait 5 s for it: it is served once the first test's 2 s are up.
+    std::thread::sleep(Duration::from_secs(1));
+    let second = client(&p, &["tcp-bw", "-n", "50", "--timeout", "10"]);
+    let served_after = start.elapsed();
+    assert_eq!(second.status.code(), Some(0), "{}", err(&second));
+    assert!(served_after < Duration::from_secs(6), "served after {served_after:?}");
+    let trickled = trickled.join().unwrap();
+    assert_eq!(trickled.status.code(), Some(2), "{}", err(&trickled));
+    assert!(err(&trickled).contains("(serve --max-time)"), "{}", err(&trickled));
+    let log = text(&finish(serve, Duration::from_secs(30)));
+    assert!(log.contains("tcp_bw FAILED: the test ran past this server's limit of 2 s"), "{log}");
+}
+
