@@ -28,6 +28,8 @@ pub enum FileError {
     NotRegular(PathBuf),
     /// It holds more than the limit.
     TooLarge(PathBuf, u64),
+    /// Under a tree's root, it resolves (through a symbolic link) outside that root.
+    Outside(PathBuf, PathBuf),
 }
 
 impl FileError {
@@ -45,6 +47,9 @@ impl fmt::Display for FileError {
             FileError::NotRegular(path) => write!(f, "{}: not a regular file", path.display()),
             FileError::TooLarge(path, limit) => {
                 write!(f, "{}: larger than {limit} bytes", path.display())
+            }
+            FileError::Outside(path, root) => {
+                write!(f, "{}: a link out of the tree {}", path.display(), root.display())
             }
         }
     }
@@ -97,16 +102,38 @@ fn open(path: &Path) -> io::Result<File> {
 /// A directory tree of system files (`/`, or a capture of one) read file by file, each
 /// through [`read_text`] with [`SYSTEM_FILE_LIMIT`]. A file that cannot be read reads as
 /// absent, as a missing attribute does; the first one refused (a FIFO, a device, too
-/// large) is kept, so the caller can fail with it once it is done reading.
+/// large, a link out of the tree) is kept, so the caller can fail with it once it is
+/// done reading. Every path is resolved before it is opened, and read only when it
+/// resolves under the root: sysfs's links within the tree are followed, a link out of
+/// it is refused.
 pub struct SystemTree {
     root: PathBuf,
+    /// The root, resolved (`None` when it does not resolve: then nothing does).
+    real_root: Option<PathBuf>,
     refused: RefCell<Option<FileError>>,
 }
 
 impl SystemTree {
     /// The tree under `root`.
     pub fn new(root: &Path) -> SystemTree {
-        SystemTree { root: root.to_path_buf(), refused: RefCell::new(None) }
+        SystemTree {
+            root: root.to_path_buf(),
+            real_root: root.canonicalize().ok(),
+            refused: RefCell::new(None),
+        }
+    }
+
+    /// `root/rel` resolved, when it resolves under the root.
+    ///
+    /// # Errors
+    /// It does not resolve (missing), or it resolves outside the root.
+    pub fn resolve(&self, rel: impl AsRef<Path>) -> Result<PathBuf, FileError> {
+        let path = self.join(rel);
+        let real = path.canonicalize().map_err(|e| FileError::Io(path.clone(), e))?;
+        match &self.real_root {
+            Some(root) if real.starts_with(root) => Ok(real),
+            _ => Err(FileError::Outside(path, self.root.clone())),
+        }
     }
 
     /// Its root.
@@ -121,7 +148,17 @@ impl SystemTree {
 
     /// The text of `root/rel`; `None` when it cannot be read or is refused.
     pub fn read(&self, rel: impl AsRef<Path>) -> Option<String> {
-        match read_text(&self.join(rel), SYSTEM_FILE_LIMIT) {
+        let path = self.join(&rel);
+        // What was resolved is read, named as the tree names it.
+        let read = self.resolve(rel).and_then(|real| {
+            read_text(&real, SYSTEM_FILE_LIMIT).map_err(|e| match e {
+                FileError::Io(_, e) => FileError::Io(path.clone(), e),
+                FileError::NotRegular(_) => FileError::NotRegular(path.clone()),
+                FileError::TooLarge(_, limit) => FileError::TooLarge(path.clone(), limit),
+                other => other,
+            })
+        });
+        match read {
             Ok(text) => Some(text),
             Err(e) => {
                 if e.refused() {
@@ -181,13 +218,45 @@ mod tests {
     fn a_tree_keeps_the_first_refusal_and_reads_on() {
         let dir = scratch("tree");
         std::fs::write(dir.join("a"), "1\n").unwrap();
-        std::os::unix::fs::symlink("/dev/zero", dir.join("zero")).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(dir.join("fifo")).status().unwrap();
+        assert!(made.success());
         let tree = SystemTree::new(&dir);
-        assert_eq!(tree.read("zero"), None);
+        assert_eq!(tree.read("fifo"), None);
         assert_eq!(tree.read("missing"), None);
         assert_eq!(tree.read("a").as_deref(), Some("1\n"));
-        let e = tree.refused().expect("the device was refused");
-        assert_eq!(e.to_string(), format!("{}: not a regular file", dir.join("zero").display()));
+        let e = tree.refused().expect("the FIFO was refused");
+        assert_eq!(e.to_string(), format!("{}: not a regular file", dir.join("fifo").display()));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_tree_follows_links_within_it_and_refuses_links_out_of_it() {
+        let dir = scratch("links");
+        let outside = scratch("links-outside");
+        std::fs::write(outside.join("secret"), "secret\n").unwrap();
+        std::fs::create_dir_all(dir.join("devices/x")).unwrap();
+        std::fs::create_dir_all(dir.join("class")).unwrap();
+        std::fs::write(dir.join("devices/x/fw_ver"), "2.42\n").unwrap();
+        std::os::unix::fs::symlink("../devices/x", dir.join("class/x")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), dir.join("devices/x/board_id")).unwrap();
+        let up = format!("../../../rdmabench-files-{}-links-outside", std::process::id());
+        std::os::unix::fs::symlink(up, dir.join("devices/x/up")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.join("zero")).unwrap();
+        let tree = SystemTree::new(&dir);
+        assert_eq!(tree.read("class/x/fw_ver").as_deref(), Some("2.42\n"));
+        assert_eq!(tree.read("class/x/board_id"), None);
+        assert_eq!(tree.read("class/x/up/secret"), None);
+        assert_eq!(tree.read("zero"), None);
+        let e = tree.refused().expect("the link out was refused");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: a link out of the tree {}",
+                dir.join("class/x/board_id").display(),
+                dir.display()
+            )
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&outside).unwrap();
     }
 }

@@ -128,3 +128,48 @@ fn item1_a_trickling_client_holds_the_slot_no_longer_than_max_time() {
     assert!(log.contains("tcp_bw FAILED: the test ran past this server's limit of 2 s"), "{log}");
 }
 
+/// A scratch directory of this test binary's own.
+fn scratch(name: &str) -> std::path::PathBuf {
+    common::scratch("rdmabench-hostile3").join(name)
+}
+
+#[test]
+fn item2_doctor_refuses_a_link_out_of_its_root_and_captures_none() {
+    let root = scratch("link-out");
+    let _ = std::fs::remove_dir_all(&root);
+    let dev = root.join("sys/devices/pci0000:00/0000:00:01.0/infiniband/mlx0");
+    std::fs::create_dir_all(&dev).unwrap();
+    std::fs::create_dir_all(root.join("sys/class/infiniband")).unwrap();
+    std::os::unix::fs::symlink(
+        "../../devices/pci0000:00/0000:00:01.0/infiniband/mlx0",
+        root.join("sys/class/infiniband/mlx0"),
+    )
+    .unwrap();
+    let secret = scratch("secret.txt");
+    std::fs::write(&secret, "TOP-SECRET-LINE\n").unwrap();
+    std::os::unix::fs::symlink(&secret, dev.join("fw_ver")).unwrap();
+    std::fs::write(dev.join("node_type"), "1: CA\n").unwrap();
+    let fw = root.join("sys/class/infiniband/mlx0/fw_ver");
+    let out = finish(spawn(&["doctor", "--root", root.to_str().unwrap()]), Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2), "{}", err(&out));
+    let said = format!("{}{}", text(&out), err(&out));
+    assert!(!said.contains("TOP-SECRET"), "{said}");
+    assert!(
+        err(&out).contains(&format!("{}: a link out of the tree", fw.display())),
+        "{}",
+        err(&out)
+    );
+    let copy = scratch("link-out-capture");
+    let _ = std::fs::remove_dir_all(&copy);
+    let out = finish(
+        spawn(&["doctor", "--root", root.to_str().unwrap(), "--capture", copy.to_str().unwrap()]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", err(&out));
+    assert!(err(&out).contains("a link out of the tree"), "{}", err(&out));
+    let grep = std::process::Command::new("grep").args(["-r", "TOP-SECRET"]).arg(&copy).output();
+    assert!(!grep.unwrap().status.success(), "the secret was captured");
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_dir_all(&copy);
+}
+

@@ -193,7 +193,9 @@ fn word(text: String) -> String {
 pub(super) fn entries(root: &SystemTree, rel: &str) -> Vec<String> {
     // Names are shown, so they are cleaned too (a name that needed it then reads as
     // having no files, and its checks say N/A).
-    let mut names: Vec<String> = fs::read_dir(root.join(rel))
+    // A directory that resolves out of the tree lists nothing.
+    let Ok(dir) = root.resolve(rel) else { return Vec::new() };
+    let mut names: Vec<String> = fs::read_dir(dir)
         .map(|d| d.flatten().map(|e| clean(&e.file_name().to_string_lossy())).collect())
         .unwrap_or_default();
     names.sort_by_key(|a| natural(a));
