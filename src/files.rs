@@ -30,6 +30,8 @@ pub enum FileError {
     TooLarge(PathBuf, u64),
     /// Under a tree's root, it resolves (through a symbolic link) outside that root.
     Outside(PathBuf, PathBuf),
+    /// Its text is refused (why): a CPU list over its bounds.
+    Invalid(PathBuf, String),
 }
 
 impl FileError {
@@ -48,6 +50,7 @@ impl fmt::Display for FileError {
             FileError::TooLarge(path, limit) => {
                 write!(f, "{}: larger than {limit} bytes", path.display())
             }
+            FileError::Invalid(path, why) => write!(f, "{}: {why}", path.display()),
             FileError::Outside(path, root) => {
                 write!(f, "{}: a link out of the tree {}", path.display(), root.display())
             }
@@ -167,6 +170,11 @@ impl SystemTree {
                 None
             }
         }
+    }
+
+    /// Refuses `root/rel` for what it holds (`why`): kept as a refused file is.
+    pub fn refuse(&self, rel: impl AsRef<Path>, why: String) {
+        self.refused.borrow_mut().get_or_insert(FileError::Invalid(self.join(rel), why));
     }
 
     /// The first file refused so far.

@@ -173,3 +173,46 @@ fn item2_doctor_refuses_a_link_out_of_its_root_and_captures_none() {
     let _ = std::fs::remove_dir_all(&copy);
 }
 
+#[test]
+fn item3_cpu_lists_are_bounded_across_a_trees_numa_nodes() {
+    let root = scratch("numa-flood");
+    let _ = std::fs::remove_dir_all(&root);
+    for n in 0..3000 {
+        let dir = root.join(format!("sys/devices/system/node/node{n}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cpulist"), "0-65535\n").unwrap();
+    }
+    // Under 1 GiB of address space: the 3000 lists expanded took 1.55 GB.
+    let line = format!(
+        "ulimit -v 1048576 && exec '{}' doctor --root '{}'",
+        env!("CARGO_BIN_EXE_rdmabench"),
+        root.display()
+    );
+    let child = std::process::Command::new("sh")
+        .args(["-c", &line])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = finish(child, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(2), "{}", err(&out));
+    let node0 = root.join("sys/devices/system/node/node0/cpulist");
+    assert_eq!(
+        err(&out).trim(),
+        format!("rdmabench: {}: CPU 65535: CPUs are numbered below 8192", node0.display())
+    );
+    // Within bounds, node by node, until the tree's lists together pass 8192 CPUs.
+    for n in 0..3000 {
+        let list = root.join(format!("sys/devices/system/node/node{n}/cpulist"));
+        std::fs::write(list, "0-4095\n").unwrap();
+    }
+    let out = finish(spawn(&["doctor", "--root", root.to_str().unwrap()]), Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(2), "{}", err(&out));
+    let node2 = root.join("sys/devices/system/node/node2/cpulist");
+    assert_eq!(
+        err(&out).trim(),
+        format!("rdmabench: {}: more than 8192 CPUs listed in all", node2.display())
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
