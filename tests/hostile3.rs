@@ -216,3 +216,77 @@ fn item3_cpu_lists_are_bounded_across_a_trees_numa_nodes() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// Relays one client to `serve` on `to`, changing each `result` the client sends with
+/// `forge`: a client that reports what it likes.
+fn forging_relay(to: String, forge: fn(&mut serde_json::Value)) -> String {
+    use rdmabench::session::protocol::{decode_header, encode, HEADER_LEN};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    std::thread::spawn(move || {
+        let (mut client, _) = l.accept().unwrap();
+        let mut server = TcpStream::connect(to).unwrap();
+        let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut s2, &mut c2);
+            let _ = c2.shutdown(std::net::Shutdown::Both);
+        });
+        let mut header = [0u8; HEADER_LEN];
+        while client.read_exact(&mut header).is_ok() {
+            let mut payload = vec![0u8; decode_header(&header).unwrap() as usize];
+            if client.read_exact(&mut payload).is_err() {
+                break;
+            }
+            let mut msg: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+            if msg["type"] == "result" {
+                forge(&mut msg["result"]);
+            }
+            let frame = encode(&serde_json::to_vec(&msg).unwrap()).unwrap();
+            if server.write_all(&frame).is_err() {
+                break;
+            }
+        }
+        let _ = server.shutdown(std::net::Shutdown::Both);
+    });
+    port
+}
+
+#[test]
+fn item4_item10_a_peers_cpu_figures_are_range_checked_and_refusals_name_the_figure() {
+    type Forge = fn(&mut serde_json::Value);
+    let cases: [(&str, Forge, &str); 4] = [
+        (
+            "tcp-bw",
+            |r| r["cpu"]["client"]["busy_percent"] = 1e308.into(),
+            "a CPU figure out of range (busy_percent 1e308)",
+        ),
+        (
+            "tcp-bw",
+            |r| r["cpu"]["client"]["window_s"] = (-1.0).into(),
+            "a CPU figure out of range (window_s -1)",
+        ),
+        (
+            "tcp-bw",
+            |r| r["cpu"]["client"]["cpu_s_per_gb"] = (-0.5).into(),
+            "a CPU figure out of range (cpu_s_per_gb -0.5)",
+        ),
+        (
+            "tcp-lat",
+            |r| r["lat"]["t_min_us"] = (-1.0).into(),
+            "a latency out of range (t_min_us -1 usec)",
+        ),
+    ];
+    let _serving = serving();
+    let p = port();
+    let serve = spawn(&["serve", "-p", &p, "--timeout", "10", "--count", "4"]);
+    wait_listening(&p);
+    for (test, forge, said) in cases {
+        let relay = forging_relay(format!("127.0.0.1:{p}"), forge);
+        let c = client(&relay, &[test, "-n", "50", "--timeout", "10"]);
+        assert_eq!(c.status.code(), Some(2), "{test}: {}", err(&c));
+        assert!(err(&c).contains(&format!("the peer's result: {said}")), "{said}: {}", err(&c));
+    }
+    let log = text(&finish(serve, Duration::from_secs(30)));
+    assert_eq!(log.matches("FAILED: the peer's result: a CPU figure out of range").count(), 3);
+    assert!(!log.contains(" ok: "), "{log}");
+}
+
