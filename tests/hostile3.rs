@@ -290,3 +290,224 @@ fn item4_item10_a_peers_cpu_figures_are_range_checked_and_refusals_name_the_figu
     assert!(!log.contains(" ok: "), "{log}");
 }
 
+/// `rdmabench ARGS` with its data directory (and home) under `home`, run there.
+fn in_home(home: &std::path::Path, args: &[&str]) -> Output {
+    let child = common::rdmabench(false)
+        .args(args)
+        .current_dir(home)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("HOME", home)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(child, Duration::from_secs(60))
+}
+
+/// One error line on stderr, exit 2, containing each of `what`.
+fn refused(out: &Output, what: &[&str]) {
+    let e = err(out);
+    assert_eq!(out.status.code(), Some(2), "{e}{}", text(out));
+    assert_eq!(e.lines().count(), 1, "{e}");
+    for w in what {
+        assert!(e.contains(w), "{w}: {e}");
+    }
+}
+
+/// A fresh scratch folder.
+fn fresh(name: &str) -> std::path::PathBuf {
+    let d = scratch(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A store at `path` holding `n` test runs, the host of each `host`.
+fn a_store(path: &std::path::Path, n: usize, host: &str) {
+    let mut store = rdmabench::store::Store::open(path).unwrap();
+    for _ in 0..n {
+        let run = rdmabench::store::NewRun {
+            kind: "test".into(),
+            started: "2026-12-01T00:00:00Z".into(),
+            host: host.into(),
+            profile: "tcp_bw".into(),
+            report: "{}".into(),
+            ..Default::default()
+        };
+        store.record(&run).unwrap();
+    }
+}
+
+#[test]
+fn item5_a_store_that_cannot_take_the_run_stops_it_before_it_starts() {
+    let dir = fresh("store-first");
+    let broken = dir.join("broken.db");
+    std::fs::write(&broken, vec![0x5a; 8192]).unwrap();
+    let json = dir.join("r.json");
+    // Nothing listens on the port: had the test started, it would wait for a server.
+    let start = Instant::now();
+    let store = format!("--store={}", broken.display());
+    let out = in_home(
+        &dir,
+        &[
+            "tcp-bw",
+            "-D",
+            "3",
+            &store,
+            "--json",
+            json.to_str().unwrap(),
+            "-p",
+            &port(),
+            "127.0.0.1",
+        ],
+    );
+    refused(&out, &["not a usable SQLite database", "--no-store"]);
+    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    assert!(!json.exists(), "a JSON was written for a run that never started");
+    // rdmabench's version mark, not its tables: qualify refuses before any point runs.
+    let marked = dir.join("marked.db");
+    rusqlite::Connection::open(&marked).unwrap().execute_batch("PRAGMA user_version = 1;").unwrap();
+    let q = dir.join("q");
+    let out = in_home(
+        &dir,
+        &[
+            "qualify",
+            "quick",
+            "--server",
+            "127.0.0.1",
+            "--store",
+            marked.to_str().unwrap(),
+            "--out",
+            q.to_str().unwrap(),
+        ],
+    );
+    refused(&out, &["no table runs: not a results store this rdmabench made"]);
+    assert!(!q.join("qualify.json").exists(), "a point ran before the store was checked");
+}
+
+#[test]
+fn item6_a_reader_never_creates_a_store_and_reads_one_on_read_only_media() {
+    let dir = fresh("readers");
+    let missing = dir.join("no/such/dir/results.db");
+    for args in [vec!["history"], vec!["diff", "1", "2"], vec!["history", "--json"]] {
+        let mut a = args.clone();
+        a.extend(["--store", missing.to_str().unwrap()]);
+        let out = in_home(&dir, &a);
+        refused(&out, &[&format!("no results store at {}", missing.display())]);
+        assert!(!dir.join("no").exists(), "{args:?} created a directory");
+    }
+    // The default store, absent: nothing made under the data directory either.
+    let out = in_home(&dir, &["history"]);
+    refused(&out, &["no results store at"]);
+    assert!(!dir.join("data").exists());
+    // A valid (WAL) store on a read-only bind mount.
+    if !cfg!(target_os = "linux") || rustix_is_not_root() {
+        eprintln!("read-only media: needs root for a mount namespace; not run");
+        return;
+    }
+    let src = fresh("ro-src");
+    let ro = fresh("ro-mnt");
+    a_store(&src.join("results.db"), 2, "lab1");
+    let line = format!(
+        "mount --bind -o ro '{}' '{}' && exec '{}' history --store '{}/results.db'",
+        src.display(),
+        ro.display(),
+        env!("CARGO_BIN_EXE_rdmabench"),
+        ro.display()
+    );
+    let child = std::process::Command::new("unshare")
+        .args(["-m", "sh", "-c", &line])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = finish(child, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    assert_eq!(text(&out).matches("lab1").count(), 2, "{}", text(&out));
+}
+
+/// Not root (a mount namespace and a bind mount need it).
+fn rustix_is_not_root() -> bool {
+    let id = std::process::Command::new("id").arg("-u").output().unwrap();
+    String::from_utf8_lossy(&id.stdout).trim() != "0"
+}
+
+#[test]
+fn item7_a_default_store_in_a_home_that_cannot_be_written_names_the_way_out() {
+    let dir = fresh("no-home");
+    // The home's .local is a file: the default store's folder cannot be made.
+    std::fs::write(dir.join(".local"), "not a folder").unwrap();
+    let child = common::rdmabench(false)
+        .args([
+            "qualify",
+            "quick",
+            "--server",
+            "127.0.0.1",
+            "--out",
+            dir.join("q").to_str().unwrap(),
+        ])
+        .current_dir(&dir)
+        .env_remove("XDG_DATA_HOME")
+        .env("HOME", &dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = finish(child, Duration::from_secs(60));
+    refused(&out, &["cannot create", "--store PATH", "--no-store"]);
+}
+
+#[test]
+fn item8_a_hostile_database_is_refused_bounded_and_shown_inert() {
+    let dir = fresh("hostile-db");
+    // A recursive view where the runs table belongs: refused at once, not run.
+    let view = dir.join("view.db");
+    rusqlite::Connection::open(&view)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE points (run_id, point, figure, unit, median, runs);
+             CREATE VIEW runs AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c)
+               SELECT x AS id, 'test' AS kind, '' AS started, 'h' AS host, NULL AS device,
+                      NULL AS firmware, 'p' AS profile, NULL AS server, 1 AS pass, '{}' AS report
+               FROM c;
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
+    let start = Instant::now();
+    let out = in_home(&dir, &["history", "--store", view.to_str().unwrap()]);
+    refused(&out, &["runs is a view, not a table"]);
+    assert!(start.elapsed() < Duration::from_secs(10));
+    // A trigger on the runs table: refused for writers and readers alike.
+    let trig = dir.join("trigger.db");
+    a_store(&trig, 1, "h");
+    rusqlite::Connection::open(&trig)
+        .unwrap()
+        .execute_batch("CREATE TRIGGER t AFTER INSERT ON runs BEGIN SELECT 1; END;")
+        .unwrap();
+    let out = in_home(&dir, &["history", "--store", trig.to_str().unwrap()]);
+    refused(&out, &["a trigger (t) on its table runs"]);
+    // A 100 MB report: refused by its length, never fetched.
+    let big = dir.join("big.db");
+    a_store(&big, 2, "h");
+    rusqlite::Connection::open(&big)
+        .unwrap()
+        .execute_batch("UPDATE runs SET report = hex(zeroblob(50000000)) WHERE id = 1;")
+        .unwrap();
+    let out = in_home(&dir, &["diff", "2", "1", "--store", big.to_str().unwrap()]);
+    refused(&out, &["run 1's report is 100000000 bytes, over the 67108864"]);
+    // C1 controls and bidi overrides: the same inert text in the table and in --json.
+    let odd = dir.join("odd.db");
+    a_store(&odd, 1, "lab\u{9b}31m\u{202e}x");
+    for json in [false, true] {
+        let mut args = vec!["history", "--store", odd.to_str().unwrap()];
+        if json {
+            args.push("--json");
+        }
+        let out = in_home(&dir, &args);
+        assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+        let shown = text(&out);
+        assert!(!shown.contains('\u{9b}') && !shown.contains('\u{202e}'), "{shown:?}");
+        assert!(shown.contains("lab 31m x"), "{shown:?}");
+    }
+}
+
