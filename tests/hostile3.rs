@@ -511,3 +511,58 @@ fn item8_a_hostile_database_is_refused_bounded_and_shown_inert() {
     }
 }
 
+#[test]
+fn item9_escape_codes_in_a_profile_reach_no_output_raw() {
+    let dir = fresh("profile-text");
+    let _serving = serving();
+    let p = port();
+    let serve = spawn(&["serve", "-p", &p, "--timeout", "10", "--count", "1"]);
+    wait_listening(&p);
+    let profile = dir.join("evil.toml");
+    std::fs::write(
+        &profile,
+        "name = \"lab\\u001b[2J\\u0007\\u0001\"\nrepeats = 1\nwaive = [\"rdma.device\"]\n\n[[test]]\ntest = \"tcp_lat\"\nname = \"t\\u001b]0;owned\\u0007\\u0085<x>&\"\nsizes = [2]\niters = 100\nmax_lat_typical = \"1 s\"\n",
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    let out = in_home(
+        &dir,
+        &[
+            "qualify",
+            profile.to_str().unwrap(),
+            "--server",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--store",
+            dir.join("r.db").to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    let _ = finish(serve, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out), err(&out));
+    let raw = ['\u{1b}', '\u{7}', '\u{1}', '\u{85}'];
+    let mut seen = vec![("stdout".to_string(), text(&out)), ("stderr".to_string(), err(&out))];
+    for f in ["qualify.json", "report.html", "junit.xml"] {
+        seen.push((f.into(), std::fs::read_to_string(out_dir.join(f)).unwrap()));
+    }
+    let history =
+        in_home(&dir, &["history", "--json", "--store", dir.join("r.db").to_str().unwrap()]);
+    seen.push(("history".into(), text(&history)));
+    let stored = rusqlite::Connection::open(dir.join("r.db"))
+        .unwrap()
+        .query_row("SELECT profile || report FROM runs", [], |r| r.get::<_, String>(0))
+        .unwrap();
+    seen.push(("the store".into(), stored));
+    for (what, body) in &seen {
+        // JSON escapes them as \u001b; the escaped form is raw text too.
+        assert!(!body.chars().any(|c| raw.contains(&c)), "{what}: {body:?}");
+        assert!(!body.contains("\\u001b") && !body.contains("\\u0007"), "{what}: {body}");
+    }
+    assert!(text(&out).contains("t ]0;owned <x>&"), "{}", text(&out));
+    // junit.xml is XML: the names escaped once.
+    let junit = &seen[4].1;
+    assert!(junit.contains("t ]0;owned &lt;x&gt;&amp;"), "{junit}");
+}
+
