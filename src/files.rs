@@ -102,6 +102,38 @@ fn open(path: &Path) -> io::Result<File> {
     options.open(path)
 }
 
+/// Opens `path` to write a report into (created, emptied), without waiting for a FIFO's
+/// reader: a FIFO that nobody reads is refused at once, one that is read is written
+/// as a file is.
+///
+/// # Errors
+/// It cannot be opened; a FIFO without a reader is `ErrorKind::NotConnected`, "a FIFO
+/// with no reader".
+pub fn create(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        let file = create_unblocked(&options, path)?;
+        // A FIFO with its reader there: written as a file is, blocking when full.
+        ffi::os::set_blocking(std::os::fd::AsFd::as_fd(&file))?;
+        Ok(file)
+    }
+    #[cfg(not(unix))]
+    options.open(path)
+}
+
+/// `options` with `O_NONBLOCK`, a FIFO nobody reads refused by name.
+#[cfg(unix)]
+fn create_unblocked(options: &OpenOptions, path: &Path) -> io::Result<File> {
+    let mut quick = options.clone();
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut quick, libc::O_NONBLOCK);
+    quick.open(path).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENXIO) => io::Error::new(io::ErrorKind::NotConnected, "a FIFO with no reader"),
+        _ => e,
+    })
+}
+
 /// A directory tree of system files (`/`, or a capture of one) read file by file, each
 /// through [`read_text`] with [`SYSTEM_FILE_LIMIT`]. A file that cannot be read reads as
 /// absent, as a missing attribute does; the first one refused (a FIFO, a device, too
@@ -219,6 +251,37 @@ mod tests {
             let e = read_text(path, 1 << 20).unwrap_err();
             assert_eq!(e.to_string(), format!("{}: not a regular file", path.display()));
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_report_goes_into_a_read_fifo_whole_and_a_fifo_nobody_reads_is_refused() {
+        use std::io::Write;
+        let dir = scratch("create");
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let e = create(&fifo).unwrap_err();
+        assert_eq!(e.to_string(), "a FIFO with no reader");
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap().len())
+        };
+        let start = std::time::Instant::now();
+        let mut file = loop {
+            match create(&fifo) {
+                Ok(f) => break f,
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                    assert!(start.elapsed().as_secs() < 5, "the reader never opened");
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        // More than a pipe holds: written blocking, as a file is.
+        file.write_all(&vec![b'x'; 1 << 20]).unwrap();
+        drop(file);
+        assert_eq!(reader.join().unwrap(), 1 << 20);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

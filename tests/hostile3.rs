@@ -566,3 +566,25 @@ fn item9_escape_codes_in_a_profile_reach_no_output_raw() {
     assert!(junit.contains("t ]0;owned &lt;x&gt;&amp;"), "{junit}");
 }
 
+#[test]
+fn item10_a_json_fifo_without_reader_and_a_full_stdout_are_errors() {
+    let dir = fresh("fifo");
+    let fifo = dir.join("r.json");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let start = Instant::now();
+    let out =
+        in_home(&dir, &["tcp-bw", "--json", fifo.to_str().unwrap(), "-p", &port(), "127.0.0.1"]);
+    refused(&out, &[&format!("--json {}: a FIFO with no reader", fifo.display())]);
+    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    for args in [&["--help"][..], &["tcp-bw", "--help"], &["--version"]] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let child = common::rdmabench(false)
+            .args(args)
+            .stdout(full)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = finish(child, Duration::from_secs(30));
+        refused(&out, &["writing output", "No space left on device"]);
+    }
+}
