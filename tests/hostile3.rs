@@ -43,9 +43,9 @@ fn client(port: &str, args: &[&str]) -> Output {
     finish(spawn(&a), Duration::from_secs(90))
 }
 
-/// Relays one client's data stream to `to`: its 12-byte greeting at once, then one byte
-/// a second, for at most `limit`.
-fn trickle(to: String, limit: Duration) -> String {
+/// Relays one client's data stream to `to`: its 12-byte greeting at once, then, for at
+/// most `limit`, one byte a second (`trickling`) or nothing at all (silent).
+fn trickle(to: String, limit: Duration, trickling: bool) -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
@@ -57,7 +57,7 @@ fn trickle(to: String, limit: Duration) -> String {
         let start = Instant::now();
         let mut b = [0u8; 1];
         while start.elapsed() < limit && client.read_exact(&mut b).is_ok() {
-            if server.write_all(&b).is_err() {
+            if trickling && server.write_all(&b).is_err() {
                 break;
             }
             std::thread::sleep(Duration::from_secs(1));
@@ -67,8 +67,8 @@ fn trickle(to: String, limit: Duration) -> String {
 }
 
 /// Relays one client to `serve` on `to`, its TCP data stream through [`trickle`]: a
-/// client whose data arrives one byte a second.
-fn trickling_relay(to: String) -> String {
+/// client whose data arrives one byte a second (`trickling`), or never.
+fn trickling_relay(to: String, trickling: bool) -> String {
     use rdmabench::session::protocol::{decode_header, encode, HEADER_LEN};
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port().to_string();
@@ -90,7 +90,7 @@ fn trickling_relay(to: String) -> String {
             if msg["type"] == "endpoints" {
                 for qp in msg["qps"].as_array_mut().unwrap() {
                     let real = qp["addr"].as_str().unwrap().to_string();
-                    qp["addr"] = trickle(real, Duration::from_secs(60)).into();
+                    qp["addr"] = trickle(real, Duration::from_secs(60), trickling).into();
                 }
             }
             let frame = encode(&serde_json::to_vec(&msg).unwrap()).unwrap();
@@ -104,28 +104,35 @@ fn trickling_relay(to: String) -> String {
 }
 
 #[test]
-fn item1_a_trickling_client_holds_the_slot_no_longer_than_max_time() {
+fn item1_a_trickling_or_silent_client_holds_the_slot_no_longer_than_max_time() {
     let _serving = serving();
-    let p = port();
-    let serve = spawn(&["serve", "-p", &p, "--timeout", "30", "--max-time", "2", "--count", "2"]);
-    wait_listening(&p);
-    let relay = trickling_relay(format!("127.0.0.1:{p}"));
-    let start = Instant::now();
-    let trickled = std::thread::spawn(move || {
-        client(&relay, &["tcp-bw", "-s", "65536", "-n", "100000", "--timeout", "60"])
-    });
-    // The trickled test holds the slot now; a second client comes a second later and
-    // may wait 5 s for it: it is served once the first test's 2 s are up.
-    std::thread::sleep(Duration::from_secs(1));
-    let second = client(&p, &["tcp-bw", "-n", "50", "--timeout", "10"]);
-    let served_after = start.elapsed();
-    assert_eq!(second.status.code(), Some(0), "{}", err(&second));
-    assert!(served_after < Duration::from_secs(6), "served after {served_after:?}");
-    let trickled = trickled.join().unwrap();
-    assert_eq!(trickled.status.code(), Some(2), "{}", err(&trickled));
-    assert!(err(&trickled).contains("(serve --max-time)"), "{}", err(&trickled));
-    let log = text(&finish(serve, Duration::from_secs(30)));
-    assert!(log.contains("tcp_bw FAILED: the test ran past this server's limit of 2 s"), "{log}");
+    // tcp_bw's data trickled a byte a second; tcp_lat's first ping never arriving (the
+    // server's read waited its whole --timeout, 30 s, before it looked at the time).
+    for (test, trickling) in [("tcp-bw", true), ("tcp-lat", false)] {
+        let p = port();
+        let serve =
+            spawn(&["serve", "-p", &p, "--timeout", "30", "--max-time", "2", "--count", "2"]);
+        wait_listening(&p);
+        let relay = trickling_relay(format!("127.0.0.1:{p}"), trickling);
+        let start = Instant::now();
+        let held = std::thread::spawn(move || {
+            client(&relay, &[test, "-s", "65536", "-n", "100000", "--timeout", "10"])
+        });
+        // The first test holds the slot now; a second client comes a second later and
+        // may wait 5 s for it: it is served once the first test's 2 s are up.
+        std::thread::sleep(Duration::from_secs(1));
+        let second = client(&p, &["tcp-bw", "-n", "50", "--timeout", "10"]);
+        let served_after = start.elapsed();
+        assert_eq!(second.status.code(), Some(0), "{test}: {}", err(&second));
+        assert!(served_after < Duration::from_secs(6), "{test}: served after {served_after:?}");
+        let held = held.join().unwrap();
+        assert_eq!(held.status.code(), Some(2), "{test}: {}", err(&held));
+        assert!(err(&held).contains("(serve --max-time)"), "{test}: {}", err(&held));
+        let log = text(&finish(serve, Duration::from_secs(30)));
+        let id = test.replace('-', "_");
+        let why = format!("{id} FAILED: the test ran past this server's limit of 2 s");
+        assert!(log.contains(&why), "{log}");
+    }
 }
 
 /// A scratch directory of this test binary's own.
