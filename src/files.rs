@@ -28,6 +28,10 @@ pub enum FileError {
     NotRegular(PathBuf),
     /// It holds more than the limit.
     TooLarge(PathBuf, u64),
+    /// Under a tree's root, it resolves (through a symbolic link) outside that root.
+    Outside(PathBuf, PathBuf),
+    /// Its text is refused (why): a CPU list over its bounds.
+    Invalid(PathBuf, String),
 }
 
 impl FileError {
@@ -45,6 +49,10 @@ impl fmt::Display for FileError {
             FileError::NotRegular(path) => write!(f, "{}: not a regular file", path.display()),
             FileError::TooLarge(path, limit) => {
                 write!(f, "{}: larger than {limit} bytes", path.display())
+            }
+            FileError::Invalid(path, why) => write!(f, "{}: {why}", path.display()),
+            FileError::Outside(path, root) => {
+                write!(f, "{}: a link out of the tree {}", path.display(), root.display())
             }
         }
     }
@@ -94,19 +102,73 @@ fn open(path: &Path) -> io::Result<File> {
     options.open(path)
 }
 
+/// Opens `path` to write a report into (created, emptied), without waiting for a FIFO's
+/// reader: a FIFO that nobody reads is refused at once, one that is read is written
+/// as a file is.
+///
+/// # Errors
+/// It cannot be opened; a FIFO without a reader is `ErrorKind::NotConnected`, "a FIFO
+/// with no reader".
+pub fn create(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        let file = create_unblocked(&options, path)?;
+        // A FIFO with its reader there: written as a file is, blocking when full.
+        ffi::os::set_blocking(std::os::fd::AsFd::as_fd(&file))?;
+        Ok(file)
+    }
+    #[cfg(not(unix))]
+    options.open(path)
+}
+
+/// `options` with `O_NONBLOCK`, a FIFO nobody reads refused by name.
+#[cfg(unix)]
+fn create_unblocked(options: &OpenOptions, path: &Path) -> io::Result<File> {
+    let mut quick = options.clone();
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut quick, libc::O_NONBLOCK);
+    quick.open(path).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENXIO) => io::Error::new(io::ErrorKind::NotConnected, "a FIFO with no reader"),
+        _ => e,
+    })
+}
+
 /// A directory tree of system files (`/`, or a capture of one) read file by file, each
 /// through [`read_text`] with [`SYSTEM_FILE_LIMIT`]. A file that cannot be read reads as
 /// absent, as a missing attribute does; the first one refused (a FIFO, a device, too
-/// large) is kept, so the caller can fail with it once it is done reading.
+/// large, a link out of the tree) is kept, so the caller can fail with it once it is
+/// done reading. Every path is resolved before it is opened, and read only when it
+/// resolves under the root: sysfs's links within the tree are followed, a link out of
+/// it is refused.
 pub struct SystemTree {
     root: PathBuf,
+    /// The root, resolved (`None` when it does not resolve: then nothing does).
+    real_root: Option<PathBuf>,
     refused: RefCell<Option<FileError>>,
 }
 
 impl SystemTree {
     /// The tree under `root`.
     pub fn new(root: &Path) -> SystemTree {
-        SystemTree { root: root.to_path_buf(), refused: RefCell::new(None) }
+        SystemTree {
+            root: root.to_path_buf(),
+            real_root: root.canonicalize().ok(),
+            refused: RefCell::new(None),
+        }
+    }
+
+    /// `root/rel` resolved, when it resolves under the root.
+    ///
+    /// # Errors
+    /// It does not resolve (missing), or it resolves outside the root.
+    pub fn resolve(&self, rel: impl AsRef<Path>) -> Result<PathBuf, FileError> {
+        let path = self.join(rel);
+        let real = path.canonicalize().map_err(|e| FileError::Io(path.clone(), e))?;
+        match &self.real_root {
+            Some(root) if real.starts_with(root) => Ok(real),
+            _ => Err(FileError::Outside(path, self.root.clone())),
+        }
     }
 
     /// Its root.
@@ -121,7 +183,17 @@ impl SystemTree {
 
     /// The text of `root/rel`; `None` when it cannot be read or is refused.
     pub fn read(&self, rel: impl AsRef<Path>) -> Option<String> {
-        match read_text(&self.join(rel), SYSTEM_FILE_LIMIT) {
+        let path = self.join(&rel);
+        // What was resolved is read, named as the tree names it.
+        let read = self.resolve(rel).and_then(|real| {
+            read_text(&real, SYSTEM_FILE_LIMIT).map_err(|e| match e {
+                FileError::Io(_, e) => FileError::Io(path.clone(), e),
+                FileError::NotRegular(_) => FileError::NotRegular(path.clone()),
+                FileError::TooLarge(_, limit) => FileError::TooLarge(path.clone(), limit),
+                other => other,
+            })
+        });
+        match read {
             Ok(text) => Some(text),
             Err(e) => {
                 if e.refused() {
@@ -130,6 +202,11 @@ impl SystemTree {
                 None
             }
         }
+    }
+
+    /// Refuses `root/rel` for what it holds (`why`): kept as a refused file is.
+    pub fn refuse(&self, rel: impl AsRef<Path>, why: String) {
+        self.refused.borrow_mut().get_or_insert(FileError::Invalid(self.join(rel), why));
     }
 
     /// The first file refused so far.
@@ -178,16 +255,79 @@ mod tests {
     }
 
     #[test]
+    fn a_report_goes_into_a_read_fifo_whole_and_a_fifo_nobody_reads_is_refused() {
+        use std::io::Write;
+        let dir = scratch("create");
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let e = create(&fifo).unwrap_err();
+        assert_eq!(e.to_string(), "a FIFO with no reader");
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap().len())
+        };
+        let start = std::time::Instant::now();
+        let mut file = loop {
+            match create(&fifo) {
+                Ok(f) => break f,
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                    assert!(start.elapsed().as_secs() < 5, "the reader never opened");
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        // More than a pipe holds: written blocking, as a file is.
+        file.write_all(&vec![b'x'; 1 << 20]).unwrap();
+        drop(file);
+        assert_eq!(reader.join().unwrap(), 1 << 20);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn a_tree_keeps_the_first_refusal_and_reads_on() {
         let dir = scratch("tree");
         std::fs::write(dir.join("a"), "1\n").unwrap();
-        std::os::unix::fs::symlink("/dev/zero", dir.join("zero")).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(dir.join("fifo")).status().unwrap();
+        assert!(made.success());
         let tree = SystemTree::new(&dir);
-        assert_eq!(tree.read("zero"), None);
+        assert_eq!(tree.read("fifo"), None);
         assert_eq!(tree.read("missing"), None);
         assert_eq!(tree.read("a").as_deref(), Some("1\n"));
-        let e = tree.refused().expect("the device was refused");
-        assert_eq!(e.to_string(), format!("{}: not a regular file", dir.join("zero").display()));
+        let e = tree.refused().expect("the FIFO was refused");
+        assert_eq!(e.to_string(), format!("{}: not a regular file", dir.join("fifo").display()));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_tree_follows_links_within_it_and_refuses_links_out_of_it() {
+        let dir = scratch("links");
+        let outside = scratch("links-outside");
+        std::fs::write(outside.join("secret"), "secret\n").unwrap();
+        std::fs::create_dir_all(dir.join("devices/x")).unwrap();
+        std::fs::create_dir_all(dir.join("class")).unwrap();
+        std::fs::write(dir.join("devices/x/fw_ver"), "2.42\n").unwrap();
+        std::os::unix::fs::symlink("../devices/x", dir.join("class/x")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), dir.join("devices/x/board_id")).unwrap();
+        let up = format!("../../../rdmabench-files-{}-links-outside", std::process::id());
+        std::os::unix::fs::symlink(up, dir.join("devices/x/up")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.join("zero")).unwrap();
+        let tree = SystemTree::new(&dir);
+        assert_eq!(tree.read("class/x/fw_ver").as_deref(), Some("2.42\n"));
+        assert_eq!(tree.read("class/x/board_id"), None);
+        assert_eq!(tree.read("class/x/up/secret"), None);
+        assert_eq!(tree.read("zero"), None);
+        let e = tree.refused().expect("the link out was refused");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: a link out of the tree {}",
+                dir.join("class/x/board_id").display(),
+                dir.display()
+            )
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&outside).unwrap();
     }
 }

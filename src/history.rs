@@ -39,7 +39,7 @@ pub struct DiffOptions {
 /// # Errors
 /// The store cannot be opened or read.
 pub fn history(o: &HistoryOptions, out: &mut dyn Write) -> Result<u8, Error> {
-    let store = Store::open(&o.store)?;
+    let store = Store::open_read(&o.store)?;
     let runs = store.list(&o.filter)?;
     let text = if o.json { crate::report::to_json(&runs) } else { table(&runs) };
     out.write_all(text.as_bytes()).map_err(|e| Error::io(format!("writing output: {e}")))?;
@@ -60,10 +60,11 @@ fn table(runs: &[RunRow]) -> String {
             r.id,
             r.started,
             r.kind,
-            crate::text::clean(&r.profile),
-            crate::text::clean(&r.host),
-            crate::text::clean(r.device.as_deref().unwrap_or("-")),
-            crate::text::clean(r.firmware.as_deref().unwrap_or("-")),
+            // Cleaned as they were read (store::query).
+            r.profile,
+            r.host,
+            r.device.as_deref().unwrap_or("-"),
+            r.firmware.as_deref().unwrap_or("-"),
             if r.pass { "PASS" } else { "FAIL" },
             r.points
         );
@@ -82,7 +83,7 @@ fn table(runs: &[RunRow]) -> String {
 /// The store, or either run, cannot be read; a run is not a qualification; the two are
 /// different profiles.
 pub fn diff(o: &DiffOptions, out: &mut dyn Write) -> Result<u8, Error> {
-    let store = Store::open(&o.store)?;
+    let store = Store::open_read(&o.store)?;
     let now = Baseline::stored(&store, o.b)?;
     let was = Baseline::stored(&store, o.a)?;
     if was.report.profile.name != now.report.profile.name {

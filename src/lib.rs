@@ -97,6 +97,9 @@ fn test(t: TestArgs, out: &mut dyn Write) -> Result<u8, Error> {
     if let Some(rails) = rails::plan(&t)? {
         return rails::run(&t, rails, out);
     }
+    // Opened, its schema and tables checked and a write tried, before the run: a store
+    // that cannot take the run stops it at once.
+    let store = t.output.store.as_deref().map(store::Store::open).transpose()?;
     if let Some(path) = &t.output.json {
         // Checked (and emptied) before the run: a result is never lost to a bad path,
         // and an older file never survives to read as this run's.
@@ -114,7 +117,7 @@ fn test(t: TestArgs, out: &mut dyn Write) -> Result<u8, Error> {
     } else {
         engine::run(&t.spec, &side, &t.local, t.output.report_gbits, header)
     };
-    perf::finish::finish(&t.spec, outcome, &t.output, out)
+    perf::finish::finish(&t.spec, outcome, &t.output, store, out)
 }
 
 fn devices(args: &DevicesArgs, out: &mut dyn Write) -> Result<u8, Error> {

@@ -13,6 +13,9 @@
 //!
 //! `serve_outlives_hostile_sessions`: a few dozen hostile sessions against a live
 //! `rdmabench serve`, which must stay up and serve a normal client at the end.
+//!
+//! `fuzz_store_reader`: damaged results stores (a valid one's bytes flipped or cut)
+//! read as `history`, `diff` and qualify's trend read them, and opened as a writer.
 
 mod common;
 
@@ -1368,4 +1371,88 @@ fn serve_outlives_hostile_sessions() {
     assert!(last.contains("tcp_lat ok"), "{log}");
     // One line per session that said something (a bare connect and close is not logged).
     assert!(log.lines().count() >= 40, "{log}");
+}
+
+/// The store's readers (and its writer's checks) against damaged databases: a valid
+/// store with a few runs, its bytes flipped or cut, read as `history`, `diff` and a
+/// qualification's trend read it. Nothing may panic or take long: SQLite reports the
+/// damage, and rdmabench makes it one error. `RDMABENCH_FUZZ_STORES` (default 500)
+/// chooses how many files; the seed is `fuzz_decoders`'s variable.
+#[test]
+fn fuzz_store_reader() {
+    use rdmabench::store::{NewRun, PointRow, Store};
+    let inputs = env_u64("RDMABENCH_FUZZ_STORES", 500);
+    let seed = env_u64("RDMABENCH_FUZZ_SEED", fresh_seed());
+    println!("fuzz_store_reader: seed {seed:#x} (again: RDMABENCH_FUZZ_SEED={seed:#x})");
+    let dir = common::scratch("rdmabench-fuzz-store");
+    let good = dir.join("good.db");
+    let _ = std::fs::remove_file(&good);
+    {
+        let mut store = Store::open(&good).unwrap();
+        for k in 0..4 {
+            let point = |p: &str| PointRow {
+                point: p.into(),
+                figure: "BW average".into(),
+                unit: "MiB/s".into(),
+                median: Some(1000.0 + f64::from(k)),
+                runs: 3,
+            };
+            let run = NewRun {
+                kind: "qualify".into(),
+                started: format!("2026-12-0{}T00:00:00Z", k + 1),
+                host: "h".into(),
+                profile: "p".into(),
+                report: format!("{{\"kind\":\"qualify\",\"n\":{k}}}"),
+                points: vec![point("tcp_bw 64K"), point("tcp_bw 1M")],
+                ..Default::default()
+            };
+            store.record(&run).unwrap();
+        }
+    }
+    let bytes = std::fs::read(&good).unwrap();
+    install_hook();
+    for index in 0..inputs {
+        let mut rng = Rng::for_input(seed, index);
+        let mut input = bytes.clone();
+        if rng.chance(20) {
+            input.truncate(rng.index(input.len()));
+        } else {
+            for _ in 0..=rng.log_uniform(6) {
+                let at = rng.index(input.len());
+                input[at] = rng.next() as u8;
+            }
+        }
+        let path = dir.join("fuzzed.db");
+        for leftover in ["fuzzed.db", "fuzzed.db-wal", "fuzzed.db-shm", "fuzzed.db-journal"] {
+            let _ = std::fs::remove_file(dir.join(leftover));
+        }
+        std::fs::write(&path, &input).unwrap();
+        let start = Instant::now();
+        CATCHING.with(|c| c.set(true));
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+            if let Ok(store) = Store::open_read(&path) {
+                let _ = store.list(&Default::default());
+                let _ = store.run(1);
+                let _ = store.run(3);
+                let _ = store.trend("p", "h", 20);
+            }
+            let _ = Store::open(&path).map(|s| s.list(&Default::default()));
+        }));
+        CATCHING.with(|c| c.set(false));
+        if outcome.is_err() {
+            let why = CAUGHT.with(|c| c.borrow_mut().take()).unwrap_or_default();
+            let saved = dir.join(format!("fuzzed-{seed:x}-{index}.db"));
+            let _ = std::fs::write(&saved, &input);
+            panic!(
+                "fuzz_store_reader: input #{index} (seed {seed:#x}, {}) panicked: {why}",
+                saved.display()
+            );
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "fuzz_store_reader: input #{index} (seed {seed:#x}) took {:?}",
+            start.elapsed()
+        );
+    }
+    println!("fuzz_store_reader: {inputs} damaged stores read without a panic");
 }

@@ -85,8 +85,13 @@ fn b1_silent_strays_neither_stretch_a_one_shot_deadline_nor_hold_its_client() {
 
 #[test]
 fn b10_a_silent_stranger_on_a_data_port_does_not_stall_the_streams() {
-    let opts =
-        StreamOptions { window: None, nodelay: true, timeout: Duration::from_secs(5), buf_len: 64 };
+    let opts = StreamOptions {
+        window: None,
+        nodelay: true,
+        timeout: Duration::from_secs(5),
+        buf_len: 64,
+        end: None,
+    };
     let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &opts).unwrap();
     let ep = l.endpoint().unwrap();
     // From the client's own address, first in the queue, and silent.

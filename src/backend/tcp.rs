@@ -32,6 +32,8 @@ impl Backend for Tcp {
             nodelay: streams.nodelay,
             timeout: ctx.local.timeout,
             buf_len: usize::try_from(ctx.spec.max_size()).unwrap_or(usize::MAX),
+            // serve --max-time reaches every read and write of the data streams.
+            end: crate::perf::loops::tests_end(),
         };
         let listener = if ctx.client() {
             None

@@ -164,18 +164,30 @@ where
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion => {
             // -V and --version alike: the commit and the RDMA libraries too.
             // Not print!: it panics when the reader went away (`--version | head -0`).
-            let _ = std::io::Write::write_all(
-                &mut std::io::stdout(),
-                crate::version::long().as_bytes(),
-            );
+            let mut stdout = std::io::stdout();
+            written(
+                std::io::Write::write_all(&mut stdout, crate::version::long().as_bytes())
+                    .and_then(|()| std::io::Write::flush(&mut stdout)),
+            )?;
             Ok(None)
         }
         Err(e) if !e.use_stderr() => {
             // --help / --version: clap's own text on stdout.
-            let _ = e.print();
+            written(e.print().and_then(|()| std::io::Write::flush(&mut std::io::stdout())))?;
             Ok(None)
         }
         Err(e) => Err(Error::usage(first_line(&e.render().to_string()))),
+    }
+}
+
+/// Help or version text written, or why not: a reader that went away is no error (as
+/// the commands' output), any other failure (`> /dev/full`) is.
+fn written(result: std::io::Result<()>) -> Result<(), Error> {
+    match result {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::io(format!("writing output: {e}")))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::files::SystemTree;
 use crate::inventory::decode;
+use crate::spec::rules::{cpu_list_within, MAX_CPUS};
 use crate::text::clean;
 
 /// Everything the Linux checks judge.
@@ -193,7 +194,9 @@ fn word(text: String) -> String {
 pub(super) fn entries(root: &SystemTree, rel: &str) -> Vec<String> {
     // Names are shown, so they are cleaned too (a name that needed it then reads as
     // having no files, and its checks say N/A).
-    let mut names: Vec<String> = fs::read_dir(root.join(rel))
+    // A directory that resolves out of the tree lists nothing.
+    let Ok(dir) = root.resolve(rel) else { return Vec::new() };
+    let mut names: Vec<String> = fs::read_dir(dir)
         .map(|d| d.flatten().map(|e| clean(&e.file_name().to_string_lossy())).collect())
         .unwrap_or_default();
     names.sort_by_key(|a| natural(a));
@@ -218,7 +221,10 @@ impl HostFacts {
             governors: governors(root),
             idle_states: idle_states(root),
             numa_nodes: numa_nodes(root),
-            allowed_cpus: status_field(root, "Cpus_allowed_list").and_then(|l| cpu_list(&l)),
+            allowed_cpus: status_field(root, "Cpus_allowed_list").and_then(|l| {
+                let mut left = MAX_CPUS;
+                cpu_list(root, "proc/self/status", &l, &mut left)
+            }),
             memlock,
             memlock_known,
             cap_ipc_lock: status_field(root, "CapEff")
@@ -397,15 +403,22 @@ fn idle_states(root: &SystemTree) -> Vec<IdleState> {
         .collect()
 }
 
+/// The NUMA nodes and their CPUs: at most [`MAX_CPUS`] CPUs in all the nodes' lists
+/// together (a host's nodes list each CPU once); the first list past it is refused, and
+/// the nodes are read no further.
 fn numa_nodes(root: &SystemTree) -> Vec<(u32, Vec<usize>)> {
-    entries(root, "sys/devices/system/node")
-        .iter()
-        .filter_map(|n| {
-            let id: u32 = n.strip_prefix("node")?.parse().ok()?;
-            let cpus = cpu_list(&read(root, format!("sys/devices/system/node/{n}/cpulist"))?)?;
-            Some((id, cpus))
-        })
-        .collect()
+    let mut left = MAX_CPUS;
+    let mut nodes = Vec::new();
+    for n in entries(root, "sys/devices/system/node") {
+        let Some(id) = n.strip_prefix("node").and_then(|i| i.parse::<u32>().ok()) else {
+            continue;
+        };
+        let rel = format!("sys/devices/system/node/{n}/cpulist");
+        let Some(text) = root.read(&rel) else { continue };
+        let Some(cpus) = cpu_list(root, &rel, &text, &mut left) else { break };
+        nodes.push((id, cpus));
+    }
+    nodes
 }
 
 /// A field of `proc/self/status`.
@@ -442,27 +455,17 @@ fn memlock(root: &SystemTree) -> (Option<u64>, bool) {
     (soft.and_then(|s| s.parse().ok()), true)
 }
 
-/// Most CPUs a list may name, all ranges together (Linux's NR_CPUS is at most 8192).
-pub const MAX_LISTED_CPUS: usize = 1 << 16;
-
-/// `0-3,8,10-11` → the CPUs; `None` if malformed or naming more than
-/// [`MAX_LISTED_CPUS`].
-pub fn cpu_list(text: &str) -> Option<Vec<usize>> {
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        let (a, b): (usize, usize) = match part.split_once('-') {
-            Some((a, b)) => (a.trim().parse().ok()?, b.trim().parse().ok()?),
-            None => {
-                let a = part.trim().parse().ok()?;
-                (a, a)
-            }
-        };
-        if b < a || b - a >= MAX_LISTED_CPUS - cpus.len() {
-            return None;
+/// `0-3,8,10-11`, the `text` of `root/rel` → its CPUs, taken from `left`
+/// ([`cpu_list_within`]); `None` when over the bounds or malformed, which the tree then
+/// keeps as refused.
+fn cpu_list(root: &SystemTree, rel: &str, text: &str, left: &mut usize) -> Option<Vec<usize>> {
+    match cpu_list_within(text, left) {
+        Ok(cpus) => Some(cpus),
+        Err(why) => {
+            root.refuse(rel, why);
+            None
         }
-        cpus.extend(a..=b);
     }
-    Some(cpus)
 }
 
 /// Compact form of a CPU list: `[0,1,2,3,8]` → `0-3,8`.
@@ -509,20 +512,8 @@ mod tests {
 
     #[test]
     fn cpu_lists_round_trip() {
-        assert_eq!(cpu_list("0-3,8,10-11"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(cpu_list_within("0-3,8,10-11\n", &mut 64), Ok(vec![0, 1, 2, 3, 8, 10, 11]));
         assert_eq!(cpu_ranges(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
-        assert_eq!(cpu_list("3-1"), None);
-        assert_eq!(cpu_list("x"), None);
-        assert_eq!(cpu_list("0-99999999"), None, "a bounded list");
-        // Many ranges, each allowed: bounded all together (12 KB gave 755 MB before).
-        let many = vec!["0-65535"; 2000].join(",");
-        assert_eq!(cpu_list(&many), None);
-        assert_eq!(
-            cpu_list(&vec!["7"; MAX_LISTED_CPUS].join(",")).map(|c| c.len()),
-            Some(MAX_LISTED_CPUS)
-        );
-        assert_eq!(cpu_list(&vec!["7"; MAX_LISTED_CPUS + 1].join(",")), None);
-        assert_eq!(cpu_list("0-65535").map(|c| c.len()), Some(MAX_LISTED_CPUS));
     }
 
     #[test]

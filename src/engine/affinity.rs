@@ -65,7 +65,8 @@ pub(crate) fn numa_node_cpus(n: u32) -> Vec<usize> {
 
 /// The CPUs of NUMA node `n` (`nodeN/cpulist`, `0-7,16-23`).
 fn node_cpus(nodes: &Path, n: u32) -> Option<Vec<usize>> {
-    let text = std::fs::read_to_string(nodes.join(format!("node{n}/cpulist"))).ok()?;
+    let path = nodes.join(format!("node{n}/cpulist"));
+    let text = crate::files::read_text(&path, crate::files::SYSTEM_FILE_LIMIT).ok()?;
     parse_cpu_list(text.trim()).ok().filter(|c| !c.is_empty())
 }
 

@@ -99,13 +99,26 @@ fn recv_result(
 pub const MAX_PLAUSIBLE_RATE: f64 = 1e13;
 /// Longest time a peer may claim for one operation, µs: a day.
 pub const MAX_PLAUSIBLE_US: f64 = 86_400e6;
+/// Longest CPU window a peer may claim, seconds: a day.
+pub const MAX_PLAUSIBLE_WINDOW_S: f64 = 86_400.0;
+/// Most CPU a peer may claim busy, percent of one CPU: every CPU a list may name
+/// ([`MAX_CPUS`](crate::spec::rules::MAX_CPUS)) busy.
+pub const MAX_PLAUSIBLE_PERCENT: f64 = 100.0 * crate::spec::rules::MAX_CPUS as f64;
+/// Largest ratio of CPU to work a peer may claim (CPU seconds per GB, cycles per
+/// byte, µs per message): a day of every CPU for one byte, rounded up.
+pub const MAX_PLAUSIBLE_RATIO: f64 = 1e20;
+/// Fastest CPU clock a peer may claim, MHz.
+pub const MAX_PLAUSIBLE_MHZ: f64 = 1e5;
 
 /// The peer's result, if it is one for `size` whose figures can be true: finite, not
-/// negative, under [`MAX_PLAUSIBLE_RATE`] and [`MAX_PLAUSIBLE_US`]. A server logs the
-/// client's figures, so a forged one ends the test instead.
+/// negative, under [`MAX_PLAUSIBLE_RATE`] and [`MAX_PLAUSIBLE_US`]; its CPU figures
+/// within a day's window, [`MAX_PLAUSIBLE_PERCENT`], [`MAX_PLAUSIBLE_RATIO`] and
+/// [`MAX_PLAUSIBLE_MHZ`]. A server logs the client's figures, and qualify judges both
+/// sides' CPU, so a forged one ends the test instead. Every limit on a peer's figures
+/// is here.
 ///
 /// # Errors
-/// Kind `refused`, naming the figure.
+/// Kind `refused`, naming the figure refused and its value.
 fn plausible(size: u64, r: SizeResult) -> Result<SizeResult, Error> {
     let bad = |what: &str| Err(Error::refused(format!("the peer's result: {what}")));
     if r.size != size {
@@ -113,24 +126,88 @@ fn plausible(size: u64, r: SizeResult) -> Result<SizeResult, Error> {
     }
     let rates = r.bw.iter().chain(&r.per_qp).chain(r.directions.iter().flatten());
     for bw in rates {
-        let figures = [bw.avg_bytes_per_sec, bw.msg_rate * size.max(1) as f64];
-        let peaks = [bw.peak_bytes_per_sec, bw.min_bytes_per_sec];
-        if !figures
-            .into_iter()
-            .chain(peaks.into_iter().flatten())
-            .all(|f| in_range(f, MAX_PLAUSIBLE_RATE))
-        {
-            return bad(&format!("a bandwidth out of range ({} B/s)", bw.avg_bytes_per_sec));
+        let figures = [
+            ("avg_bytes_per_sec", Some(bw.avg_bytes_per_sec)),
+            ("peak_bytes_per_sec", bw.peak_bytes_per_sec),
+            ("min_bytes_per_sec", bw.min_bytes_per_sec),
+        ];
+        if let Some((name, f)) = outside(&figures, MAX_PLAUSIBLE_RATE) {
+            return bad(&format!("a bandwidth out of range ({name} {} B/s)", shown(f)));
+        }
+        if !in_range(bw.msg_rate * size.max(1) as f64, MAX_PLAUSIBLE_RATE) {
+            return bad(&format!(
+                "a message rate out of range (msg_rate {} /s)",
+                shown(bw.msg_rate)
+            ));
         }
     }
     if let Some(lat) = &r.lat {
-        let times = [lat.t_min_us, lat.t_max_us, lat.t_typical_us, lat.t_avg_us, lat.t_stdev_us];
-        let tails = [lat.p99_us, lat.p99_9_us, lat.p99_99_us];
-        if !times.into_iter().chain(tails).all(|t| in_range(t, MAX_PLAUSIBLE_US)) {
-            return bad(&format!("a latency out of range ({} usec)", lat.t_typical_us));
+        let times = [
+            ("t_min_us", Some(lat.t_min_us)),
+            ("t_max_us", Some(lat.t_max_us)),
+            ("t_typical_us", Some(lat.t_typical_us)),
+            ("t_avg_us", Some(lat.t_avg_us)),
+            ("t_stdev_us", Some(lat.t_stdev_us)),
+            ("p99_us", Some(lat.p99_us)),
+            ("p99_9_us", Some(lat.p99_9_us)),
+            ("p99_99_us", Some(lat.p99_99_us)),
+        ];
+        if let Some((name, t)) = outside(&times, MAX_PLAUSIBLE_US) {
+            return bad(&format!("a latency out of range ({name} {} usec)", shown(t)));
+        }
+    }
+    for c in [r.cpu.client, r.cpu.server].iter().flatten() {
+        let checks: [(Named<'_>, f64); 5] = [
+            (&[("window_s", Some(c.window_s))], MAX_PLAUSIBLE_WINDOW_S),
+            (&[("cores", Some(f64::from(c.cores)))], crate::spec::rules::MAX_CPUS as f64),
+            (
+                &[
+                    ("busy_percent", Some(c.busy_percent)),
+                    ("user_percent", Some(c.user_percent)),
+                    ("system_percent", Some(c.system_percent)),
+                    ("irq_percent", Some(c.irq_percent)),
+                    ("softirq_percent", Some(c.softirq_percent)),
+                    ("process_percent", Some(c.process_percent)),
+                ],
+                MAX_PLAUSIBLE_PERCENT,
+            ),
+            (
+                &[
+                    ("process_user_s", Some(c.process_user_s)),
+                    ("process_system_s", Some(c.process_system_s)),
+                    ("cpu_s_per_gb", c.cpu_s_per_gb),
+                    ("cycles_per_byte", c.cycles_per_byte),
+                    ("cpu_us_per_message", c.cpu_us_per_message),
+                ],
+                MAX_PLAUSIBLE_RATIO,
+            ),
+            (&[("cpu_mhz", c.cpu_mhz)], MAX_PLAUSIBLE_MHZ),
+        ];
+        for (figures, max) in checks {
+            if let Some((name, f)) = outside(figures, max) {
+                return bad(&format!("a CPU figure out of range ({name} {})", shown(f)));
+            }
         }
     }
     Ok(r)
+}
+
+/// Figures by name, a refusal's words.
+type Named<'a> = &'a [(&'a str, Option<f64>)];
+
+/// The first of the named `figures` that is present and not finite, negative or over
+/// `max`.
+fn outside<'a>(figures: &[(&'a str, Option<f64>)], max: f64) -> Option<(&'a str, f64)> {
+    figures.iter().filter_map(|&(name, f)| Some((name, f?))).find(|&(_, f)| !in_range(f, max))
+}
+
+/// A refused figure in words: `-1`, `7.5`, `1e308` (not 309 digits).
+fn shown(f: f64) -> String {
+    if f.is_finite() && f != 0.0 && !(1e-6..1e15).contains(&f.abs()) {
+        format!("{f:e}")
+    } else {
+        format!("{f}")
+    }
 }
 
 fn in_range(f: f64, max: f64) -> bool {

@@ -11,29 +11,36 @@ use crate::spec::{Figure, Output, SampleOrder, TestSpec};
 
 use super::report;
 use crate::results::RunReport;
+use crate::store::Store;
 
-/// Prints the table, writes `--json`, judges the thresholds; returns 0, or the error
-/// that ended the run (a failed verdict is kind `threshold` or `validation`).
+/// Judges the thresholds, records the run in `store` (`--store`: opened and checked
+/// before the run), prints the table, writes `--json`; returns 0, or the error that
+/// ended the run (a failed verdict is kind `threshold` or `validation`).
 ///
 /// # Errors
-/// The run's own error, a failed verdict, or the JSON file that cannot be written.
+/// The run's own error, a failed verdict, the store refusing the run, or the JSON file
+/// that cannot be written.
 pub fn finish(
     spec: &TestSpec,
     outcome: Outcome,
     output: &Output,
+    store: Option<Store>,
     out: &mut dyn Write,
 ) -> Result<u8, Error> {
     let Outcome { mut report, error } = outcome;
     report.verdict = report::verdict(output, &report.results);
-    let error = error.or_else(|| verdict_error(&report));
-    // A run that ended in an error did not pass, whatever its completed sizes held.
-    if let Some(e) = &error {
-        if report.verdict.pass {
-            report.verdict.pass = false;
-            report.verdict.failures.push(format!("the run ended in an error: {e}"));
+    let mut error = error.or_else(|| verdict_error(&report));
+    fail(&mut report, error.as_ref(), "the run ended in an error");
+    report.error = error.clone();
+    // Recorded before --json is written, so the document and the exit status agree
+    // when the store refuses the run after all (a full disk).
+    if let Some(mut store) = store {
+        if let Err(e) = super::stored::record(&mut store, &report) {
+            fail(&mut report, Some(&e), "the run was not recorded");
+            report.error = report.error.take().or_else(|| Some(e.clone()));
+            error = error.or(Some(e));
         }
     }
-    report.error = error.clone();
     if report.params.is_some() {
         match output.only {
             Some(figure) => print_figures(figure, &report, output.report_gbits, out)?,
@@ -48,12 +55,19 @@ pub fn finish(
     if let Some(path) = &output.json {
         crate::report::write_json(path, &crate::report::to_json(&report))?;
     }
-    if let Some(path) = &output.store {
-        super::stored::record(path, &report)?;
-    }
     match error {
         Some(e) => Err(e),
         None => Ok(0),
+    }
+}
+
+/// A run that ended in `error` did not pass, whatever its completed sizes held.
+fn fail(report: &mut RunReport, error: Option<&Error>, why: &str) {
+    if let Some(e) = error {
+        if report.verdict.pass {
+            report.verdict.pass = false;
+            report.verdict.failures.push(format!("{why}: {e}"));
+        }
     }
 }
 

@@ -2,19 +2,17 @@
 //! every size's results, the verdict and any error) recorded in the results store, each
 //! size a point (`write_bw 64K`) for `rdmabench history`.
 
-use std::path::Path;
-
 use crate::error::Error;
 use crate::measure::MIB;
 use crate::report::svg::size_label;
 use crate::results::RunReport;
 use crate::store::{NewRun, PointRow, Store};
 
-/// Records `report` in the store at `path`; returns its id.
+/// Records `report` in `store` (opened, and checked, before the run); returns its id.
 ///
 /// # Errors
-/// The store cannot be opened or written: one line naming it.
-pub fn record(path: &Path, report: &RunReport) -> Result<i64, Error> {
+/// The store cannot be written: one line naming it.
+pub fn record(store: &mut Store, report: &RunReport) -> Result<i64, Error> {
     let env = report.environment.as_ref();
     let local = env.map(|e| &e.local);
     let device = local.and_then(|l| l.device.as_ref());
@@ -51,5 +49,5 @@ pub fn record(path: &Path, report: &RunReport) -> Result<i64, Error> {
         report: crate::report::to_json(report),
         points,
     };
-    Store::open(path)?.record(&run)
+    store.record(&run)
 }

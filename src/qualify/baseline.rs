@@ -75,7 +75,12 @@ fn parse(text: &str) -> Result<QualifyReport, String> {
     if report.kind != "qualify" {
         return Err(format!("a '{}' report, not a qualify one", report.kind));
     }
-    // Its environments are shown beside this run's: as inert as a peer's.
+    // Its names and environments are shown beside this run's: as inert as a peer's.
+    let clean = crate::text::clean;
+    report.profile.name = clean(&report.profile.name);
+    for p in &mut report.points {
+        (p.id, p.test, p.kind) = (clean(&p.id), clean(&p.test), clean(&p.kind));
+    }
     report.environment = report.environment.map(|s| Sides {
         local: s.local.cleaned(),
         peer: s.peer.map(crate::environment::Environment::cleaned),

@@ -207,9 +207,10 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Profile, Er
         tests.push(test);
     }
     Ok(Profile {
-        name: raw.name.unwrap_or_else(|| default_name.to_string()),
-        source: source.to_string(),
-        description: raw.description.unwrap_or_default(),
+        // Shown and stored as a test's name is: through the one sanitiser.
+        name: crate::text::clean(raw.name.as_deref().unwrap_or(default_name)),
+        source: crate::text::clean(source),
+        description: crate::text::clean(&raw.description.unwrap_or_default()),
         repeats,
         max_repeats,
         tolerance: raw.tolerance.unwrap_or(Percent(10.0)),
@@ -383,7 +384,13 @@ fn test(t: &RawTest, line: usize) -> Result<ProfileTest, String> {
     if limits.max_cpu_per_gb.is_some_and(|c| !(c > 0.0 && c.is_finite())) {
         return Err("max_cpu_per_gb: a positive number of CPU-seconds per GB".into());
     }
-    Ok(ProfileTest { name: t.name.clone().unwrap_or_else(|| t.test.clone()), line, specs, limits })
+    // A test's name reaches the table, report.html, qualify.json, junit.xml and the
+    // store: through the one sanitiser, once, here.
+    let name = crate::text::clean(t.name.as_deref().unwrap_or(&t.test));
+    if name.is_empty() {
+        return Err("name: empty once its control characters are dropped".into());
+    }
+    Ok(ProfileTest { name, line, specs, limits })
 }
 
 #[cfg(test)]

@@ -85,12 +85,23 @@ pub fn document(name: &str, suites: &[Suite]) -> String {
     match write_suites(&mut w, name, suites) {
         Ok(()) => {
             let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-            xml.push_str(&String::from_utf8_lossy(&w.into_inner()));
+            // Escaped as it was written; what XML 1.0 cannot hold at all (C0 controls but
+            // tab and newlines, U+FFFE, U+FFFF) becomes a space, so the document parses.
+            let body = String::from_utf8_lossy(&w.into_inner())
+                .chars()
+                .map(|c| if xml_char(c) { c } else { ' ' })
+                .collect::<String>();
+            xml.push_str(&body);
             xml.push('\n');
             xml
         }
         Err(e) => format!("<!-- JUnit XML could not be written: {e} -->\n"),
     }
+}
+
+/// Whether XML 1.0 allows `c` in a document (its `Char` production).
+fn xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | ' '..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
 }
 
 fn write_suites(w: &mut Writer<Vec<u8>>, name: &str, suites: &[Suite]) -> std::io::Result<()> {
@@ -207,6 +218,24 @@ mod tests {
         assert!(xml.contains("<system-out>o &lt;&amp;&gt;</system-out>"), "{xml}");
         // properties come before the testcases, as the schema orders them.
         assert!(xml.find("<properties>").unwrap() < xml.find("<testcase ").unwrap());
+    }
+
+    #[test]
+    fn what_xml_cannot_hold_becomes_a_space() {
+        let mut c = case("a\u{1b}[31mb\u{0}", Outcome::Failed("m\u{7}".into()));
+        c.out = "o\u{1b}\u{ffff}".into();
+        let suite = Suite {
+            name: "s\u{8}".into(),
+            hostname: "h".into(),
+            timestamp: "2026-01-01T00:00:00Z".into(),
+            time: 1.0,
+            properties: vec![],
+            cases: vec![c],
+        };
+        let xml = document("q\u{1}", &[suite]);
+        assert!(!xml.chars().any(|c| !xml_char(c)), "{xml:?}");
+        assert!(xml.contains("name=\"a [31mb \""), "{xml}");
+        assert!(xml.contains("<system-out>o  </system-out>"), "{xml}");
     }
 
     #[test]

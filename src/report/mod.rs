@@ -29,7 +29,8 @@ pub fn prepare_json(path: &std::path::Path) -> Result<(), crate::error::Error> {
     if path.as_os_str() == "-" {
         return Ok(());
     }
-    std::fs::write(path, "")
+    crate::files::create(path)
+        .map(drop)
         .map_err(|e| crate::error::Error::io(format!("--json {}: {e}", path.display())))
 }
 
@@ -41,7 +42,8 @@ pub fn prepare_json(path: &std::path::Path) -> Result<(), crate::error::Error> {
 pub fn write_json(path: &std::path::Path, json: &str) -> Result<(), crate::error::Error> {
     use std::io::Write;
     if path.as_os_str() != "-" {
-        return std::fs::write(path, json)
+        return crate::files::create(path)
+            .and_then(|mut f| f.write_all(json.as_bytes()))
             .map_err(|e| crate::error::Error::io(format!("--json {}: {e}", path.display())));
     }
     let mut stdout = std::io::stdout().lock();

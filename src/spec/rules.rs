@@ -149,25 +149,59 @@ pub fn timeout(secs: u64) -> Result<Duration, Error> {
     }
 }
 
-/// `0,2-3` → `[0, 2, 3]`.
+/// CPUs are numbered below this, and no list names more than this many — nor a
+/// tree's lists all together ([`cpu_list_within`]): Linux's NR_CPUS is at most 8192.
+pub const MAX_CPUS: usize = 8192;
+
+/// `--cpus 0,2-3` → `[0, 2, 3]`, through [`cpu_list_within`].
+///
+/// # Errors
+/// Empty, malformed or over [`MAX_CPUS`] (kind `usage`).
 pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, Error> {
     let shown = crate::text::clean(text);
-    let bad = || Error::usage(format!("--cpus '{shown}': a CPU list like 0,2-3"));
+    let bad = |why: String| Error::usage(format!("--cpus '{shown}': {why}"));
+    let mut left = MAX_CPUS;
+    match cpu_list_within(text, &mut left) {
+        Ok(cpus) if cpus.is_empty() => Err(bad("a CPU list like 0,2-3".into())),
+        Ok(cpus) => Ok(cpus),
+        Err(why) => Err(bad(why)),
+    }
+}
+
+/// `0,2-3` → `[0, 2, 3]` (white space around the list is trimmed; an empty list is
+/// empty), taking at most `left` CPUs and leaving `left` that many fewer: the one CPU
+/// list parser, for `--cpus`, sysfs's `cpulist` and `Cpus_allowed_list`, whose callers
+/// share one `left` across the lists of one tree. Nothing is expanded before it is
+/// counted.
+///
+/// # Errors
+/// Malformed, a CPU at or over [`MAX_CPUS`], or more CPUs than `left`: why, in words.
+pub fn cpu_list_within(text: &str, left: &mut usize) -> Result<Vec<usize>, String> {
+    let text = text.trim();
     let mut cpus = Vec::new();
+    if text.is_empty() {
+        return Ok(cpus);
+    }
+    let bad = || "a CPU list like 0,2-3".to_string();
     for part in text.split(',') {
+        let number = |t: &str| t.trim().parse::<usize>().map_err(|_| bad());
         let (a, b) = match part.split_once('-') {
-            Some((a, b)) => {
-                (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?)
-            }
+            Some((a, b)) => (number(a)?, number(b)?),
             None => {
-                let v: usize = part.trim().parse().map_err(|_| bad())?;
+                let v = number(part)?;
                 (v, v)
             }
         };
-        // CPUs below 4096, and no more of them than that all ranges together.
-        if a > b || b >= 4096 || b - a >= 4096 - cpus.len() {
+        if a > b {
             return Err(bad());
         }
+        if b >= MAX_CPUS {
+            return Err(format!("CPU {b}: CPUs are numbered below {MAX_CPUS}"));
+        }
+        if b - a >= *left {
+            return Err(format!("more than {MAX_CPUS} CPUs listed in all"));
+        }
+        *left -= b - a + 1;
         cpus.extend(a..=b);
     }
     Ok(cpus)

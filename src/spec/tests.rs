@@ -176,7 +176,20 @@ fn sizes_parse_like_perftest() {
     assert!(parse_cpu_list("3-1").is_err());
     // Many ranges: bounded all together (a 48 KB list aborted the process before).
     assert!(parse_cpu_list(&vec!["0-4095"; 4000].join(",")).is_err());
-    assert_eq!(parse_cpu_list(&vec!["1"; 4096].join(",")).map(|c| c.len()).ok(), Some(4096));
+    assert_eq!(parse_cpu_list(&vec!["1"; 8192].join(",")).map(|c| c.len()).ok(), Some(8192));
+    let e = parse_cpu_list(&vec!["1"; 8193].join(",")).unwrap_err().to_string();
+    assert!(e.ends_with(": more than 8192 CPUs listed in all"), "{e}");
+    let e = parse_cpu_list("0-65535").unwrap_err().to_string();
+    assert_eq!(e, "--cpus '0-65535': CPU 65535: CPUs are numbered below 8192");
+    assert!(parse_cpu_list("").is_err());
+    // One budget across lists: a tree's NUMA nodes all together.
+    let mut left = crate::spec::rules::MAX_CPUS;
+    let within = crate::spec::rules::cpu_list_within;
+    assert_eq!(within("0-4095\n", &mut left).map(|c| c.len()), Ok(4096));
+    assert_eq!(within("", &mut left), Ok(vec![]));
+    assert_eq!(within("4096-8191", &mut left).map(|c| c.len()), Ok(4096));
+    assert_eq!(left, 0);
+    assert_eq!(within("0", &mut left), Err("more than 8192 CPUs listed in all".into()));
 }
 
 #[test]

@@ -4,8 +4,9 @@
 use rusqlite::types::Value;
 use serde::Serialize;
 
-use super::{failed, Store};
+use super::{failed, Store, MAX_REPORT_BYTES, MAX_ROWS};
 use crate::error::Error;
+use crate::text::clean;
 
 /// What `history` asks for; every field narrows.
 #[derive(Clone, Debug, Default)]
@@ -66,20 +67,28 @@ pub struct TrendRow {
     pub unit: String,
 }
 
+/// A run's columns, each text cut to one more character than [`clean`] shows (so a
+/// longer one is still marked cut): a hostile file's huge value is never fetched whole.
 const COLUMNS: &str =
-    "r.id, r.kind, r.started, r.host, r.device, r.firmware, r.profile, r.server, r.pass,
+    "r.id, substr(r.kind, 1, 257), substr(r.started, 1, 257), substr(r.host, 1, 257),
+     substr(r.device, 1, 257), substr(r.firmware, 1, 257), substr(r.profile, 1, 257),
+     substr(r.server, 1, 257), r.pass,
      (SELECT count(*) FROM points p WHERE p.run_id = r.id)";
 
+/// A run's row, its text through the one sanitiser ([`clean`]): the table and `--json`
+/// show the same.
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+    let text = |k: usize| r.get::<_, String>(k).map(|t| clean(&t));
+    let maybe = |k: usize| r.get::<_, Option<String>>(k).map(|t| t.map(|t| clean(&t)));
     Ok(RunRow {
         id: r.get(0)?,
-        kind: r.get(1)?,
-        started: r.get(2)?,
-        host: r.get(3)?,
-        device: r.get(4)?,
-        firmware: r.get(5)?,
-        profile: r.get(6)?,
-        server: r.get(7)?,
+        kind: text(1)?,
+        started: text(2)?,
+        host: text(3)?,
+        device: maybe(4)?,
+        firmware: maybe(5)?,
+        profile: text(6)?,
+        server: maybe(7)?,
         pass: r.get(8)?,
         points: r.get(9)?,
     })
@@ -111,11 +120,19 @@ impl Store {
         } else {
             format!("WHERE {}", clauses.join(" AND "))
         };
-        let sql = format!("SELECT {COLUMNS} FROM runs r {filter} ORDER BY r.id");
+        let sql =
+            format!("SELECT {COLUMNS} FROM runs r {filter} ORDER BY r.id LIMIT {}", MAX_ROWS + 1);
         let fail = |e: rusqlite::Error| failed(self.path(), &e);
         let mut stmt = self.conn().prepare(&sql).map_err(fail)?;
         let rows = stmt.query_map(rusqlite::params_from_iter(values), row).map_err(fail)?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(fail)
+        let rows = rows.collect::<Result<Vec<_>, _>>().map_err(fail)?;
+        if rows.len() as i64 > MAX_ROWS {
+            return Err(Error::usage(format!(
+                "results store {}: more than {MAX_ROWS} runs match: narrow them (--since, --host, --profile, …)",
+                self.path().display()
+            )));
+        }
+        Ok(rows)
     }
 
     /// Run `id` and its JSON report.
@@ -123,6 +140,22 @@ impl Store {
     /// # Errors
     /// No run `id` (one line naming the store), or the database cannot be read.
     pub fn run(&self, id: i64) -> Result<(RunRow, String), Error> {
+        // Its size first: a report over the limit is never fetched.
+        let bytes: Option<i64> = self
+            .conn()
+            .query_row("SELECT length(CAST(report AS BLOB)) FROM runs WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(failed(self.path(), &e)),
+            })?;
+        if let Some(bytes) = bytes.filter(|&b| b as u64 > MAX_REPORT_BYTES) {
+            return Err(Error::io(format!(
+                "results store {}: run {id}'s report is {bytes} bytes, over the {MAX_REPORT_BYTES} a stored report may hold",
+                self.path().display()
+            )));
+        }
         let sql = format!("SELECT {COLUMNS}, r.report FROM runs r WHERE r.id = ?1");
         let found = self
             .conn()
@@ -143,16 +176,17 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn trend(&self, profile: &str, host: &str, limit: u32) -> Result<Vec<TrendRow>, Error> {
-        let sql = "SELECT r.id, r.started, r.firmware, p.point, p.median, p.unit
+        let sql = "SELECT r.id, substr(r.started, 1, 257), substr(r.firmware, 1, 257),
+                    substr(p.point, 1, 257), p.median, substr(p.unit, 1, 257)
              FROM points p JOIN runs r ON r.id = p.run_id
              WHERE r.id IN (SELECT id FROM runs WHERE kind = 'qualify' AND profile = ?1 AND host = ?2
                             ORDER BY id DESC LIMIT ?3)
                AND p.median IS NOT NULL
-             ORDER BY r.id, p.point";
+             ORDER BY r.id, p.point LIMIT ?4";
         let fail = |e: rusqlite::Error| failed(self.path(), &e);
         let mut stmt = self.conn().prepare(sql).map_err(fail)?;
         let rows = stmt
-            .query_map(rusqlite::params![profile, host, limit], |r| {
+            .query_map(rusqlite::params![profile, host, limit, MAX_ROWS], |r| {
                 Ok(TrendRow {
                     id: r.get(0)?,
                     started: r.get(1)?,

@@ -2,6 +2,7 @@
 //! becomes for the run.
 
 use std::fmt;
+use std::time::Duration;
 
 /// Why a transport call failed.
 #[derive(Debug)]
@@ -23,6 +24,11 @@ pub enum TransportError {
     Nd(ffi::nd::NdError),
     /// The connection is broken (its state says why).
     Broken(String),
+    /// The test ran past its end ([`super::tcp::StreamOptions::end`]), set `limit` before.
+    Overtime {
+        /// The limit the end came from.
+        limit: Duration,
+    },
 }
 
 impl fmt::Display for TransportError {
@@ -37,6 +43,9 @@ impl fmt::Display for TransportError {
             #[cfg(target_os = "linux")]
             TransportError::Verbs(e) => write!(f, "{e}"),
             TransportError::Nd(e) => write!(f, "{e}"),
+            TransportError::Overtime { limit } => {
+                write!(f, "the test ran past its limit of {} s", limit.as_secs())
+            }
         }
     }
 }
@@ -48,7 +57,7 @@ impl From<TransportError> for crate::error::Error {
         use crate::error::ErrorKind;
         let kind = match &e {
             TransportError::NoDevice(_) => ErrorKind::NoDevice,
-            TransportError::Unsupported(_) => ErrorKind::Refused,
+            TransportError::Unsupported(_) | TransportError::Overtime { .. } => ErrorKind::Refused,
             TransportError::PeerClosed(_) => ErrorKind::PeerClosed,
             TransportError::PeerSilent(_) => ErrorKind::PeerSilent,
             TransportError::Range(_) | TransportError::Nd(_) | TransportError::Broken(_) => {

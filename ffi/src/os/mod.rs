@@ -148,6 +148,27 @@ pub fn page_size() -> Option<u64> {
     u64::try_from(page).ok().filter(|&p| p > 0)
 }
 
+/// Clears `O_NONBLOCK` on `fd` (a file opened without waiting for a FIFO's reader,
+/// then written as any file is).
+///
+/// # Errors
+/// `fcntl` failing.
+#[cfg(unix)]
+pub fn set_blocking(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl with F_GETFL/F_SETFL reads and sets one open file's status flags;
+    // the descriptor is borrowed, so it stays open for the call.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The process's usage so far.
 ///
 /// # Errors

@@ -129,7 +129,11 @@ impl From<LoopFailure> for LoopError {
 impl From<TransportError> for LoopError {
     #[cold]
     fn from(e: TransportError) -> Self {
-        LoopFailure::Transport(e).into()
+        match e {
+            // A stream's end is the thread's end for its tests: told as the loops tell it.
+            TransportError::Overtime { limit } => LoopFailure::Overtime { limit }.into(),
+            e => LoopFailure::Transport(e).into(),
+        }
     }
 }
 

@@ -16,13 +16,16 @@
 //! With `streams.rs`, one idea (TCP as a connection) split for length: the two import each other.
 
 mod streams;
+mod wait;
 
 pub use streams::{connect_streams, open_stream, DataListener};
+pub use wait::TICK;
+use wait::{broken, past, send_all, ticked, waited};
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +34,6 @@ use super::{
     Capabilities, Completion, CompletionKind, Connection, Op, RecvRange, Status, TransportError,
     WorkRequest,
 };
-use crate::measure::Stopwatch;
 
 /// Socket options of a data stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -44,6 +46,10 @@ pub struct StreamOptions {
     pub timeout: Duration,
     /// Bytes of the message buffer.
     pub buf_len: usize,
+    /// The test's end and the limit it came from (`serve --max-time`): every read and
+    /// write gives up there with [`TransportError::Overtime`], however the peer trickles
+    /// or keeps silent. The socket then waits at most [`TICK`] at a time.
+    pub end: Option<(Instant, Duration)>,
 }
 
 /// Where the client connects its data streams: the server's data listener, and a
@@ -74,51 +80,6 @@ fn capabilities() -> Capabilities {
     }
 }
 
-/// Writes all of `buf`; fails when the socket had no room for `timeout`. Not
-/// `write_all`: a write that has copied part of the message and then waited the whole
-/// SO_SNDTIMEO for room returns that part, and the next write waits the timeout again,
-/// so a peer that vanished mid-message (a cut link, a stopped process) took twice the
-/// timeout to notice. A short write that took the timeout (less a tenth: the kernel
-/// counts in jiffies) is that wait running out. Writes go in chunks of at most
-/// [`SEND_CHUNK`], so a write that takes that long on a link that still moves would mean
-/// under a chunk per timeout: nothing a benchmark can call moving.
-fn send_all(stream: &mut TcpStream, mut buf: &[u8], timeout: Duration) -> io::Result<()> {
-    while !buf.is_empty() {
-        let chunk = &buf[..buf.len().min(SEND_CHUNK)];
-        // On the cycle counter: a clock read per message would be a system call where
-        // the vDSO falls back (the lab), and only a short write asks the time.
-        let started = Stopwatch::start();
-        match stream.write(chunk) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) if n < chunk.len() && started.elapsed() >= timeout.mul_f64(0.9) => {
-                return Err(io::ErrorKind::TimedOut.into())
-            }
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Largest write [`send_all`] makes at once.
-const SEND_CHUNK: usize = 1 << 20;
-
-fn broken(what: &str, e: &io::Error, timeout: Duration) -> TransportError {
-    match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => TransportError::PeerSilent(format!(
-            "TCP {what}: nothing moved for {} s: is the peer still there?",
-            timeout.as_secs()
-        )),
-        io::ErrorKind::BrokenPipe
-        | io::ErrorKind::ConnectionReset
-        | io::ErrorKind::UnexpectedEof => TransportError::PeerClosed(format!(
-            "TCP {what}: the peer closed the data connection ({e})"
-        )),
-        _ => TransportError::Broken(format!("TCP {what}: {e}")),
-    }
-}
-
 /// A posted receive.
 #[derive(Clone, Copy, Debug)]
 struct PostedRecv {
@@ -143,14 +104,17 @@ pub struct TcpConnection {
     eof: bool,
     timeout: Duration,
     window: Option<u32>,
+    /// [`StreamOptions::end`].
+    end: Option<(Instant, Duration)>,
 }
 
 impl TcpConnection {
     fn new(stream: TcpStream, opts: &StreamOptions) -> Result<Self, TransportError> {
         let io = |e: io::Error| broken("set-up", &e, opts.timeout);
         stream.set_nodelay(opts.nodelay).map_err(io)?;
-        stream.set_read_timeout(Some(opts.timeout)).map_err(io)?;
-        stream.set_write_timeout(Some(opts.timeout)).map_err(io)?;
+        let wait = if opts.end.is_some() { opts.timeout.min(TICK) } else { opts.timeout };
+        stream.set_read_timeout(Some(wait)).map_err(io)?;
+        stream.set_write_timeout(Some(wait)).map_err(io)?;
         let window = match opts.window {
             Some(w) => {
                 set_window(&stream, w).map_err(io)?;
@@ -168,6 +132,7 @@ impl TcpConnection {
             eof: false,
             timeout: opts.timeout,
             window,
+            end: opts.end,
         })
     }
 
@@ -259,8 +224,7 @@ impl Connection for TcpConnection {
         match wr.op {
             Op::Send => {
                 let r = self.range(wr.local_offset, wr.len as usize)?;
-                send_all(&mut self.stream, &self.buf[r], self.timeout)
-                    .map_err(|e| broken("send", &e, self.timeout))?;
+                send_all(&mut self.stream, &self.buf[r], self.timeout, self.end)?;
             }
             // The end marker: no more data on this stream.
             Op::SendImm(END_IMM) if wr.len == 0 => {
@@ -330,6 +294,7 @@ impl Connection for TcpConnection {
             out[0] = end_marker(head.wr_id);
             return Ok(1);
         }
+        let mut quiet = None;
         while self.filled < head.len {
             let at = head.offset + self.filled;
             match self.stream.read(&mut self.buf[at..head.offset + head.len]) {
@@ -344,8 +309,18 @@ impl Connection for TcpConnection {
                         self.filled, head.len
                     )))
                 }
-                Ok(k) => self.filled += k,
+                Ok(k) => {
+                    self.filled += k;
+                    // A trickling peer's message never completes: its end still comes.
+                    if self.filled < head.len && self.end.is_some() {
+                        quiet = None;
+                        past(self.end)?;
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if self.end.is_some() && waited(&e) => {
+                    ticked(&mut quiet, self.end, self.timeout, "receive", &e)?;
+                }
                 Err(e) => return Err(broken("receive", &e, self.timeout)),
             }
         }
@@ -389,14 +364,18 @@ fn end_marker(wr_id: u64) -> Completion {
 
 #[cfg(test)]
 mod tests {
-    use std::net::{IpAddr, TcpListener};
-    use std::time::Instant;
-
     use super::streams::GONE_GRACE;
     use super::*;
+    use std::net::{IpAddr, TcpListener};
 
     fn opts() -> StreamOptions {
-        StreamOptions { window: None, nodelay: true, timeout: Duration::from_secs(5), buf_len: 64 }
+        StreamOptions {
+            window: None,
+            nodelay: true,
+            timeout: Duration::from_secs(5),
+            buf_len: 64,
+            end: None,
+        }
     }
 
     fn pair(n: u32) -> (Vec<TcpConnection>, Vec<TcpConnection>) {

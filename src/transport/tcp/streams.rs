@@ -49,7 +49,7 @@ impl DataListener {
     /// address, another cookie, a port scanner) are dropped, those from elsewhere unread.
     /// Greetings are read side by side, without blocking, so a silent stranger holds no
     /// stream's place: at most [`MAX_GREETING`] connections owe theirs (past it the
-    /// oldest goes). The whole wait is bounded by `opts.timeout`, and ends early,
+    /// oldest goes). The whole wait is bounded by `opts.timeout` and by `opts.end`, and ends early,
     /// [`GONE_GRACE`] after `client_gone` first says so.
     ///
     /// # Errors
@@ -103,6 +103,7 @@ impl DataListener {
                     )));
                 }
             }
+            super::past(opts.end)?;
             if Instant::now() >= deadline {
                 return Err(TransportError::Broken(format!(
                     "only {have} of {n} TCP data streams connected within {} s",
