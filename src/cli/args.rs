@@ -343,10 +343,13 @@ pub struct ReportArgs {
     /// only).
     #[arg(long = "verbose")]
     pub verbose: bool,
-    /// Record the run in the results store (rdmabench history): `--store` the default
-    /// one ($XDG_DATA_HOME/rdmabench/results.db), `--store=PATH` another.
-    #[arg(long = "store", value_name = "PATH", num_args = 0..=1, require_equals = true, default_missing_value = "")]
-    pub store: Option<PathBuf>,
+    /// Record the run in the results store (rdmabench history): `--store` alone (last, or
+    /// before another flag) the default one ($XDG_DATA_HOME/rdmabench/results.db);
+    /// `--store PATH` or `--store=PATH` another. The word after `--store` is its PATH:
+    /// write `HOST --store`, not `--store HOST` (refused when it leaves no HOST and the
+    /// PATH is not a store: no `.db`, no `/`, no such file).
+    #[arg(long = "store", value_name = "PATH", num_args = 0..=1)]
+    pub store: Option<Option<PathBuf>>,
     /// Bandwidth tests: print the bytes, bandwidth and message rate of every SECS
     /// interval as the run goes, on the sending side (iperf3's -i; TCP tests also take
     /// -i, which is --ib-port on RDMA tests).

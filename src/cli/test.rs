@@ -18,7 +18,7 @@ const MAX_LISTED_SAMPLES: u64 = 1 << 23;
 
 impl ReportArgs {
     /// The output and thresholds, checked against what the test measures.
-    fn output(&self, bw: bool) -> Result<Output, Error> {
+    fn output(&self, bw: bool, client: bool) -> Result<Output, Error> {
         if self.min_bw.is_some() && !bw {
             return Err(Error::usage("--min-bw: only bandwidth tests have a bandwidth"));
         }
@@ -40,7 +40,7 @@ impl ReportArgs {
             samples: None,
             cpu: self.cpu_util,
             verbose: self.verbose,
-            store: self.store.clone().map(super::history::test_store).transpose()?,
+            store: self.store.clone().map(|p| super::history::test_store(p, client)).transpose()?,
         })
     }
 
@@ -168,7 +168,7 @@ impl PerfArgs {
         if spec.rdma().is_some_and(|r| r.backend == Backend::Nd) {
             crate::spec::validate::nd_local_rules(&local)?;
         }
-        let mut output = self.limits(self.report.output(kind.measure == Measure::Bw)?, kind)?;
+        let mut output = self.limits(self.report.output(kind.measure == Measure::Bw, self.host.is_some())?, kind)?;
         output.samples = self.sample_order(&spec)?;
         local.keep_samples = output.samples.is_some();
         Ok(TestArgs { spec, host: self.host.clone(), local, output, perftest: self.perftest })
@@ -288,7 +288,7 @@ impl TcpArgs {
             ..Local::default()
         };
         self.access.apply(self.host.is_some(), &mut local)?;
-        let output = self.report.output(measure == Measure::Bw)?;
+        let output = self.report.output(measure == Measure::Bw, self.host.is_some())?;
         Ok(TestArgs { spec, host: self.host.clone(), local, output, perftest: false })
     }
 }

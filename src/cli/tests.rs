@@ -252,3 +252,41 @@ fn rails_refuse_latency_tests_mismatched_hosts_and_ports_past_the_end() {
     let e = plan(&rails_test("rdmabench write-bw -d a,,b h")).unwrap_err();
     assert!(e.message.contains("an empty device name"), "{e}");
 }
+
+/// A TCP test's command line, as the run would take it.
+fn tcp_test(args: &[&str]) -> Result<args::TestArgs, Error> {
+    let cli = parse(["rdmabench"].iter().chain(args).copied())?.unwrap();
+    let Command::Tcp(measure, a) = cli.command else { panic!("tcp") };
+    a.to_test(measure)
+}
+
+#[test]
+fn store_alone_is_the_default_store_and_the_next_word_its_path() {
+    let default = |t: &args::TestArgs| {
+        let p = t.output.store.clone().unwrap();
+        assert!(p.ends_with("rdmabench/results.db"), "{}", p.display());
+    };
+    let t = tcp_test(&["tcp-lat", "127.0.0.1", "--store"]).unwrap();
+    assert_eq!(t.host.as_deref(), Some("127.0.0.1"));
+    default(&t);
+    let t = tcp_test(&["tcp-bw", "--store", "-P", "2", "127.0.0.1"]).unwrap();
+    assert_eq!(t.host.as_deref(), Some("127.0.0.1"));
+    default(&t);
+    for line in [&["tcp-bw", "--store", "s.db", "127.0.0.1"][..], &["tcp-bw", "--store=s.db", "127.0.0.1"]] {
+        let t = tcp_test(line).unwrap();
+        assert_eq!(t.host.as_deref(), Some("127.0.0.1"));
+        assert_eq!(t.output.store.as_deref(), Some(std::path::Path::new("s.db")));
+    }
+    // A server's own store.
+    let t = tcp_test(&["tcp-bw", "--store", "runs/s.db"]).unwrap();
+    assert_eq!((t.host, t.output.store.unwrap()), (None, "runs/s.db".into()));
+    // `--store HOST`: refused, not a server writing a file named after the host.
+    let e = tcp_test(&["tcp-lat", "--store", "127.0.0.1"]).unwrap_err();
+    assert_eq!(
+        e.message,
+        "--store 127.0.0.1: the word after --store is its PATH, and this left no HOST; \
+         write `HOST --store` for the default store, or a PATH ending in .db"
+    );
+    let e = test(&["write-bw", "--store", "lab1"]).unwrap_err();
+    assert!(e.message.starts_with("--store lab1: the word after"), "{}", e.message);
+}
