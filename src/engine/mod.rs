@@ -66,6 +66,7 @@ pub fn run(
     let mut report = new_report(spec, client);
     let result = spec.validate().and_then(|()| match side {
         Side::Client { host } => {
+            stack_present(spec)?;
             let mut ch = hello(spec, host, local)?;
             let ctx = SetupContext { spec, local, host: Some(host), gbits };
             guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
@@ -87,6 +88,16 @@ fn device_present(spec: &TestSpec, local: &Local) -> Result<(), Error> {
             crate::inventory::collect(local.device.as_deref(), r.backend)?;
             Ok(())
         }
+        _ => Ok(()),
+    }
+}
+
+/// A verbs client's own RDMA stack, looked up before it reaches for its server: a host
+/// without one fails at once with the words `devices` and a server use, not after
+/// retrying the connection or as the peer's refusal.
+fn stack_present(spec: &TestSpec) -> Result<(), Error> {
+    match spec.rdma() {
+        Some(r) if r.backend == Backend::Verbs => Ok(crate::inventory::verbs_stack_present()?),
         _ => Ok(()),
     }
 }

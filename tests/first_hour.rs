@@ -1,0 +1,37 @@
+//! What a new user met in the first hour, host-only over TCP (issue #59): each test
+//! shows the fixed behaviour as that user would see it.
+
+use std::process::Child;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{err, finish};
+
+static NEXT_PORT: AtomicU16 = AtomicU16::new(21400);
+
+fn port() -> String {
+    NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string()
+}
+
+fn spawn(args: &[&str]) -> Child {
+    common::spawn(false, args)
+}
+
+#[test]
+// Verbs on Linux; NetworkDirect's discovery under wine is not checked here.
+#[cfg(target_os = "linux")]
+fn an_rdma_client_on_a_host_without_rdma_says_so_at_once() {
+    let devices = std::fs::read_dir("/sys/class/infiniband").map_or(0, Iterator::count);
+    assert_eq!(devices, 0, "this host test needs a host without RDMA devices");
+    let port = port();
+    let start = Instant::now();
+    let out = finish(spawn(&["write-bw", "-p", &port, "127.0.0.1"]), Duration::from_secs(60));
+    let took = start.elapsed();
+    let stderr = err(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.starts_with("rdmabench: no RDMA stack on this machine ("), "{stderr}");
+    assert!(!stderr.contains("server"), "not the server's fault: {stderr}");
+    assert!(took < Duration::from_secs(5), "at once, not after retrying: {took:?}");
+}
