@@ -70,9 +70,9 @@ pub fn qualify(args: &Options, out: &mut dyn Write) -> Result<u8, Error> {
         return profile::print_built_in(&args.profile, out);
     }
     let started = crate::stamp::utc_now();
-    let mut doctor_ran = None;
-    let (profile, mut store, baseline, doctor) = start(args, &mut doctor_ran)
-        .inspect_err(|e| write_not_started(args, e, doctor_ran.as_ref(), &started))?;
+    let mut ran = Ran::default();
+    let (profile, mut store, baseline, doctor) =
+        start(args, &mut ran).inspect_err(|e| write_not_started(args, e, &ran, &started))?;
     let local = &args.local;
     let mut report = new_report(args, &profile, doctor);
     let link = match report.doctor.no_physical_link(local.device.as_deref()) {
@@ -100,19 +100,28 @@ pub fn qualify(args: &Options, out: &mut dyn Write) -> Result<u8, Error> {
     Ok(if report.verdict.pass { 0 } else { crate::error::EXIT_VERDICT })
 }
 
+/// What a start got to before it failed: the profile's name and waivers, doctor's report
+/// (the JUnit of a start that fails names the profile and skips what it waives).
+#[derive(Default)]
+struct Ran {
+    profile: Option<(String, Vec<String>)>,
+    doctor: Option<doctor::DoctorReport>,
+}
+
 /// Everything before the first point: the profile (`--baseline-only` recording the
 /// firmware check), the store and the baseline (a damaged store or a wrong baseline is
-/// found before anything runs), the outputs, doctor (into `doctor_ran` for the JUnit of a
+/// found before anything runs), the outputs, doctor (into `ran` for the JUnit of a
 /// start that fails later) and the server reached.
 fn start(
     args: &Options,
-    doctor_ran: &mut Option<doctor::DoctorReport>,
+    ran: &mut Ran,
 ) -> Result<(profile::Profile, Option<store::Store>, Option<Baseline>, doctor::DoctorReport), Error>
 {
     let mut profile = profile::load(&args.profile)?;
     if args.baseline_only {
         profile.record_firmware();
     }
+    ran.profile = Some((profile.name.clone(), profile.waive.clone()));
     let store = match &args.store {
         store::Choice::At(path) => Some(store::Store::open(path)?),
         store::Choice::Nowhere => None,
@@ -128,7 +137,7 @@ fn start(
     let target =
         doctor::Target { device: local.device.as_deref(), root: &root, backend: Backend::native() };
     let doctor = doctor::diagnose(&target)?;
-    *doctor_ran = Some(doctor.clone());
+    ran.doctor = Some(doctor.clone());
     reach_server(&args.server, local)?;
     Ok((profile, store, baseline, doctor))
 }
@@ -238,10 +247,14 @@ fn rdma_link_gbps(device: Option<&str>) -> Option<f64> {
 fn write_not_started(
     args: &Options,
     e: &Error,
-    doctor: Option<&doctor::DoctorReport>,
+    ran: &Ran,
     started: &str,
 ) {
-    let xml = junit::not_started(&args.profile, &e.message, doctor, started);
+    let profile = match &ran.profile {
+        Some((name, waive)) => Ok((name.as_str(), &waive[..])),
+        None => Err(args.profile.as_str()),
+    };
+    let xml = junit::not_started(profile, &e.message, ran.doctor.as_ref(), started);
     let _ = std::fs::create_dir_all(&args.out);
     for path in [Some(args.out.join("junit.xml")), args.junit.clone()].into_iter().flatten() {
         let _ = std::fs::write(path, &xml);
