@@ -290,3 +290,35 @@ fn store_alone_is_the_default_store_and_the_next_word_its_path() {
     let e = test(&["write-bw", "--store", "lab1"]).unwrap_err();
     assert!(e.message.starts_with("--store lab1: the word after"), "{}", e.message);
 }
+
+#[test]
+fn a_near_miss_gets_a_suggestion_and_the_subcommands_help() {
+    let err = |line: &[&str]| {
+        parse(["rdmabench"].iter().chain(line).copied()).map(|_| ()).unwrap_err().message
+    };
+    // The names JSON, history and profiles use are the subcommands' aliases.
+    let t = tcp_test(&["tcp_bw", "127.0.0.1"]).unwrap();
+    assert_eq!(t.host.as_deref(), Some("127.0.0.1"));
+    assert!(test(&["write_lat", "127.0.0.1"]).is_ok());
+    assert_eq!(
+        err(&["write-bww"]),
+        "unrecognized subcommand 'write-bww'; tip: a similar subcommand exists: 'write-bw' \
+         (see rdmabench --help)"
+    );
+    assert_eq!(
+        err(&["tcp-bw", "-t", "5", "127.0.0.1"]),
+        "unexpected argument '-t' found; iperf3's -t SECS is -D SECS here \
+         (see rdmabench tcp-bw --help)"
+    );
+    assert_eq!(
+        err(&["tcp-lat", "-c", "127.0.0.1"]),
+        "unexpected argument '-c' found; iperf3's -c HOST is HOST alone here (no HOST: the \
+         server) (see rdmabench tcp-lat --help)"
+    );
+    let e = err(&["tcp_bw", "-l", "64K", "127.0.0.1"]);
+    assert!(e.contains("iperf3's -l SIZE is -s SIZE here"), "{e}");
+    assert!(e.ends_with("(see rdmabench tcp-bw --help)"), "{e}");
+    let e = err(&["write-bw", "--stor"]);
+    assert!(e.contains("a similar argument exists: '--store'"), "{e}");
+    assert!(e.ends_with("(see rdmabench write-bw --help)"), "{e}");
+}
