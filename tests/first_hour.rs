@@ -35,3 +35,24 @@ fn an_rdma_client_on_a_host_without_rdma_says_so_at_once() {
     assert!(!stderr.contains("server"), "not the server's fault: {stderr}");
     assert!(took < Duration::from_secs(5), "at once, not after retrying: {took:?}");
 }
+
+#[test]
+fn a_tcp_server_given_test_flags_refuses_a_client_whose_test_differs() {
+    let port = port();
+    let server = spawn(&["tcp-bw", "-p", &port, "--timeout", "20", "-s", "4K", "-n", "100"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let client = finish(
+        spawn(&["tcp-bw", "-p", &port, "--timeout", "20", "-P", "2", "127.0.0.1"]),
+        Duration::from_secs(60),
+    );
+    let server = finish(server, Duration::from_secs(30));
+    assert_eq!((client.status.code(), server.status.code()), (Some(2), Some(2)));
+    let want = "parameter mismatch: run (-n/-D/-f): client {\"iterations\":5000}, server \
+                {\"iterations\":100}; sizes (-s/-a): client [65536], server [4096]; streams \
+                (-P): client 2, server 1";
+    let (client, server) = (err(&client), err(&server));
+    assert_eq!(client.lines().count(), 1, "{client}");
+    assert!(client.starts_with("rdmabench: ") && client.contains(want), "{client}");
+    let last = server.lines().last().unwrap();
+    assert!(last.starts_with("rdmabench: ") && last.contains(want), "{server}");
+}

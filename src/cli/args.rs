@@ -381,7 +381,9 @@ impl Default for ReportArgs {
 )]
 #[derive(Clone, Debug, Default, Args)]
 pub struct TcpArgs {
-    /// Server to connect to; without it, this side is the server.
+    /// Server to connect to; without it, this side is the server: given none of -s -a -n
+    /// -D -f -P -w -N it runs what its client asks (iperf3 -s); given any, it refuses a
+    /// client whose test differs, naming each flag (perftest).
     #[arg(value_name = "HOST")]
     pub host: Option<String>,
     /// Size, sweep, iterations or duration.

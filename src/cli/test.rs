@@ -276,7 +276,16 @@ impl TcpArgs {
             nodelay: self.nodelay,
         };
         let spec = rules::tcp(measure, &request)?;
+        let test_flags = r.size.is_some()
+            || r.all
+            || r.iters.is_some()
+            || r.duration.is_some()
+            || r.margin.is_some()
+            || self.streams.is_some()
+            || self.window.is_some()
+            || self.nodelay;
         let mut local = Local {
+            follows_client: self.host.is_none() && !test_flags,
             port: self.port.unwrap_or(DEFAULT_PORT),
             timeout: self.report.timeout()?,
             connect_window: self.report.timeout()?,

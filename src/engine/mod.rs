@@ -127,7 +127,7 @@ fn serve_one(
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let (mut ch, theirs) = accept_client(listener, local, out)?;
-    let spec = if follows_client(spec, &theirs) { &theirs } else { spec };
+    let spec = if local.follows_client && follows_client(spec, &theirs) { &theirs } else { spec };
     let diff = mismatches(&theirs, spec);
     if !diff.is_empty() {
         let e = Error::new(ErrorKind::Mismatch, format!("parameter mismatch: {}", diff.join("; ")));
@@ -138,8 +138,9 @@ fn serve_one(
     guarded(&mut ch, |ch| dispatch(&ctx, ch, report, out))
 }
 
-/// A one-shot TCP server runs what its client asks, as `iperf3 -s` does (streams,
-/// duration, sizes): the same test, a spec that holds.
+/// A one-shot TCP server given no test flags (`Local::follows_client`) runs what its
+/// client asks, as `iperf3 -s` does (streams, duration, sizes): the same test, a spec
+/// that holds. Given any, it refuses a client whose test differs, as perftest does.
 fn follows_client(mine: &TestSpec, theirs: &TestSpec) -> bool {
     mine.rdma().is_none()
         && theirs.rdma().is_none()
