@@ -56,3 +56,20 @@ fn a_tcp_server_given_test_flags_refuses_a_client_whose_test_differs() {
     let last = server.lines().last().unwrap();
     assert!(last.starts_with("rdmabench: ") && last.contains(want), "{server}");
 }
+
+#[test]
+fn a_two_second_run_keeps_quarter_second_margins_not_none() {
+    let port = port();
+    let server = spawn(&["tcp-bw", "-p", &port, "--timeout", "20"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let client = finish(
+        spawn(&["tcp-bw", "-p", &port, "--timeout", "20", "-D", "2", "--json", "-", "127.0.0.1"]),
+        Duration::from_secs(60),
+    );
+    let server = finish(server, Duration::from_secs(30));
+    assert!(client.status.success() && server.status.success(), "{}", err(&client));
+    let line = " Duration        : 2 s, measured window 1 s (margin 0.5 s each side)";
+    assert!(err(&client).contains(line), "{}", err(&client));
+    let doc: serde_json::Value = serde_json::from_slice(&client.stdout).unwrap();
+    assert_eq!(doc["params"]["run"]["duration"]["margin"], 0.5, "{doc}");
+}

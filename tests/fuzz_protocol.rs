@@ -154,7 +154,8 @@ fn run_length(rng: &mut Rng) -> RunLength {
     } else {
         let secs = if rng.chance(50) { rng.below(20) } else { edgy_u64(rng) };
         let margin = if rng.chance(50) { rng.below(secs / 2 + 2) } else { edgy_u64(rng) };
-        RunLength::Duration { secs, margin }
+        // Milliseconds, in the range the JSON's seconds carry exactly.
+        RunLength::Duration { secs, margin_ms: margin % (1 << 40) }
     }
 }
 
@@ -1299,7 +1300,7 @@ fn serve_outlives_hostile_sessions() {
         ("-s 2147483648", changed(&write_bw, |s| s.sizes = vec![MAX_MESSAGE + 1])),
         (
             "-D 86401",
-            changed(&write_bw, |s| s.run = RunLength::Duration { secs: 86_401, margin: 0 }),
+            changed(&write_bw, |s| s.run = RunLength::Duration { secs: 86_401, margin_ms: 0 }),
         ),
         ("-n 0", changed(&write_bw, |s| s.run = RunLength::Iterations(0))),
         ("-s 18446744073709551615", changed(&tcp_bw, |s| s.sizes = vec![u64::MAX])),

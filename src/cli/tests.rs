@@ -202,7 +202,7 @@ fn the_measuring_thread_goes_where_one_flag_says() {
     let e = test(&["write-bw", "-D", "4", "-f", "1", "--run_infinitely", "--backend", "verbs"]);
     assert!(e.unwrap_err().message.contains("-f: --run_infinitely measures"));
     let t = test(&["write-bw", "-D", "4", "--run_infinitely", "--backend", "verbs"]).unwrap();
-    assert_eq!(t.spec.run, crate::spec::RunLength::Duration { secs: 4, margin: 0 });
+    assert_eq!(t.spec.run, crate::spec::RunLength::Duration { secs: 4, margin_ms: 0 });
 }
 
 #[test]

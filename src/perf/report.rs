@@ -176,11 +176,12 @@ fn header_end(o: &mut String, test: TestKind, p: &EffectiveParams) {
     if test.measure == Measure::Lat {
         let _ = writeln!(o, " Latency         : {}", p.latency_is);
     }
-    if let RunLength::Duration { secs, margin } = p.run {
+    if let RunLength::Duration { secs, margin_ms } = p.run {
         let _ = writeln!(
             o,
-            " Duration        : {secs} s, measured window {} s (margin {margin} s each side)",
-            secs - 2 * margin
+            " Duration        : {secs} s, measured window {} s (margin {} s each side)",
+            crate::spec::secs_text((secs * 1000).saturating_sub(2 * margin_ms)),
+            crate::spec::secs_text(margin_ms)
         );
     }
 }
