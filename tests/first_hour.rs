@@ -73,3 +73,41 @@ fn a_two_second_run_keeps_quarter_second_margins_not_none() {
     let doc: serde_json::Value = serde_json::from_slice(&client.stdout).unwrap();
     assert_eq!(doc["params"]["run"]["duration"]["margin"], 0.5, "{doc}");
 }
+
+#[test]
+fn compare_stops_after_three_failures_in_a_row() {
+    let port = port();
+    let dir = common::scratch("rdmabench-first-hour").join(format!("compare-{port}"));
+    let mut serve = spawn(&["serve", "-p", &port, "--max-memory", "1M"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let out = finish(
+        spawn(&[
+            "compare",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--sizes",
+            "2M,4M,8M",
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+        ]),
+        Duration::from_secs(60),
+    );
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let e = err(&out);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.starts_with("rdmabench: the sweep stopped: 3 points failed in a row (the last: "), "{e}");
+    assert!(e.contains("serve --max-memory") && e.contains("partial results in"), "{e}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    // The three RDMA bandwidth series fail on this side (no RDMA stack) and do not count;
+    // TCP 1 stream's three sizes, each over the server's --max-memory, stop the sweep.
+    let series: Vec<&str> = rows.iter().map(|r| r["series"].as_str().unwrap()).collect();
+    assert_eq!(series.len(), 12, "{series:?}");
+    assert_eq!(&series[9..], ["tcp_bw_1"; 3], "{series:?}");
+    assert!(rows.iter().all(|r| !r["error"].is_null()), "{rows:?}");
+}

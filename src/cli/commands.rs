@@ -169,9 +169,11 @@ pub struct CompareArgs {
     /// Streams of the parallel TCP test.
     #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 4)]
     pub streams: u32,
-    /// Bytes each bandwidth point moves (iterations = this / size, 5 … 5000).
-    #[arg(long = "bytes", value_parser = parse_size, default_value = "64M")]
-    pub bytes: u64,
+    /// Bytes each bandwidth point moves (iterations = this / size, 5 … 5000). Default
+    /// 64M, and at least 100 iterations a point (8 MiB: 800 MiB), so a large size is not
+    /// measured in a handful of messages.
+    #[arg(long = "bytes", value_parser = parse_size, value_name = "BYTES")]
+    pub bytes: Option<u64>,
     /// Bytes each latency point moves (iterations = this / size, 5 … 1000).
     #[arg(long = "lat-bytes", value_parser = parse_size, default_value = "16M")]
     pub lat_bytes: u64,
