@@ -116,7 +116,12 @@ pub fn table_row(test: TestKind, r: &SizeResult, layout: Layout) -> String {
         let values = [
             r.size.to_string(),
             iterations.to_string(),
-            f(u(bw.peak_bytes_per_sec.unwrap_or(0.0)), prec),
+            // Not computed: perftest's 0.00 on RDMA; n/a on TCP, which never has one (a
+            // write's completion says nothing about the wire).
+            match bw.peak_bytes_per_sec {
+                None if layout.streams => "n/a".to_string(),
+                peak => f(u(peak.unwrap_or(0.0)), prec),
+            },
             f(avg, prec),
             f(bw.msg_rate / 1e6, 6),
             f(u(bw.min_bytes_per_sec.unwrap_or(0.0)), prec),
