@@ -111,3 +111,30 @@ fn compare_stops_after_three_failures_in_a_row() {
     assert_eq!(&series[9..], ["tcp_bw_1"; 3], "{series:?}");
     assert!(rows.iter().all(|r| !r["error"].is_null()), "{rows:?}");
 }
+
+#[test]
+fn a_dash_output_is_stdout_for_doctor_and_qualify() {
+    let dir = common::scratch("rdmabench-first-hour").join("dash");
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |args: &[&str]| {
+        let out = common::rdmabench(false).args(args).current_dir(&dir).output().unwrap();
+        assert!(!dir.join("-").exists(), "a file named -: {args:?}");
+        out
+    };
+    // doctor --json -: the document alone on stdout, the checks on stderr.
+    let out = run(&["doctor", "--json", "-"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", common::text(&out)));
+    assert_eq!(doc["kind"], "doctor", "{doc}");
+    assert!(!err(&out).is_empty(), "the checks on stderr");
+    let out = run(&["doctor", "--junit", "-"]);
+    assert!(common::text(&out).starts_with("<?xml"), "{}", common::text(&out));
+    // Two outputs cannot both be stdout.
+    let out = run(&["doctor", "--json", "-", "--junit", "-"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(err(&out), "rdmabench: --json -, --junit -: only one output can be stdout (-)\n");
+    // qualify that cannot start still writes its JUnit, there on stdout.
+    let out = run(&["qualify", "quick", "--server", "127.0.0.1", "-p", "9", "--junit", "-", "--no-store"]);
+    assert_eq!(out.status.code(), Some(2), "{}", err(&out));
+    assert!(common::text(&out).contains("<testcase name=\"start\""), "{}", common::text(&out));
+}

@@ -50,10 +50,12 @@ pub struct DoctorArgs {
     /// Only this device's checks (host checks always run).
     #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
     pub device: Option<String>,
-    /// Also write the checks as JSON to FILE (/usr/share/doc/rdmabench/docs/json.md).
+    /// Also write the checks as JSON to FILE (/usr/share/doc/rdmabench/docs/json.md); `-`:
+    /// stdout, the checks' text then on stderr.
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
-    /// Also write the checks as JUnit XML to FILE (N/A skipped, warnings in system-out).
+    /// Also write the checks as JUnit XML to FILE (N/A skipped, warnings in system-out);
+    /// `-`: stdout.
     #[arg(long = "junit", value_name = "FILE")]
     pub junit: Option<std::path::PathBuf>,
     /// Judge the /sys and /proc under DIR (a tree `--capture` wrote) instead of this
@@ -95,10 +97,11 @@ pub struct QualifyArgs {
     /// judged better, same, worse or inconclusive against it; worse fails.
     #[arg(long = "baseline", value_name = "FILE|ID")]
     pub baseline: Option<String>,
-    /// Write every run, the verdicts and the environments as JSON to FILE.
+    /// Write every run, the verdicts and the environments as JSON to FILE (`-`: stdout,
+    /// the table then on stderr).
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
-    /// Write JUnit XML (one testcase per check and test point) to FILE.
+    /// Write JUnit XML (one testcase per check and test point) to FILE (`-`: stdout).
     #[arg(long = "junit", value_name = "FILE")]
     pub junit: Option<std::path::PathBuf>,
     /// Where qualify.json, junit.xml and report.html go.

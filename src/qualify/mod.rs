@@ -22,6 +22,7 @@ use crate::compare::reach_server;
 use crate::doctor::{self, Status};
 use crate::engine::tool;
 use crate::error::Error;
+use crate::files;
 use crate::inventory;
 use crate::spec::Local;
 use crate::store;
@@ -94,6 +95,9 @@ pub fn qualify(args: &Options, out: &mut dyn Write) -> Result<u8, Error> {
     if let (Some(s), Some(id)) = (&store, report.run_id) {
         text.push_str(&format!(" stored: run {id} in {}\n", s.path().display()));
     }
+    // `--json -` or `--junit -` has stdout: the table goes to stderr.
+    let dashed = [&args.json, &args.junit].into_iter().flatten().any(|p| files::is_stdout(p));
+    let out: &mut dyn Write = if dashed { &mut std::io::stderr() } else { out };
     out.write_all(text.as_bytes()).map_err(|e| Error::io(format!("writing output: {e}")))?;
     let _ = out.flush();
     stored.transpose()?;
@@ -147,7 +151,8 @@ fn start(
 fn prepare_outputs(args: &Options) -> Result<(), Error> {
     std::fs::create_dir_all(&args.out)
         .map_err(|e| Error::io(format!("cannot create --out {}: {e}", args.out.display())))?;
-    for path in [&args.json, &args.junit].into_iter().flatten() {
+    files::one_stdout(&[("--json", args.json.as_deref()), ("--junit", args.junit.as_deref())])?;
+    for path in [&args.json, &args.junit].into_iter().flatten().filter(|p| !files::is_stdout(p)) {
         std::fs::write(path, "").map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
     }
     Ok(())
@@ -256,8 +261,9 @@ fn write_not_started(
     };
     let xml = junit::not_started(profile, &e.message, ran.doctor.as_ref(), started);
     let _ = std::fs::create_dir_all(&args.out);
-    for path in [Some(args.out.join("junit.xml")), args.junit.clone()].into_iter().flatten() {
-        let _ = std::fs::write(path, &xml);
+    let _ = std::fs::write(args.out.join("junit.xml"), &xml);
+    if let Some(path) = &args.junit {
+        let _ = files::write_output("--junit", path, &xml);
     }
 }
 
@@ -273,10 +279,10 @@ fn write_files(args: &Options, report: &QualifyReport) -> Result<(), Error> {
     write(&args.out.join("junit.xml"), &junit)?;
     write(&args.out.join("report.html"), &report::html(report))?;
     if let Some(p) = &args.json {
-        write(p, &json)?;
+        files::write_output("--json", p, &json)?;
     }
     if let Some(p) = &args.junit {
-        write(p, &junit)?;
+        files::write_output("--junit", p, &junit)?;
     }
     Ok(())
 }
