@@ -138,3 +138,25 @@ fn a_dash_output_is_stdout_for_doctor_and_qualify() {
     assert_eq!(out.status.code(), Some(2), "{}", err(&out));
     assert!(common::text(&out).contains("<testcase name=\"start\""), "{}", common::text(&out));
 }
+
+#[test]
+fn a_server_with_timeout_0_waits_for_its_first_client() {
+    let port = port();
+    let mut server = spawn(&["tcp-lat", "-p", &port, "--timeout", "0", "-n", "50"]);
+    let stdout = server.stdout.take().unwrap();
+    let line = format!(" Listening on 0.0.0.0 until a client comes (--timeout 0). Waiting for a client on port {port}");
+    assert!(common::wait_for_line(stdout, &line, Duration::from_secs(10)), "no listening line");
+    std::thread::sleep(Duration::from_secs(2));
+    let client =
+        finish(spawn(&["tcp-lat", "-p", &port, "-n", "50", "127.0.0.1"]), Duration::from_secs(60));
+    let server = finish(server, Duration::from_secs(30));
+    assert!(client.status.success(), "{}", err(&client));
+    assert!(server.status.success(), "{}", err(&server));
+    // A client waits at least a second.
+    let out = finish(spawn(&["tcp-lat", "--timeout", "0", "127.0.0.1"]), Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        err(&out),
+        "rdmabench: --timeout 0: a client waits at least 1 second (0 is a server's: wait for ever)\n"
+    );
+}

@@ -330,7 +330,9 @@ pub struct ReportArgs {
     /// Exit 1 if the typical (median) latency of any size exceeds this many µs.
     #[arg(long = "max-lat", value_name = "USEC")]
     pub max_lat: Option<f64>,
-    /// Seconds to wait for the peer at each step before giving up.
+    /// Seconds to wait for the peer at each step before giving up. 0, on a one-shot
+    /// server: wait for ever for the first client (as perftest and iperf3 servers), each
+    /// step once it is connected still bounded by 30 s.
     #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
     /// No progress bar during a sweep (-a) or a timed run (-D); there is none either

@@ -184,18 +184,25 @@ fn accept_client(
     // system picked it).
     let ip = listener.local_addr().map_or_else(|| "?".into(), |a| a.ip().to_string());
     let secs = local.timeout.as_secs();
-    let _ = writeln!(
-        out,
-        " Listening on {ip} for {secs} s (--timeout). Waiting for a client on port {port}"
-    );
+    let wait = if local.wait_forever {
+        "until a client comes (--timeout 0)".to_string()
+    } else {
+        format!("for {secs} s (--timeout)")
+    };
+    let _ = writeln!(out, " Listening on {ip} {wait}. Waiting for a client on port {port}");
     let _ = out.flush();
-    let deadline = Instant::now() + local.timeout;
+    // For ever: a century, as far as an Instant goes.
+    let forever = || Instant::now().checked_add(Duration::from_secs(100 * 365 * 86_400));
+    let deadline = match local.wait_forever.then(forever).flatten() {
+        Some(never) => never,
+        None => Instant::now() + local.timeout,
+    };
     let mut stray: Option<Refusal> = None;
     let ignore = |r: Refusal| {
         eprintln!("rdmabench: ignored {}: {} ({})", r.peer, r.error, r.error.kind);
         stray = Some(r);
     };
-    let found = first_hello(listener, deadline, local.auth.as_ref(), ignore);
+    let found = first_hello(listener, deadline, local.timeout, local.auth.as_ref(), ignore);
     let (mut ch, spec) = found.map_err(|e| no_client(e, stray.as_ref(), port, local.timeout))?;
     // The hello had what was left of the wait; the test has the whole timeout.
     ch.set_timeout(local.timeout)?;

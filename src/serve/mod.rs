@@ -184,6 +184,7 @@ fn config(args: &ServeOptions) -> Result<Config, Error> {
         interval_lines: None,
         // serve runs each client's spec whole (engine::serve_client), never a one-shot's.
         follows_client: false,
+        wait_forever: false,
     };
     Ok(Config { local, max_memory, max_time })
 }

@@ -44,6 +44,9 @@ pub struct Local {
     /// A one-shot TCP server given no test flags: it runs what its client asks (iperf3's
     /// habit). Otherwise (false, the default) a client whose test differs is refused.
     pub follows_client: bool,
+    /// A one-shot server's `--timeout 0`: it waits for ever for its first client (each
+    /// step once connected still bounded by `timeout`).
+    pub wait_forever: bool,
 }
 
 /// `--interval SECS` (iperf3's `-i`): the sender prints each interval's bytes and
@@ -76,6 +79,7 @@ impl Default for Local {
             numa_node: None,
             interval_lines: None,
             follows_client: false,
+            wait_forever: false,
         }
     }
 }
