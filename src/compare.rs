@@ -253,7 +253,8 @@ pub fn compare(args: &CompareOptions, out: &mut dyn Write) -> Result<u8, Error> 
                 Some(e) => {
                     in_a_row += 1;
                     if in_a_row == FAILURES_IN_A_ROW && gone.is_none() {
-                        let why = format!("{FAILURES_IN_A_ROW} points failed in a row (the last: {e})");
+                        let why =
+                            format!("{FAILURES_IN_A_ROW} points failed in a row (the last: {e})");
                         gone = Some(Error::new(e.kind, why));
                     }
                 }
@@ -391,7 +392,10 @@ mod tests {
             assert_eq!(s.id, "tcp_bw_1");
             point_spec(args, s, size).unwrap().run.iterations()
         };
-        assert_eq!((iters(&args, 8 << 20), iters(&args, 64 << 10), iters(&args, 2)), (100, 1024, 5000));
+        assert_eq!(
+            (iters(&args, 8 << 20), iters(&args, 64 << 10), iters(&args, 2)),
+            (100, 1024, 5000)
+        );
         // A --bytes given is taken as given (the lab's small budgets).
         let small = CompareOptions { bytes: Some(16 << 20), ..args };
         assert_eq!((iters(&small, 8 << 20), iters(&small, 64 << 10)), (5, 256));

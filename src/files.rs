@@ -231,4 +231,3 @@ pub fn write_output(flag: &str, path: &Path, text: &str) -> Result<(), crate::er
         _ => Ok(()),
     }
 }
-

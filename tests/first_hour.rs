@@ -99,7 +99,10 @@ fn compare_stops_after_three_failures_in_a_row() {
     let e = err(&out);
     assert_eq!(out.status.code(), Some(2), "{e}");
     assert_eq!(e.lines().count(), 1, "{e}");
-    assert!(e.starts_with("rdmabench: the sweep stopped: 3 points failed in a row (the last: "), "{e}");
+    assert!(
+        e.starts_with("rdmabench: the sweep stopped: 3 points failed in a row (the last: "),
+        "{e}"
+    );
     assert!(e.contains("serve --max-memory") && e.contains("partial results in"), "{e}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
@@ -123,8 +126,9 @@ fn a_dash_output_is_stdout_for_doctor_and_qualify() {
     };
     // doctor --json -: the document alone on stdout, the checks on stderr.
     let out = run(&["doctor", "--json", "-"]);
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", common::text(&out)));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("stdout is not one JSON document ({e}): {}", common::text(&out))
+    });
     assert_eq!(doc["kind"], "doctor", "{doc}");
     assert!(!err(&out).is_empty(), "the checks on stderr");
     let out = run(&["doctor", "--junit", "-"]);
@@ -134,7 +138,17 @@ fn a_dash_output_is_stdout_for_doctor_and_qualify() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(err(&out), "rdmabench: --json -, --junit -: only one output can be stdout (-)\n");
     // qualify that cannot start still writes its JUnit, there on stdout.
-    let out = run(&["qualify", "quick", "--server", "127.0.0.1", "-p", "9", "--junit", "-", "--no-store"]);
+    let out = run(&[
+        "qualify",
+        "quick",
+        "--server",
+        "127.0.0.1",
+        "-p",
+        "9",
+        "--junit",
+        "-",
+        "--no-store",
+    ]);
     assert_eq!(out.status.code(), Some(2), "{}", err(&out));
     assert!(common::text(&out).contains("<testcase name=\"start\""), "{}", common::text(&out));
 }

@@ -179,7 +179,8 @@ impl PerfArgs {
         if spec.rdma().is_some_and(|r| r.backend == Backend::Nd) {
             crate::spec::validate::nd_local_rules(&local)?;
         }
-        let mut output = self.limits(self.report.output(kind.measure == Measure::Bw, self.host.is_some())?, kind)?;
+        let mut output = self
+            .limits(self.report.output(kind.measure == Measure::Bw, self.host.is_some())?, kind)?;
         output.samples = self.sample_order(&spec)?;
         local.keep_samples = output.samples.is_some();
         Ok(TestArgs { spec, host: self.host.clone(), local, output, perftest: self.perftest })

@@ -272,7 +272,9 @@ fn store_alone_is_the_default_store_and_the_next_word_its_path() {
     let t = tcp_test(&["tcp-bw", "--store", "-P", "2", "127.0.0.1"]).unwrap();
     assert_eq!(t.host.as_deref(), Some("127.0.0.1"));
     default(&t);
-    for line in [&["tcp-bw", "--store", "s.db", "127.0.0.1"][..], &["tcp-bw", "--store=s.db", "127.0.0.1"]] {
+    for line in
+        [&["tcp-bw", "--store", "s.db", "127.0.0.1"][..], &["tcp-bw", "--store=s.db", "127.0.0.1"]]
+    {
         let t = tcp_test(line).unwrap();
         assert_eq!(t.host.as_deref(), Some("127.0.0.1"));
         assert_eq!(t.output.store.as_deref(), Some(std::path::Path::new("s.db")));

@@ -251,7 +251,8 @@ mod tests {
         // No peak computed: perftest's 0.00 on RDMA, n/a on TCP.
         let mut none = bw_result(100.0 * MIB);
         none.bw.as_mut().unwrap().peak_bytes_per_sec = None;
-        let peak = |layout| table_row(WRITE_BW, &none, layout).split_whitespace().nth(2).map(String::from);
+        let peak =
+            |layout| table_row(WRITE_BW, &none, layout).split_whitespace().nth(2).map(String::from);
         assert_eq!(peak(Layout::default()).as_deref(), Some("0.00"));
         let tcp = Layout { streams: true, ..Layout::default() };
         assert_eq!(peak(tcp).as_deref(), Some("n/a"));

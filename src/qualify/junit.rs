@@ -66,7 +66,10 @@ pub fn not_started(
     let env = doctor.map_or_else(crate::environment::Environment::host, |d| d.environment.clone());
     let waived = |d: &DoctorReport| -> Vec<String> {
         let failed = d.checks.iter().filter(|c| c.status == crate::doctor::Status::Fail);
-        failed.filter(|c| waive.iter().any(|w| *w == c.id || *w == c.name())).map(|c| c.name()).collect()
+        failed
+            .filter(|c| waive.iter().any(|w| *w == c.id || *w == c.name()))
+            .map(|c| c.name())
+            .collect()
     };
     let mut suites: Vec<Suite> = doctor
         .map(|d| crate::doctor::junit::suite(d, &waived(d), started, 0.0))
@@ -166,7 +169,9 @@ mod tests {
         assert!(xml.contains("classname=\"qualify.tcp-only\""), "{xml}");
         assert!(xml.contains("<skipped message=\"waived: "), "{xml}");
         assert!(
-            xml.contains("<testsuites name=\"rdmabench qualify tcp-only\" tests=\"4\" failures=\"1\""),
+            xml.contains(
+                "<testsuites name=\"rdmabench qualify tcp-only\" tests=\"4\" failures=\"1\""
+            ),
             "only the start fails: {xml}"
         );
     }

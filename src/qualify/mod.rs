@@ -249,12 +249,7 @@ fn rdma_link_gbps(device: Option<&str>) -> Option<f64> {
 
 /// The JUnit of a qualification that could not start, into `--out` and `--junit`, so CI
 /// shows why. Best effort: the error that stopped it is what the command reports.
-fn write_not_started(
-    args: &Options,
-    e: &Error,
-    ran: &Ran,
-    started: &str,
-) {
+fn write_not_started(args: &Options, e: &Error, ran: &Ran, started: &str) {
     let profile = match &ran.profile {
         Some((name, waive)) => Ok((name.as_str(), &waive[..])),
         None => Err(args.profile.as_str()),

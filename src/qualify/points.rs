@@ -183,7 +183,11 @@ mod tests {
 
     #[test]
     fn a_tcp_points_link_is_its_interfaces_and_loopback_has_none() {
-        let iface = |name: &str, speed| InterfaceEnvironment { name: name.into(), mtu: None, speed_mbps: speed };
+        let iface = |name: &str, speed| InterfaceEnvironment {
+            name: name.into(),
+            mtu: None,
+            speed_mbps: speed,
+        };
         let lo = tcp_link(Some(&iface("lo", None)));
         assert_eq!(
             Bandwidth::OfLink(90.0).floor(&lo),

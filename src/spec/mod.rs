@@ -143,10 +143,13 @@ mod margin_secs {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-        let bad = |what: String| serde::de::Error::custom(format!("margin {what}: seconds, 0 to 10^12"));
+        let bad =
+            |what: String| serde::de::Error::custom(format!("margin {what}: seconds, 0 to 10^12"));
         match Secs::deserialize(d)? {
             Secs::Whole(secs) if secs <= 1_000_000_000_000 => Ok(secs * 1000),
-            Secs::Fraction(secs) if (0.0..=1e12).contains(&secs) => Ok((secs * 1000.0).round() as u64),
+            Secs::Fraction(secs) if (0.0..=1e12).contains(&secs) => {
+                Ok((secs * 1000.0).round() as u64)
+            }
             Secs::Whole(secs) => Err(bad(secs.to_string())),
             Secs::Fraction(secs) => Err(bad(secs.to_string())),
         }
@@ -168,9 +171,9 @@ impl RunLength {
     pub fn window(&self) -> Option<Duration> {
         match *self {
             RunLength::Iterations(_) => None,
-            RunLength::Duration { secs, margin_ms } => Some(
-                Duration::from_secs(secs).saturating_sub(Duration::from_millis(2 * margin_ms)),
-            ),
+            RunLength::Duration { secs, margin_ms } => {
+                Some(Duration::from_secs(secs).saturating_sub(Duration::from_millis(2 * margin_ms)))
+            }
         }
     }
 
