@@ -259,6 +259,22 @@ mod tests {
     }
 
     #[test]
+    fn a_size_of_seven_digits_stays_inside_its_column() {
+        let mut big = bw_result(100.0 * MIB);
+        big.size = 8 << 20;
+        let wide = Layout { wide: true, ..Layout::default() };
+        let head = table_header(WRITE_BW, wide);
+        assert!(head.starts_with("  #bytes     #iterations"), "{head}");
+        let row = table_row(WRITE_BW, &big, wide);
+        // The size ends where `#bytes` ends, after a leading space, as smaller ones do.
+        assert!(row.starts_with(" 8388608 "), "{row}");
+        let end = head.find("#bytes").unwrap() + "#bytes".len();
+        assert_eq!(&row[end - 7..end], "8388608", "{head}{row}");
+        // Smaller runs keep perftest's header as it is.
+        assert!(table_header(WRITE_BW, Layout::default()).starts_with(" #bytes     #iterations"));
+    }
+
+    #[test]
     fn latency_rows_follow_the_header() {
         let head = table_header(READ_LAT, Layout::default());
         let names: Vec<&str> = head.split("  ").map(str::trim).filter(|s| !s.is_empty()).collect();
