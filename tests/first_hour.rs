@@ -174,3 +174,30 @@ fn a_server_with_timeout_0_waits_for_its_first_client() {
         "rdmabench: --timeout 0: a client waits at least 1 second (0 is a server's: wait for ever)\n"
     );
 }
+
+#[test]
+fn serve_says_busy_at_once_during_a_test_and_lets_back_to_back_clients_in() {
+    let port = port();
+    let serve = spawn(&["serve", "-p", &port, "--count", "4"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let long = spawn(&["tcp-bw", "-D", "6", "-p", &port, "127.0.0.1"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let start = Instant::now();
+    let second =
+        finish(spawn(&["tcp-lat", "-n", "20", "-p", &port, "127.0.0.1"]), Duration::from_secs(30));
+    let took = start.elapsed();
+    assert_eq!(second.status.code(), Some(2), "{}", err(&second));
+    assert!(err(&second).contains("server busy: running tcp_bw since "), "{}", err(&second));
+    assert!(took < Duration::from_secs(2), "busy at once, not after waiting: {took:?}");
+    assert!(finish(long, Duration::from_secs(60)).status.success());
+    // Back to back, each as soon as the last ended: none is told busy.
+    for _ in 0..3 {
+        let c = finish(
+            spawn(&["tcp-lat", "-n", "20", "-p", &port, "127.0.0.1"]),
+            Duration::from_secs(30),
+        );
+        assert!(c.status.success(), "{}", err(&c));
+    }
+    let serve = finish(serve, Duration::from_secs(30));
+    assert!(serve.status.success(), "4 tests served: {}", common::text(&serve));
+}

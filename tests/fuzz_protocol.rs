@@ -458,8 +458,13 @@ fn message(rng: &mut Rng, ctx: &Ctx) -> Message {
         5 => {
             let spec = valid_spec(rng);
             let local = Local::default();
-            let setup =
-                SetupContext { spec: &spec, local: &local, host: None, gbits: rng.chance(50) };
+            let setup = SetupContext {
+                spec: &spec,
+                local: &local,
+                host: None,
+                gbits: rng.chance(50),
+                ending: None,
+            };
             let found = Found {
                 device: "rxe0".into(),
                 link_layer: "Ethernet".into(),

@@ -68,7 +68,7 @@ pub fn run(
         Side::Client { host } => {
             stack_present(spec)?;
             let mut ch = hello(spec, host, local)?;
-            let ctx = SetupContext { spec, local, host: Some(host), gbits };
+            let ctx = SetupContext { spec, local, host: Some(host), gbits, ending: None };
             guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
         }
         Side::Server => {
@@ -134,7 +134,7 @@ fn serve_one(
         ch.send_error(&e);
         return Err(e);
     }
-    let ctx = SetupContext { spec, local, host: None, gbits };
+    let ctx = SetupContext { spec, local, host: None, gbits, ending: None };
     guarded(&mut ch, |ch| dispatch(&ctx, ch, report, out))
 }
 
@@ -150,10 +150,12 @@ fn follows_client(mine: &TestSpec, theirs: &TestSpec) -> bool {
 
 /// The server's side of one test for a client whose hello (`spec`) is in: what
 /// `rdmabench serve` runs for each client, with the client's parameters whole.
+/// `ending` is called once both sides said done, before the teardown.
 pub fn serve_client(
     spec: &TestSpec,
     mut ch: Channel,
     local: &Local,
+    ending: &(dyn Fn() + Sync),
     out: &mut dyn Write,
 ) -> Outcome {
     let mut report = new_report(spec, false);
@@ -163,7 +165,7 @@ pub fn serve_client(
             Err(e)
         }
         Ok(()) => {
-            let ctx = SetupContext { spec, local, host: None, gbits: false };
+            let ctx = SetupContext { spec, local, host: None, gbits: false, ending: Some(ending) };
             guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
         }
     };
