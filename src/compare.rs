@@ -31,8 +31,9 @@ pub struct CompareOptions {
     pub all_sizes: bool,
     /// TCP streams of the multi-stream series (`-P`).
     pub streams: u32,
-    /// Bytes each bandwidth point moves (its iterations follow).
-    pub bytes: u64,
+    /// Bytes each bandwidth point moves (its iterations follow); None: the default
+    /// budget, [`DEFAULT_BYTES`] with at least [`DEFAULT_MIN_BW_ITERS`] iterations.
+    pub bytes: Option<u64>,
     /// Bytes each latency point moves.
     pub lat_bytes: u64,
     /// No progress bar.
@@ -121,16 +122,27 @@ pub fn series(streams: u32) -> Vec<Series> {
     all
 }
 
+/// A bandwidth point's default byte budget (`--bytes`).
+pub const DEFAULT_BYTES: u64 = 64 << 20;
+/// The fewest iterations a bandwidth point of the default budget runs: 64 MiB is 8
+/// messages of 8 MiB, too few to measure (TCP read 1333 MiB/s in 8, 2502 in 128).
+pub const DEFAULT_MIN_BW_ITERS: u64 = 100;
+/// Failed points in a row that stop the sweep (the server is taken for gone).
+const FAILURES_IN_A_ROW: usize = 3;
+
 /// Iterations for a point: a byte budget spread over messages of `size`, bounded.
-fn iterations(budget: u64, size: u64, max: u64) -> u64 {
-    (budget / size.max(1)).clamp(5, max)
+fn iterations(budget: u64, size: u64, min: u64, max: u64) -> u64 {
+    (budget / size.max(1)).clamp(min, max)
 }
 
 /// The spec of one point: the series' test at `size`, perftest's defaults otherwise.
 fn point_spec(args: &CompareOptions, s: &Series, size: u64) -> Result<TestSpec, Error> {
     let iters = match s.kind.measure {
-        Measure::Bw => iterations(args.bytes, size, 5000),
-        Measure::Lat => iterations(args.lat_bytes, size, 1000),
+        Measure::Bw => match args.bytes {
+            Some(bytes) => iterations(bytes, size, 5, 5000),
+            None => iterations(DEFAULT_BYTES, size, DEFAULT_MIN_BW_ITERS, 5000),
+        },
+        Measure::Lat => iterations(args.lat_bytes, size, 5, 1000),
     };
     if s.tcp {
         let r = TcpRequest {
@@ -213,6 +225,10 @@ pub fn compare(args: &CompareOptions, out: &mut dyn Write) -> Result<u8, Error> 
         rows: Vec::with_capacity(total),
     };
     let side = Side::Client { host: args.host.clone() };
+    // A host without an RDMA stack fails its RDMA points at once, on this side: those
+    // are not the server's failures, and the TCP series still run.
+    let stackless = crate::inventory::verbs_stack_present().is_err();
+    let mut in_a_row = 0;
     for s in &series {
         for &size in &sizes {
             progress.running(&format!("{} {}", s.id, size_label(size)));
@@ -228,8 +244,21 @@ pub fn compare(args: &CompareOptions, out: &mut dyn Write) -> Result<u8, Error> 
                 Err(e) => Row { series: s.id.clone(), size, result: None, error: Some(e) },
             };
             // A point's own failure is marked and the sweep goes on; a server that is
-            // gone, refuses this side's key or is busy ends it at once.
-            let gone = row.error.clone().filter(|e| e.kind.peer_unavailable());
+            // gone, refuses this side's key or is busy ends it at once, and so do three
+            // failures in a row.
+            let mut gone = row.error.clone().filter(|e| e.kind.peer_unavailable());
+            match &row.error {
+                None => in_a_row = 0,
+                Some(_) if stackless && !s.tcp => {}
+                Some(e) => {
+                    in_a_row += 1;
+                    if in_a_row == FAILURES_IN_A_ROW && gone.is_none() {
+                        let why =
+                            format!("{FAILURES_IN_A_ROW} points failed in a row (the last: {e})");
+                        gone = Some(Error::new(e.kind, why));
+                    }
+                }
+            }
             report.rows.push(row);
             progress.done_one();
             if let Some(e) = gone {
@@ -335,7 +364,7 @@ mod tests {
             sizes: None,
             all_sizes: false,
             streams: 4,
-            bytes: 64 << 20,
+            bytes: None,
             lat_bytes: 16 << 20,
             quiet: true,
             client: ClientOptions {
@@ -354,8 +383,21 @@ mod tests {
                 assert_eq!(spec.connections(), s.streams);
             }
         }
-        assert_eq!(iterations(64 << 20, 2, 5000), 5000);
-        assert_eq!(iterations(64 << 20, 8 << 20, 5000), 8);
-        assert_eq!(iterations(16 << 20, 8 << 20, 1000), 5);
+        assert_eq!(iterations(64 << 20, 2, 5, 5000), 5000);
+        assert_eq!(iterations(64 << 20, 8 << 20, 5, 5000), 8);
+        assert_eq!(iterations(16 << 20, 8 << 20, 5, 1000), 5);
+        // The default budget: 64 MiB, but never fewer than 100 messages of a large size.
+        let iters = |args: &CompareOptions, size| {
+            let s = &series(4)[3];
+            assert_eq!(s.id, "tcp_bw_1");
+            point_spec(args, s, size).unwrap().run.iterations()
+        };
+        assert_eq!(
+            (iters(&args, 8 << 20), iters(&args, 64 << 10), iters(&args, 2)),
+            (100, 1024, 5000)
+        );
+        // A --bytes given is taken as given (the lab's small budgets).
+        let small = CompareOptions { bytes: Some(16 << 20), ..args };
+        assert_eq!((iters(&small, 8 << 20), iters(&small, 64 << 10)), (5, 256));
     }
 }

@@ -331,3 +331,43 @@ mod tests {
         std::fs::remove_dir_all(&outside).unwrap();
     }
 }
+/// `-` as an output path (`--json -`, `--junit -`, `--csv -`): stdout, for every output
+/// option of every command, as perftest-style tests' `--json -`.
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// At most one of a command's outputs can be stdout: `flags` pairs each option with its
+/// path.
+///
+/// # Errors
+/// Two outputs given `-`.
+pub fn one_stdout(flags: &[(&str, Option<&Path>)]) -> Result<bool, crate::error::Error> {
+    let dashed: Vec<&str> =
+        flags.iter().filter(|(_, p)| p.is_some_and(is_stdout)).map(|(f, _)| *f).collect();
+    if dashed.len() > 1 {
+        return Err(crate::error::Error::usage(format!(
+            "{}: only one output can be stdout (-)",
+            dashed.iter().map(|f| format!("{f} -")).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    Ok(!dashed.is_empty())
+}
+
+/// Writes `text` to `path`, or to stdout when `path` is `-` (a reader that went away,
+/// `| head`, is not an error). `flag` names the option in the error.
+///
+/// # Errors
+/// The file cannot be written, or stdout fails.
+pub fn write_output(flag: &str, path: &Path, text: &str) -> Result<(), crate::error::Error> {
+    use std::io::Write;
+    let failed = |e: io::Error| crate::error::Error::io(format!("{flag} {}: {e}", path.display()));
+    if !is_stdout(path) {
+        return std::fs::write(path, text).map_err(failed);
+    }
+    let mut stdout = io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(failed(e)),
+        _ => Ok(()),
+    }
+}

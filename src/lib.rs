@@ -144,17 +144,21 @@ fn doctor(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8, Error> {
     }
     let target = doctor::Target { device: args.device.as_deref(), root: &root, backend };
     let (started, clock) = (stamp::utc_now(), std::time::Instant::now());
+    // `-`: that output on stdout, and the checks' text on stderr.
+    let dashed =
+        files::one_stdout(&[("--json", args.json.as_deref()), ("--junit", args.junit.as_deref())])?;
     let report = doctor::diagnose(&target)?;
-    write_out(out, &doctor::render(&report))?;
-    let write = |flag: &str, path: &std::path::Path, text: String| {
-        std::fs::write(path, text).map_err(|e| Error::io(format!("{flag} {}: {e}", path.display())))
-    };
+    if dashed {
+        write_out(&mut io::stderr(), &doctor::render(&report))?;
+    } else {
+        write_out(out, &doctor::render(&report))?;
+    }
     if let Some(path) = &args.json {
-        write("--json", path, report::to_json(&report))?;
+        files::write_output("--json", path, &report::to_json(&report))?;
     }
     if let Some(path) = &args.junit {
         let seconds = clock.elapsed().as_secs_f64();
-        write("--junit", path, doctor::junit::document(&report, &started, seconds))?;
+        files::write_output("--junit", path, &doctor::junit::document(&report, &started, seconds))?;
     }
     Ok(if report.worst() == doctor::Status::Fail { EXIT_VERDICT } else { 0 })
 }

@@ -352,3 +352,54 @@ fn check_report_holds_junit_to_the_common_schema() {
     assert!(said.contains("is not a decimal") && said.contains("<testcase flaky=...>"), "{said}");
     let _ = fs::remove_dir_all(&dir);
 }
+
+fn setup_packages(mode: &str) -> Vec<String> {
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/setup"))
+        .args([mode, "--list-packages"])
+        .output()
+        .expect("ci/setup runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout).lines().map(str::to_string).collect()
+}
+
+#[test]
+fn the_main_jobs_setup_installs_what_the_lab_runs_and_nothing_of_the_tests() {
+    let lab = setup_packages("lab");
+    let all = setup_packages("all");
+    // What ci/lab runs: the build (bindgen over rdma-core's headers), the lab (ci/lab-vm:
+    // qemu, the kernel, busybox; in the guest modprobe, ip, tc, rdma, librxe; sshd for
+    // --nodes 2) and the reference tools.
+    for needed in [
+        "pkg-config",
+        "libibverbs-dev",
+        "librdmacm-dev",
+        "libclang-dev",
+        "rdma-core",
+        "ibverbs-providers",
+        "iproute2",
+        "kmod",
+        "perftest",
+        "iperf3",
+        "qperf",
+        "qemu-system-x86",
+        "linux-image-amd64",
+        "busybox-static",
+        "openssh-client",
+        "openssh-server",
+    ] {
+        assert!(lab.iter().any(|p| p == needed), "lab lacks {needed}: {lab:?}");
+    }
+    for unused in ["chromium", "wine", "gcc-mingw-w64-x86-64", "openmpi-bin", "slurm-wlm"] {
+        assert!(!lab.iter().any(|p| p == unused), "lab installs {unused}: {lab:?}");
+        assert!(all.iter().any(|p| p == unused), "all lacks {unused}");
+    }
+    // One list: the lab group is all's start, and no package is listed twice.
+    assert_eq!(all[..lab.len()], lab[..]);
+    let mut unique = all.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), all.len(), "{all:?}");
+    // The main job asks for its group.
+    let script = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/lab")).unwrap();
+    assert!(script.lines().any(|l| l.trim() == "ci/setup lab"), "ci/lab runs `ci/setup lab`");
+}

@@ -157,7 +157,8 @@ fn run_length(rng: &mut Rng) -> RunLength {
     } else {
         let secs = if rng.chance(50) { rng.below(20) } else { edgy_u64(rng) };
         let margin = if rng.chance(50) { rng.below(secs / 2 + 2) } else { edgy_u64(rng) };
-        RunLength::Duration { secs, margin }
+        // Milliseconds, in the range the JSON's seconds carry exactly.
+        RunLength::Duration { secs, margin_ms: margin % (1 << 40) }
     }
 }
 
@@ -460,8 +461,13 @@ fn message(rng: &mut Rng, ctx: &Ctx) -> Message {
         5 => {
             let spec = valid_spec(rng);
             let local = Local::default();
-            let setup =
-                SetupContext { spec: &spec, local: &local, host: None, gbits: rng.chance(50) };
+            let setup = SetupContext {
+                spec: &spec,
+                local: &local,
+                host: None,
+                gbits: rng.chance(50),
+                ending: None,
+            };
             let found = Found {
                 device: "rxe0".into(),
                 link_layer: "Ethernet".into(),
@@ -1302,7 +1308,7 @@ fn serve_outlives_hostile_sessions() {
         ("-s 2147483648", changed(&write_bw, |s| s.sizes = vec![MAX_MESSAGE + 1])),
         (
             "-D 86401",
-            changed(&write_bw, |s| s.run = RunLength::Duration { secs: 86_401, margin: 0 }),
+            changed(&write_bw, |s| s.run = RunLength::Duration { secs: 86_401, margin_ms: 0 }),
         ),
         ("-n 0", changed(&write_bw, |s| s.run = RunLength::Iterations(0))),
         ("-s 18446744073709551615", changed(&tcp_bw, |s| s.sizes = vec![u64::MAX])),

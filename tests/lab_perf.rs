@@ -907,7 +907,7 @@ fn lab_reversed_has_the_server_send_and_measure() {
     let client = finish(spawn(&args), Duration::from_secs(60));
     let server = finish(server, Duration::from_secs(60));
     assert_eq!((client.status.code(), server.status.code()), (Some(2), Some(2)));
-    let want = "parameter mismatch: reversed: client true, server false";
+    let want = "parameter mismatch: reversed (--reversed): client true, server false";
     assert!(err(&client).contains(want), "{}", err(&client));
 }
 
@@ -923,7 +923,7 @@ fn lab_parameter_mismatch_is_refused_on_both_sides() {
     let server = finish(server, Duration::from_secs(60));
     assert_eq!(client.status.code(), Some(2));
     assert_eq!(server.status.code(), Some(2));
-    let want = "parameter mismatch: sizes: client [65536], server [4096]";
+    let want = "parameter mismatch: sizes (-s/-a): client [65536], server [4096]";
     assert!(err(&client).contains(want), "{}", err(&client));
     assert!(err(&server).contains(want), "{}", err(&server));
     assert_eq!(err(&client).lines().count(), 1);

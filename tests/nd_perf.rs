@@ -235,7 +235,7 @@ fn a_missing_peer_and_a_backend_mismatch_end_with_one_line() {
     );
     let (scode, sout) = server.join().unwrap();
     assert_eq!((code, scode), (2, 2), "{out}\n{sout}");
-    assert!(out.contains("backend: client \"verbs\", server \"nd\""), "{out}");
+    assert!(out.contains("backend (--backend): client \"verbs\", server \"nd\""), "{out}");
     assert!(sout.contains("parameter mismatch: backend"), "{sout}");
 }
 

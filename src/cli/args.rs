@@ -308,7 +308,8 @@ pub struct RunArgs {
     /// Run for this many seconds instead of a number of iterations.
     #[arg(short = 'D', long = "duration", value_name = "SECS")]
     pub duration: Option<u64>,
-    /// Warm-up and cool-down margin excluded from a -D window, seconds each (default: D/4).
+    /// Warm-up and cool-down margin excluded from a -D window, seconds each (default: D/4
+    /// exactly, to the millisecond: 0.5 s of -D 2).
     #[arg(short = 'f', long = "margin", value_name = "SECS")]
     pub margin: Option<u64>,
 }
@@ -329,7 +330,9 @@ pub struct ReportArgs {
     /// Exit 1 if the typical (median) latency of any size exceeds this many µs.
     #[arg(long = "max-lat", value_name = "USEC")]
     pub max_lat: Option<f64>,
-    /// Seconds to wait for the peer at each step before giving up.
+    /// Seconds to wait for the peer at each step before giving up. 0, on a one-shot
+    /// server: wait for ever for the first client (as perftest and iperf3 servers), each
+    /// step once it is connected still bounded by 30 s.
     #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
     /// No progress bar during a sweep (-a) or a timed run (-D); there is none either
@@ -343,10 +346,13 @@ pub struct ReportArgs {
     /// only).
     #[arg(long = "verbose")]
     pub verbose: bool,
-    /// Record the run in the results store (rdmabench history): `--store` the default
-    /// one ($XDG_DATA_HOME/rdmabench/results.db), `--store=PATH` another.
-    #[arg(long = "store", value_name = "PATH", num_args = 0..=1, require_equals = true, default_missing_value = "")]
-    pub store: Option<PathBuf>,
+    /// Record the run in the results store (rdmabench history): `--store` alone (last, or
+    /// before another flag) the default one ($XDG_DATA_HOME/rdmabench/results.db);
+    /// `--store PATH` or `--store=PATH` another. The word after `--store` is its PATH:
+    /// write `HOST --store`, not `--store HOST` (refused when it leaves no HOST and the
+    /// PATH is not a store: no `.db`, no `/`, no such file).
+    #[arg(long = "store", value_name = "PATH", num_args = 0..=1)]
+    pub store: Option<Option<PathBuf>>,
     /// Bandwidth tests: print the bytes, bandwidth and message rate of every SECS
     /// interval as the run goes, on the sending side (iperf3's -i; TCP tests also take
     /// -i, which is --ib-port on RDMA tests).
@@ -378,7 +384,9 @@ impl Default for ReportArgs {
 )]
 #[derive(Clone, Debug, Default, Args)]
 pub struct TcpArgs {
-    /// Server to connect to; without it, this side is the server.
+    /// Server to connect to; without it, this side is the server: given none of -s -a -n
+    /// -D -f -P -w -N it runs what its client asks (iperf3 -s); given any, it refuses a
+    /// client whose test differs, naming each flag (perftest).
     #[arg(value_name = "HOST")]
     pub host: Option<String>,
     /// Size, sweep, iterations or duration.

@@ -50,10 +50,12 @@ pub struct DoctorArgs {
     /// Only this device's checks (host checks always run).
     #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
     pub device: Option<String>,
-    /// Also write the checks as JSON to FILE (/usr/share/doc/rdmabench/docs/json.md).
+    /// Also write the checks as JSON to FILE (/usr/share/doc/rdmabench/docs/json.md); `-`:
+    /// stdout, the checks' text then on stderr.
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
-    /// Also write the checks as JUnit XML to FILE (N/A skipped, warnings in system-out).
+    /// Also write the checks as JUnit XML to FILE (N/A skipped, warnings in system-out);
+    /// `-`: stdout.
     #[arg(long = "junit", value_name = "FILE")]
     pub junit: Option<std::path::PathBuf>,
     /// Judge the /sys and /proc under DIR (a tree `--capture` wrote) instead of this
@@ -95,10 +97,11 @@ pub struct QualifyArgs {
     /// judged better, same, worse or inconclusive against it; worse fails.
     #[arg(long = "baseline", value_name = "FILE|ID")]
     pub baseline: Option<String>,
-    /// Write every run, the verdicts and the environments as JSON to FILE.
+    /// Write every run, the verdicts and the environments as JSON to FILE (`-`: stdout,
+    /// the table then on stderr).
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
-    /// Write JUnit XML (one testcase per check and test point) to FILE.
+    /// Write JUnit XML (one testcase per check and test point) to FILE (`-`: stdout).
     #[arg(long = "junit", value_name = "FILE")]
     pub junit: Option<std::path::PathBuf>,
     /// Where qualify.json, junit.xml and report.html go.
@@ -169,9 +172,11 @@ pub struct CompareArgs {
     /// Streams of the parallel TCP test.
     #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 4)]
     pub streams: u32,
-    /// Bytes each bandwidth point moves (iterations = this / size, 5 … 5000).
-    #[arg(long = "bytes", value_parser = parse_size, default_value = "64M")]
-    pub bytes: u64,
+    /// Bytes each bandwidth point moves (iterations = this / size, 5 … 5000). Default
+    /// 64M, and at least 100 iterations a point (8 MiB: 800 MiB), so a large size is not
+    /// measured in a handful of messages.
+    #[arg(long = "bytes", value_parser = parse_size, value_name = "BYTES")]
+    pub bytes: Option<u64>,
     /// Bytes each latency point moves (iterations = this / size, 5 … 1000).
     #[arg(long = "lat-bytes", value_parser = parse_size, default_value = "16M")]
     pub lat_bytes: u64,

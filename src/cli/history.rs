@@ -41,16 +41,25 @@ fn store_path(store: Option<PathBuf>) -> Result<PathBuf, Error> {
     }
 }
 
-/// A test's `--store` (empty: the default store).
+/// A test's `--store` (`None`: alone, the default store). `client`: the test was given
+/// a HOST. `--store WORD` takes WORD as its PATH; when that leaves a server (no HOST)
+/// with a PATH that is no store (no `.db`, no `/`, no such file), WORD was meant as the
+/// HOST (`--store HOST`), and is refused rather than run as a server storing in a file
+/// named after a host.
 ///
 /// # Errors
-/// `--store` alone with no data directory.
-pub fn test_store(path: PathBuf) -> Result<PathBuf, Error> {
-    if path.as_os_str().is_empty() {
-        store_path(None)
-    } else {
-        Ok(path)
+/// `--store` alone with no data directory; `--store HOST`.
+pub fn test_store(path: Option<PathBuf>, client: bool) -> Result<PathBuf, Error> {
+    let Some(path) = path else { return store_path(None) };
+    let text = path.to_string_lossy();
+    let store_like = text.ends_with(".db") || text.contains('/') || path.exists();
+    if !client && !store_like {
+        return Err(Error::usage(format!(
+            "--store {text}: the word after --store is its PATH, and this left no HOST; \
+             write `HOST --store` for the default store, or a PATH ending in .db"
+        )));
     }
+    Ok(path)
 }
 
 #[doc = concat!("`rdmabench history`.")]

@@ -60,7 +60,8 @@ pub struct MeshArgs {
     /// Run each test for this many seconds instead of a number of iterations.
     #[arg(short = 'D', long = "duration", value_name = "SECS")]
     pub duration: Option<u64>,
-    /// Warm-up and cool-down margin excluded from a -D window, seconds each (default: D/4).
+    /// Warm-up and cool-down margin excluded from a -D window, seconds each (default: D/4
+    /// exactly, to the millisecond: 0.5 s of -D 2).
     #[arg(short = 'f', long = "margin", value_name = "SECS")]
     pub margin: Option<u64>,
     /// Queue pairs of the bandwidth test.

@@ -49,24 +49,34 @@ enum RawCommand {
     /// List RDMA devices: adapter, firmware, ports, link rate, GID table, PCIe, NUMA.
     Devices(DevicesArgs),
     /// RDMA write bandwidth (ib_write_bw). Without HOST: server.
+    #[command(alias = "write_bw")]
     WriteBw(PerfArgs),
     /// RDMA read bandwidth (ib_read_bw).
+    #[command(alias = "read_bw")]
     ReadBw(PerfArgs),
     /// Send bandwidth (ib_send_bw).
+    #[command(alias = "send_bw")]
     SendBw(PerfArgs),
     /// Atomic bandwidth (ib_atomic_bw).
+    #[command(alias = "atomic_bw")]
     AtomicBw(PerfArgs),
     /// RDMA write latency, half a ping-pong round trip (ib_write_lat).
+    #[command(alias = "write_lat")]
     WriteLat(PerfArgs),
     /// RDMA read latency, a full round trip (ib_read_lat).
+    #[command(alias = "read_lat")]
     ReadLat(PerfArgs),
     /// Send latency, half a ping-pong round trip (ib_send_lat).
+    #[command(alias = "send_lat")]
     SendLat(PerfArgs),
     /// Atomic latency, a full round trip (ib_atomic_lat).
+    #[command(alias = "atomic_lat")]
     AtomicLat(PerfArgs),
     /// TCP bandwidth over -P parallel streams (iperf3). Without HOST: server.
+    #[command(alias = "tcp_bw")]
     TcpBw(TcpArgs),
     /// TCP latency, half a ping-pong round trip (qperf tcp_lat).
+    #[command(alias = "tcp_lat")]
     TcpLat(TcpArgs),
     /// One long-lived server for every test, RDMA or TCP, one client after another.
     Serve(ServeArgs),
@@ -159,7 +169,8 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    match RawCli::try_parse_from(args) {
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    match RawCli::try_parse_from(&args) {
         Ok(cli) => Ok(Some(Cli { command: cli.command.into() })),
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion => {
             // -V and --version alike: the commit and the RDMA libraries too.
@@ -176,7 +187,7 @@ where
             written(e.print().and_then(|()| std::io::Write::flush(&mut std::io::stdout())))?;
             Ok(None)
         }
-        Err(e) => Err(Error::usage(first_line(&e.render().to_string()))),
+        Err(e) => Err(Error::usage(usage_error(&e, &args))),
     }
 }
 
@@ -189,6 +200,64 @@ fn written(result: std::io::Result<()>) -> Result<(), Error> {
         }
         _ => Ok(()),
     }
+}
+
+/// clap's error as one line: the error, the near miss clap or iperf3's habit suggests,
+/// and the help to read (the subcommand's, when one was named).
+fn usage_error(e: &clap::Error, args: &[std::ffi::OsString]) -> String {
+    let rendered = e.render().to_string();
+    let sub = subcommand(args);
+    let mut line = first_line(&rendered);
+    if let Some(tip) = iperf3_habit(e, sub.as_deref()).or_else(|| similar(&rendered)) {
+        line = format!("{line}; {tip}");
+    }
+    match sub {
+        Some(sub) => format!("{line} (see rdmabench {sub} --help)"),
+        None => format!("{line} (see rdmabench --help)"),
+    }
+}
+
+/// The subcommand the line names (its first word that is one, alias included).
+fn subcommand(args: &[std::ffi::OsString]) -> Option<String> {
+    let cmd = RawCli::command();
+    let word = args.get(1)?.to_str()?;
+    let name = cmd
+        .get_subcommands()
+        .find(|c| c.get_name() == word || c.get_all_aliases().any(|a| a == word))
+        .map(|c| c.get_name().to_string());
+    name
+}
+
+/// clap's own suggestion, its likeliest one (clap lists them likeliest last), a
+/// subcommand's alias (`write_bw`) only when nothing else came near: `a similar
+/// subcommand exists: 'write-bw'`.
+fn similar(rendered: &str) -> Option<String> {
+    let tip = rendered.lines().find_map(|l| {
+        let tip = l.trim().strip_prefix("tip: ")?;
+        tip.contains("similar").then_some(tip)
+    })?;
+    let what = if tip.contains("subcommand") { "subcommand" } else { "argument" };
+    let names: Vec<&str> = tip.split('\'').skip(1).step_by(2).collect();
+    let alias = |n: &&str| what == "subcommand" && n.contains('_');
+    let best = names.iter().rev().find(|n| !alias(n)).or(names.last())?;
+    Some(format!("tip: a similar {what} exists: '{best}'"))
+}
+
+/// iperf3's flags on a TCP test, unknown here: rdmabench's spelling of each.
+fn iperf3_habit(e: &clap::Error, sub: Option<&str>) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument || !matches!(sub, Some("tcp-bw" | "tcp-lat")) {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else { return None };
+    let flag = arg.split('=').next().unwrap_or(arg);
+    let ours = match flag {
+        "-t" | "--time" => "iperf3's -t SECS is -D SECS here",
+        "-c" | "--client" => "iperf3's -c HOST is HOST alone here (no HOST: the server)",
+        "-l" | "--length" => "iperf3's -l SIZE is -s SIZE here",
+        _ => return None,
+    };
+    Some(ours.to_string())
 }
 
 /// The command line's whole definition, for completions and man pages.
@@ -206,7 +275,7 @@ fn first_line(rendered: &str) -> String {
         let listed: Vec<&str> = lines.map(str::trim).take_while(|l| !l.is_empty()).collect();
         line = format!("{line} {}", listed.join(", "));
     }
-    format!("{line} (see rdmabench --help)")
+    line
 }
 
 #[cfg(test)]

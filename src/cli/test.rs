@@ -13,12 +13,15 @@ use crate::spec::{
 };
 use crate::transport::Backend;
 
+/// `--timeout`'s default, seconds: also each step's bound under a server's `--timeout 0`.
+const DEFAULT_TIMEOUT: u64 = 30;
+
 /// Most samples `-H`/`-U` keep: 64 MiB of them.
 const MAX_LISTED_SAMPLES: u64 = 1 << 23;
 
 impl ReportArgs {
     /// The output and thresholds, checked against what the test measures.
-    fn output(&self, bw: bool) -> Result<Output, Error> {
+    fn output(&self, bw: bool, client: bool) -> Result<Output, Error> {
         if self.min_bw.is_some() && !bw {
             return Err(Error::usage("--min-bw: only bandwidth tests have a bandwidth"));
         }
@@ -40,13 +43,20 @@ impl ReportArgs {
             samples: None,
             cpu: self.cpu_util,
             verbose: self.verbose,
-            store: self.store.clone().map(super::history::test_store).transpose()?,
+            store: self.store.clone().map(|p| super::history::test_store(p, client)).transpose()?,
         })
     }
 
-    /// The per-step timeout.
-    pub fn timeout(&self) -> Result<Duration, Error> {
-        crate::spec::rules::timeout(self.timeout)
+    /// The per-step timeout. A server's `--timeout 0` waits for ever for its first client
+    /// (`Local::wait_forever`), each step then bounded by the default 30 s.
+    pub fn timeout(&self, server: bool) -> Result<(Duration, bool), Error> {
+        match self.timeout {
+            0 if server => Ok((Duration::from_secs(DEFAULT_TIMEOUT), true)),
+            0 => Err(Error::usage(
+                "--timeout 0: a client waits at least 1 second (0 is a server's: wait for ever)",
+            )),
+            secs => Ok((crate::spec::rules::timeout(secs)?, false)),
+        }
     }
 
     /// `--interval SECS` (or TCP's `-i`, `short`): bandwidth tests only, 0.1 s to an hour.
@@ -156,8 +166,9 @@ impl PerfArgs {
             ib_port: self.ib_port.unwrap_or(1),
             gid_index: self.gid_index,
             port: self.port.unwrap_or(default_port),
-            timeout: self.report.timeout()?,
-            connect_window: self.report.timeout()?,
+            timeout: self.report.timeout(self.host.is_none())?.0,
+            connect_window: self.report.timeout(self.host.is_none())?.0,
+            wait_forever: self.report.timeout(self.host.is_none())?.1,
             quiet: self.report.quiet,
             counters: self.report_counters.as_deref().map(CounterSelection::parse).transpose()?,
             ..Local::default()
@@ -168,7 +179,8 @@ impl PerfArgs {
         if spec.rdma().is_some_and(|r| r.backend == Backend::Nd) {
             crate::spec::validate::nd_local_rules(&local)?;
         }
-        let mut output = self.limits(self.report.output(kind.measure == Measure::Bw)?, kind)?;
+        let mut output = self
+            .limits(self.report.output(kind.measure == Measure::Bw, self.host.is_some())?, kind)?;
         output.samples = self.sample_order(&spec)?;
         local.keep_samples = output.samples.is_some();
         Ok(TestArgs { spec, host: self.host.clone(), local, output, perftest: self.perftest })
@@ -276,10 +288,20 @@ impl TcpArgs {
             nodelay: self.nodelay,
         };
         let spec = rules::tcp(measure, &request)?;
+        let test_flags = r.size.is_some()
+            || r.all
+            || r.iters.is_some()
+            || r.duration.is_some()
+            || r.margin.is_some()
+            || self.streams.is_some()
+            || self.window.is_some()
+            || self.nodelay;
         let mut local = Local {
+            follows_client: self.host.is_none() && !test_flags,
             port: self.port.unwrap_or(DEFAULT_PORT),
-            timeout: self.report.timeout()?,
-            connect_window: self.report.timeout()?,
+            timeout: self.report.timeout(self.host.is_none())?.0,
+            connect_window: self.report.timeout(self.host.is_none())?.0,
+            wait_forever: self.report.timeout(self.host.is_none())?.1,
             pin: self.cpus.as_deref().map(parse_cpu_list).transpose()?.unwrap_or_default(),
             quiet: self.report.quiet,
             interval_lines: self
@@ -288,7 +310,7 @@ impl TcpArgs {
             ..Local::default()
         };
         self.access.apply(self.host.is_some(), &mut local)?;
-        let output = self.report.output(measure == Measure::Bw)?;
+        let output = self.report.output(measure == Measure::Bw, self.host.is_some())?;
         Ok(TestArgs { spec, host: self.host.clone(), local, output, perftest: false })
     }
 }

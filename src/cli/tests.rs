@@ -202,7 +202,7 @@ fn the_measuring_thread_goes_where_one_flag_says() {
     let e = test(&["write-bw", "-D", "4", "-f", "1", "--run_infinitely", "--backend", "verbs"]);
     assert!(e.unwrap_err().message.contains("-f: --run_infinitely measures"));
     let t = test(&["write-bw", "-D", "4", "--run_infinitely", "--backend", "verbs"]).unwrap();
-    assert_eq!(t.spec.run, crate::spec::RunLength::Duration { secs: 4, margin: 0 });
+    assert_eq!(t.spec.run, crate::spec::RunLength::Duration { secs: 4, margin_ms: 0 });
 }
 
 #[test]
@@ -251,4 +251,76 @@ fn rails_refuse_latency_tests_mismatched_hosts_and_ports_past_the_end() {
     assert!(e.message.contains("rail 1's port is past 65535"), "{e}");
     let e = plan(&rails_test("rdmabench write-bw -d a,,b h")).unwrap_err();
     assert!(e.message.contains("an empty device name"), "{e}");
+}
+
+/// A TCP test's command line, as the run would take it.
+fn tcp_test(args: &[&str]) -> Result<args::TestArgs, Error> {
+    let cli = parse(["rdmabench"].iter().chain(args).copied())?.unwrap();
+    let Command::Tcp(measure, a) = cli.command else { panic!("tcp") };
+    a.to_test(measure)
+}
+
+#[test]
+fn store_alone_is_the_default_store_and_the_next_word_its_path() {
+    let default = |t: &args::TestArgs| {
+        let p = t.output.store.clone().unwrap();
+        assert!(p.ends_with("rdmabench/results.db"), "{}", p.display());
+    };
+    let t = tcp_test(&["tcp-lat", "127.0.0.1", "--store"]).unwrap();
+    assert_eq!(t.host.as_deref(), Some("127.0.0.1"));
+    default(&t);
+    let t = tcp_test(&["tcp-bw", "--store", "-P", "2", "127.0.0.1"]).unwrap();
+    assert_eq!(t.host.as_deref(), Some("127.0.0.1"));
+    default(&t);
+    for line in
+        [&["tcp-bw", "--store", "s.db", "127.0.0.1"][..], &["tcp-bw", "--store=s.db", "127.0.0.1"]]
+    {
+        let t = tcp_test(line).unwrap();
+        assert_eq!(t.host.as_deref(), Some("127.0.0.1"));
+        assert_eq!(t.output.store.as_deref(), Some(std::path::Path::new("s.db")));
+    }
+    // A server's own store.
+    let t = tcp_test(&["tcp-bw", "--store", "runs/s.db"]).unwrap();
+    assert_eq!((t.host, t.output.store.unwrap()), (None, "runs/s.db".into()));
+    // `--store HOST`: refused, not a server writing a file named after the host.
+    let e = tcp_test(&["tcp-lat", "--store", "127.0.0.1"]).unwrap_err();
+    assert_eq!(
+        e.message,
+        "--store 127.0.0.1: the word after --store is its PATH, and this left no HOST; \
+         write `HOST --store` for the default store, or a PATH ending in .db"
+    );
+    let e = test(&["write-bw", "--store", "lab1"]).unwrap_err();
+    assert!(e.message.starts_with("--store lab1: the word after"), "{}", e.message);
+}
+
+#[test]
+fn a_near_miss_gets_a_suggestion_and_the_subcommands_help() {
+    let err = |line: &[&str]| {
+        parse(["rdmabench"].iter().chain(line).copied()).map(|_| ()).unwrap_err().message
+    };
+    // The names JSON, history and profiles use are the subcommands' aliases.
+    let t = tcp_test(&["tcp_bw", "127.0.0.1"]).unwrap();
+    assert_eq!(t.host.as_deref(), Some("127.0.0.1"));
+    assert!(test(&["write_lat", "127.0.0.1"]).is_ok());
+    assert_eq!(
+        err(&["write-bww"]),
+        "unrecognized subcommand 'write-bww'; tip: a similar subcommand exists: 'write-bw' \
+         (see rdmabench --help)"
+    );
+    assert_eq!(
+        err(&["tcp-bw", "-t", "5", "127.0.0.1"]),
+        "unexpected argument '-t' found; iperf3's -t SECS is -D SECS here \
+         (see rdmabench tcp-bw --help)"
+    );
+    assert_eq!(
+        err(&["tcp-lat", "-c", "127.0.0.1"]),
+        "unexpected argument '-c' found; iperf3's -c HOST is HOST alone here (no HOST: the \
+         server) (see rdmabench tcp-lat --help)"
+    );
+    let e = err(&["tcp_bw", "-l", "64K", "127.0.0.1"]);
+    assert!(e.contains("iperf3's -l SIZE is -s SIZE here"), "{e}");
+    assert!(e.ends_with("(see rdmabench tcp-bw --help)"), "{e}");
+    let e = err(&["write-bw", "--stor"]);
+    assert!(e.contains("a similar argument exists: '--store'"), "{e}");
+    assert!(e.ends_with("(see rdmabench write-bw --help)"), "{e}");
 }

@@ -1,5 +1,5 @@
-//! doctor's checks as a JUnit testsuite: one testcase per check; FAIL a failure (unless
-//! a qualification profile waived it), N/A skipped, WARN a pass whose `<system-out>`
+//! doctor's checks as a JUnit testsuite: one testcase per check; FAIL a failure (a FAIL
+//! a qualification profile waived is skipped, `waived: …`), N/A skipped, WARN a pass whose `<system-out>`
 //! says WARN with the fix, and every warning named in the suite's properties, so none
 //! reads as a plain pass.
 
@@ -7,7 +7,7 @@ use super::{Check, DoctorReport, Status};
 use crate::report::junit::{self, environment_properties, Case, Outcome, Suite};
 
 /// The `doctor` testsuite of `report`, started at `timestamp` and taking `seconds`;
-/// `waived` are the `id subject` names whose FAIL passes.
+/// `waived` are the `id subject` names whose FAIL is skipped (`waived: …`).
 pub fn suite(report: &DoctorReport, waived: &[String], timestamp: &str, seconds: f64) -> Suite {
     let named = |status: Status| {
         let names: Vec<String> =
@@ -31,7 +31,9 @@ fn case(c: &Check, waived: &[String]) -> Case {
     let judged = format!("{} (expected {}); fix: {}", c.observed, c.expected, c.fix);
     let is_waived = waived.contains(&c.name());
     let (out, outcome) = match c.status {
-        Status::Fail if is_waived => (format!("FAIL (waived): {judged}"), Outcome::Passed),
+        Status::Fail if is_waived => {
+            (format!("FAIL (waived): {judged}"), Outcome::Skipped(format!("waived: {judged}")))
+        }
         Status::Fail => (format!("FAIL: {}", c.observed), Outcome::Failed(judged)),
         Status::Warn => (format!("WARN: {judged}"), Outcome::Passed),
         Status::Na => (format!("N/A: {}", c.observed), Outcome::Skipped(c.observed.clone())),
@@ -72,7 +74,7 @@ mod tests {
             [
                 &Outcome::Passed,
                 &Outcome::Passed,
-                &Outcome::Passed,
+                &Outcome::Skipped("waived: seen (expected wanted); fix: do it".into()),
                 &Outcome::Failed("seen (expected wanted); fix: do it".into()),
                 &Outcome::Skipped("seen".into()),
             ]

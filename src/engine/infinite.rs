@@ -33,7 +33,8 @@ pub(super) fn run<C: Connection + Send>(
     let size = step.spec.max_size();
     let mut summary = Summary::default();
     // Each interval's row as a -D run's, without CPU lines (they are in the JSON).
-    let layout = report::Layout { gbits, duration: true, ..report::Layout::default() };
+    let wide = step.spec.max_size() >= 1_000_000;
+    let layout = report::Layout { gbits, duration: true, wide, ..report::Layout::default() };
     print(out, &report::table_header(step.spec.kind, layout))?;
     loop {
         let stopping = ffi::os::termination_signal().is_some();

@@ -66,8 +66,9 @@ pub fn run(
     let mut report = new_report(spec, client);
     let result = spec.validate().and_then(|()| match side {
         Side::Client { host } => {
+            stack_present(spec)?;
             let mut ch = hello(spec, host, local)?;
-            let ctx = SetupContext { spec, local, host: Some(host), gbits };
+            let ctx = SetupContext { spec, local, host: Some(host), gbits, ending: None };
             guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
         }
         Side::Server => {
@@ -87,6 +88,16 @@ fn device_present(spec: &TestSpec, local: &Local) -> Result<(), Error> {
             crate::inventory::collect(local.device.as_deref(), r.backend)?;
             Ok(())
         }
+        _ => Ok(()),
+    }
+}
+
+/// A verbs client's own RDMA stack, looked up before it reaches for its server: a host
+/// without one fails at once with the words `devices` and a server use, not after
+/// retrying the connection or as the peer's refusal.
+fn stack_present(spec: &TestSpec) -> Result<(), Error> {
+    match spec.rdma() {
+        Some(r) if r.backend == Backend::Verbs => Ok(crate::inventory::verbs_stack_present()?),
         _ => Ok(()),
     }
 }
@@ -116,19 +127,20 @@ fn serve_one(
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let (mut ch, theirs) = accept_client(listener, local, out)?;
-    let spec = if follows_client(spec, &theirs) { &theirs } else { spec };
+    let spec = if local.follows_client && follows_client(spec, &theirs) { &theirs } else { spec };
     let diff = mismatches(&theirs, spec);
     if !diff.is_empty() {
         let e = Error::new(ErrorKind::Mismatch, format!("parameter mismatch: {}", diff.join("; ")));
         ch.send_error(&e);
         return Err(e);
     }
-    let ctx = SetupContext { spec, local, host: None, gbits };
+    let ctx = SetupContext { spec, local, host: None, gbits, ending: None };
     guarded(&mut ch, |ch| dispatch(&ctx, ch, report, out))
 }
 
-/// A one-shot TCP server runs what its client asks, as `iperf3 -s` does (streams,
-/// duration, sizes): the same test, a spec that holds.
+/// A one-shot TCP server given no test flags (`Local::follows_client`) runs what its
+/// client asks, as `iperf3 -s` does (streams, duration, sizes): the same test, a spec
+/// that holds. Given any, it refuses a client whose test differs, as perftest does.
 fn follows_client(mine: &TestSpec, theirs: &TestSpec) -> bool {
     mine.rdma().is_none()
         && theirs.rdma().is_none()
@@ -138,10 +150,12 @@ fn follows_client(mine: &TestSpec, theirs: &TestSpec) -> bool {
 
 /// The server's side of one test for a client whose hello (`spec`) is in: what
 /// `rdmabench serve` runs for each client, with the client's parameters whole.
+/// `ending` is called once both sides said done, before the teardown.
 pub fn serve_client(
     spec: &TestSpec,
     mut ch: Channel,
     local: &Local,
+    ending: &(dyn Fn() + Sync),
     out: &mut dyn Write,
 ) -> Outcome {
     let mut report = new_report(spec, false);
@@ -151,7 +165,7 @@ pub fn serve_client(
             Err(e)
         }
         Ok(()) => {
-            let ctx = SetupContext { spec, local, host: None, gbits: false };
+            let ctx = SetupContext { spec, local, host: None, gbits: false, ending: Some(ending) };
             guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
         }
     };
@@ -172,18 +186,25 @@ fn accept_client(
     // system picked it).
     let ip = listener.local_addr().map_or_else(|| "?".into(), |a| a.ip().to_string());
     let secs = local.timeout.as_secs();
-    let _ = writeln!(
-        out,
-        " Listening on {ip} for {secs} s (--timeout). Waiting for a client on port {port}"
-    );
+    let wait = if local.wait_forever {
+        "until a client comes (--timeout 0)".to_string()
+    } else {
+        format!("for {secs} s (--timeout)")
+    };
+    let _ = writeln!(out, " Listening on {ip} {wait}. Waiting for a client on port {port}");
     let _ = out.flush();
-    let deadline = Instant::now() + local.timeout;
+    // For ever: a century, as far as an Instant goes.
+    let forever = || Instant::now().checked_add(Duration::from_secs(100 * 365 * 86_400));
+    let deadline = match local.wait_forever.then(forever).flatten() {
+        Some(never) => never,
+        None => Instant::now() + local.timeout,
+    };
     let mut stray: Option<Refusal> = None;
     let ignore = |r: Refusal| {
         eprintln!("rdmabench: ignored {}: {} ({})", r.peer, r.error, r.error.kind);
         stray = Some(r);
     };
-    let found = first_hello(listener, deadline, local.auth.as_ref(), ignore);
+    let found = first_hello(listener, deadline, local.timeout, local.auth.as_ref(), ignore);
     let (mut ch, spec) = found.map_err(|e| no_client(e, stray.as_ref(), port, local.timeout))?;
     // The hello had what was left of the wait; the test has the whole timeout.
     ch.set_timeout(local.timeout)?;

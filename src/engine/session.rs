@@ -58,7 +58,12 @@ pub fn run<B: Backend>(
     }
     ch.send(&Message::Done)?;
     match ch.recv("done")? {
-        Message::Done => Ok(()),
+        Message::Done => {
+            if let Some(ending) = ctx.ending {
+                ending();
+            }
+            Ok(())
+        }
         other => {
             Err(Error::refused(format!("control channel: expected done, got {}", other.name())))
         }

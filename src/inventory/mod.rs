@@ -236,6 +236,26 @@ pub fn collect(only: Option<&str>, backend: Backend) -> Result<Inventory, Invent
     Ok(Inventory { schema_version: SCHEMA_VERSION, devices })
 }
 
+/// Whether this machine has a verbs stack at all (a client's check before it reaches
+/// for its server: `ibv_get_device_list` alone, no device queried). Only the missing
+/// stack is an error here; a missing device is the device's open to report.
+pub fn verbs_stack_present() -> Result<(), InventoryError> {
+    match collect_stack() {
+        Err(e @ InventoryError::NoRdmaStack(_)) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn collect_stack() -> Result<(), InventoryError> {
+    verbs::stack()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn collect_stack() -> Result<(), InventoryError> {
+    collect_devices(None).map(drop)
+}
+
 #[cfg(target_os = "linux")]
 fn collect_devices(only: Option<&str>) -> Result<Vec<DeviceInfo>, InventoryError> {
     verbs::collect(only)

@@ -4,14 +4,24 @@ use ffi::verbs::{Context, Device, DeviceList, Error as VerbsError, GidEntry, Por
 
 use super::{decode, sysfs, DeviceInfo, DeviceLimits, GidInfo, InventoryError, PortInfo};
 
-pub fn collect(only: Option<&str>) -> Result<Vec<DeviceInfo>, InventoryError> {
-    let list = DeviceList::new().map_err(|e| {
+/// The device list, or why there is none.
+fn device_list() -> Result<DeviceList, InventoryError> {
+    DeviceList::new().map_err(|e| {
         if e.is_no_rdma_stack() {
             InventoryError::NoRdmaStack(e.to_string())
         } else {
             InventoryError::Query(e.to_string())
         }
-    })?;
+    })
+}
+
+/// The verbs stack answers (`ibv_get_device_list` succeeds), whatever it lists.
+pub fn stack() -> Result<(), InventoryError> {
+    device_list().map(drop)
+}
+
+pub fn collect(only: Option<&str>) -> Result<Vec<DeviceInfo>, InventoryError> {
+    let list = device_list()?;
     if list.is_empty() {
         return Err(InventoryError::NoDevice);
     }

@@ -176,11 +176,12 @@ fn header_end(o: &mut String, test: TestKind, p: &EffectiveParams) {
     if test.measure == Measure::Lat {
         let _ = writeln!(o, " Latency         : {}", p.latency_is);
     }
-    if let RunLength::Duration { secs, margin } = p.run {
+    if let RunLength::Duration { secs, margin_ms } = p.run {
         let _ = writeln!(
             o,
-            " Duration        : {secs} s, measured window {} s (margin {margin} s each side)",
-            secs - 2 * margin
+            " Duration        : {secs} s, measured window {} s (margin {} s each side)",
+            crate::spec::secs_text((secs * 1000).saturating_sub(2 * margin_ms)),
+            crate::spec::secs_text(margin_ms)
         );
     }
 }
@@ -247,6 +248,30 @@ mod tests {
         let row = table_row(WRITE_BW, &bw_result(1e9 / 8.0), gbits);
         let cols: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cols[3], "1.00", "Gb/s are 10^9 bits");
+        // No peak computed: perftest's 0.00 on RDMA, n/a on TCP.
+        let mut none = bw_result(100.0 * MIB);
+        none.bw.as_mut().unwrap().peak_bytes_per_sec = None;
+        let peak =
+            |layout| table_row(WRITE_BW, &none, layout).split_whitespace().nth(2).map(String::from);
+        assert_eq!(peak(Layout::default()).as_deref(), Some("0.00"));
+        let tcp = Layout { streams: true, ..Layout::default() };
+        assert_eq!(peak(tcp).as_deref(), Some("n/a"));
+    }
+
+    #[test]
+    fn a_size_of_seven_digits_stays_inside_its_column() {
+        let mut big = bw_result(100.0 * MIB);
+        big.size = 8 << 20;
+        let wide = Layout { wide: true, ..Layout::default() };
+        let head = table_header(WRITE_BW, wide);
+        assert!(head.starts_with("  #bytes     #iterations"), "{head}");
+        let row = table_row(WRITE_BW, &big, wide);
+        // The size ends where `#bytes` ends, after a leading space, as smaller ones do.
+        assert!(row.starts_with(" 8388608 "), "{row}");
+        let end = head.find("#bytes").unwrap() + "#bytes".len();
+        assert_eq!(&row[end - 7..end], "8388608", "{head}{row}");
+        // Smaller runs keep perftest's header as it is.
+        assert!(table_header(WRITE_BW, Layout::default()).starts_with(" #bytes     #iterations"));
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub struct Layout {
     pub cpu: bool,
     /// A row per QP or stream under each size (`--verbose`).
     pub verbose: bool,
+    /// A size of 7 digits or more (1 MiB and up): the header starts a space further
+    /// in, so the size column holds it under `#bytes` (perftest's header otherwise).
+    pub wide: bool,
 }
 
 impl Layout {
@@ -34,6 +37,7 @@ impl Layout {
             streams: spec.rdma().is_none(),
             cpu: output.cpu,
             verbose: output.verbose,
+            wide: spec.max_size() >= 1_000_000,
         }
     }
 
@@ -74,7 +78,8 @@ const LAT_DURATION_COLUMNS: [&str; 8] = [
 
 /// The column header of the results table (perftest's spacing).
 pub fn table_header(test: TestKind, layout: Layout) -> String {
-    match test.measure {
+    let indent = if layout.wide { " " } else { "" };
+    let header = match test.measure {
         Measure::Bw => {
             let u = layout.unit();
             format!(" #bytes     #iterations    BW peak[{u}]    BW average[{u}]   MsgRate[Mpps]    BW min[{u}]\n")
@@ -87,7 +92,8 @@ pub fn table_header(test: TestKind, layout: Layout) -> String {
         Measure::Lat => " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    \
                           t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]   99.99% percentile[usec]\n"
             .to_string(),
-    }
+    };
+    format!("{indent}{header}")
 }
 
 /// One row of the results table, perftest's columns first, each number ending where
@@ -116,7 +122,12 @@ pub fn table_row(test: TestKind, r: &SizeResult, layout: Layout) -> String {
         let values = [
             r.size.to_string(),
             iterations.to_string(),
-            f(u(bw.peak_bytes_per_sec.unwrap_or(0.0)), prec),
+            // Not computed: perftest's 0.00 on RDMA; n/a on TCP, which never has one (a
+            // write's completion says nothing about the wire).
+            match bw.peak_bytes_per_sec {
+                None if layout.streams => "n/a".to_string(),
+                peak => f(u(peak.unwrap_or(0.0)), prec),
+            },
             f(avg, prec),
             f(bw.msg_rate / 1e6, 6),
             f(u(bw.min_bytes_per_sec.unwrap_or(0.0)), prec),
@@ -165,7 +176,7 @@ fn under_labels<L: AsRef<str>>(header: &str, labels: &[L], values: &[String]) ->
         let label = label.as_ref();
         let start = header[from..].find(label).map_or(from, |i| from + i);
         from = start + label.len();
-        // The first column may take the leading space: an 8 MiB size is 7 digits.
+        // Values a space apart; the first column's leading space is the header's.
         let least = usize::from(!row.is_empty());
         let gap = from.saturating_sub(row.len() + value.len()).max(least);
         row.push_str(&" ".repeat(gap));

@@ -48,19 +48,33 @@ pub fn document(r: &QualifyReport) -> String {
 }
 
 /// The JUnit document of a qualification that could not start (a bad profile or
-/// baseline, no server, no device): doctor's suite when doctor ran, and one failed
-/// `qualify.NAME` testcase whose message is `reason`, so CI shows why. `profile` is as
-/// given (a built-in's name or a path).
+/// baseline, no server, no device): doctor's suite when doctor ran (the profile's
+/// waivers skipped, as in a finished run's), and one failed `qualify.NAME` testcase
+/// whose message is `reason`, so CI shows why. `profile` is the loaded profile's name and
+/// waivers, else as given (a built-in's name or a path: its stem).
 pub fn not_started(
-    profile: &str,
+    profile: Result<(&str, &[String]), &str>,
     reason: &str,
     doctor: Option<&DoctorReport>,
     started: &str,
 ) -> String {
-    let profile = &super::profile::default_name(profile);
+    let (profile, waive) = match profile {
+        Ok((name, waive)) => (name.to_string(), waive),
+        Err(given) => (super::profile::default_name(given), &[][..]),
+    };
+    let profile = &profile;
     let env = doctor.map_or_else(crate::environment::Environment::host, |d| d.environment.clone());
-    let mut suites: Vec<Suite> =
-        doctor.map(|d| crate::doctor::junit::suite(d, &[], started, 0.0)).into_iter().collect();
+    let waived = |d: &DoctorReport| -> Vec<String> {
+        let failed = d.checks.iter().filter(|c| c.status == crate::doctor::Status::Fail);
+        failed
+            .filter(|c| waive.iter().any(|w| *w == c.id || *w == c.name()))
+            .map(|c| c.name())
+            .collect()
+    };
+    let mut suites: Vec<Suite> = doctor
+        .map(|d| crate::doctor::junit::suite(d, &waived(d), started, 0.0))
+        .into_iter()
+        .collect();
     suites.push(Suite {
         name: format!("qualify.{profile}"),
         timestamp: started.to_string(),
@@ -89,10 +103,11 @@ mod tests {
         let head = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
                     <testsuites name=\"rdmabench qualify lab\" tests=\"5\" failures=\"1\" errors=\"0\" time=\"2.500\">";
         assert!(xml.starts_with(head), "{xml}");
-        // The waived FAIL passes, N/A is skipped.
-        let doctor = "<testsuite name=\"doctor\" tests=\"3\" failures=\"0\" errors=\"0\" skipped=\"1\" time=\"0.000\" timestamp=\"2026-12-01T00:00:00\" hostname=\"";
+        // The waived FAIL and N/A are skipped, the waiver said so.
+        let doctor = "<testsuite name=\"doctor\" tests=\"3\" failures=\"0\" errors=\"0\" skipped=\"2\" time=\"0.000\" timestamp=\"2026-12-01T00:00:00\" hostname=\"";
         assert!(xml.contains(doctor), "{xml}");
         assert!(xml.contains("<skipped message=\"seen &lt;here&gt;\"/>"), "{xml}");
+        assert_eq!(xml.matches("<skipped message=\"waived: ").count(), 1, "{xml}");
         let points = "<testsuite name=\"qualify.lab\" tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\" time=\"2.500\" timestamp=\"2026-12-01T00:00:00\"";
         assert!(xml.contains(points), "{xml}");
         assert_eq!(xml.matches("<testcase ").count(), 5);
@@ -118,7 +133,7 @@ mod tests {
     #[test]
     fn a_qualification_that_could_not_start_says_why() {
         let xml = not_started(
-            "quick",
+            Err("quick"),
             "cannot reach 10.0.0.2:18515: refused",
             None,
             "2026-12-04T07:00:00Z",
@@ -139,7 +154,25 @@ mod tests {
         );
         let r = report();
         let with_doctor =
-            not_started("quick", "no server", Some(&r.doctor), "2026-12-04T07:00:00Z");
+            not_started(Err("quick"), "no server", Some(&r.doctor), "2026-12-04T07:00:00Z");
         assert!(with_doctor.contains("<testsuite name=\"doctor\" tests=\"3\""), "{with_doctor}");
+        // A profile file that loaded: its own name, not the file's, and its waivers
+        // skipped (doctor's failing firmware check, waived by id).
+        let waive = ["firmware".to_string()];
+        let xml = not_started(
+            Ok(("tcp-only", &waive[..])),
+            "no server",
+            Some(&r.doctor),
+            "2026-12-04T07:00:00Z",
+        );
+        assert!(xml.contains("<testsuite name=\"qualify.tcp-only\""), "{xml}");
+        assert!(xml.contains("classname=\"qualify.tcp-only\""), "{xml}");
+        assert!(xml.contains("<skipped message=\"waived: "), "{xml}");
+        assert!(
+            xml.contains(
+                "<testsuites name=\"rdmabench qualify tcp-only\" tests=\"4\" failures=\"1\""
+            ),
+            "only the start fails: {xml}"
+        );
     }
 }

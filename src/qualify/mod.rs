@@ -22,6 +22,7 @@ use crate::compare::reach_server;
 use crate::doctor::{self, Status};
 use crate::engine::tool;
 use crate::error::Error;
+use crate::files;
 use crate::inventory;
 use crate::spec::Local;
 use crate::store;
@@ -70,9 +71,9 @@ pub fn qualify(args: &Options, out: &mut dyn Write) -> Result<u8, Error> {
         return profile::print_built_in(&args.profile, out);
     }
     let started = crate::stamp::utc_now();
-    let mut doctor_ran = None;
-    let (profile, mut store, baseline, doctor) = start(args, &mut doctor_ran)
-        .inspect_err(|e| write_not_started(args, e, doctor_ran.as_ref(), &started))?;
+    let mut ran = Ran::default();
+    let (profile, mut store, baseline, doctor) =
+        start(args, &mut ran).inspect_err(|e| write_not_started(args, e, &ran, &started))?;
     let local = &args.local;
     let mut report = new_report(args, &profile, doctor);
     let link = match report.doctor.no_physical_link(local.device.as_deref()) {
@@ -94,25 +95,37 @@ pub fn qualify(args: &Options, out: &mut dyn Write) -> Result<u8, Error> {
     if let (Some(s), Some(id)) = (&store, report.run_id) {
         text.push_str(&format!(" stored: run {id} in {}\n", s.path().display()));
     }
+    // `--json -` or `--junit -` has stdout: the table goes to stderr.
+    let dashed = [&args.json, &args.junit].into_iter().flatten().any(|p| files::is_stdout(p));
+    let out: &mut dyn Write = if dashed { &mut std::io::stderr() } else { out };
     out.write_all(text.as_bytes()).map_err(|e| Error::io(format!("writing output: {e}")))?;
     let _ = out.flush();
     stored.transpose()?;
     Ok(if report.verdict.pass { 0 } else { crate::error::EXIT_VERDICT })
 }
 
+/// What a start got to before it failed: the profile's name and waivers, doctor's report
+/// (the JUnit of a start that fails names the profile and skips what it waives).
+#[derive(Default)]
+struct Ran {
+    profile: Option<(String, Vec<String>)>,
+    doctor: Option<doctor::DoctorReport>,
+}
+
 /// Everything before the first point: the profile (`--baseline-only` recording the
 /// firmware check), the store and the baseline (a damaged store or a wrong baseline is
-/// found before anything runs), the outputs, doctor (into `doctor_ran` for the JUnit of a
+/// found before anything runs), the outputs, doctor (into `ran` for the JUnit of a
 /// start that fails later) and the server reached.
 fn start(
     args: &Options,
-    doctor_ran: &mut Option<doctor::DoctorReport>,
+    ran: &mut Ran,
 ) -> Result<(profile::Profile, Option<store::Store>, Option<Baseline>, doctor::DoctorReport), Error>
 {
     let mut profile = profile::load(&args.profile)?;
     if args.baseline_only {
         profile.record_firmware();
     }
+    ran.profile = Some((profile.name.clone(), profile.waive.clone()));
     let store = match &args.store {
         store::Choice::At(path) => Some(store::Store::open(path)?),
         store::Choice::Nowhere => None,
@@ -128,7 +141,7 @@ fn start(
     let target =
         doctor::Target { device: local.device.as_deref(), root: &root, backend: Backend::native() };
     let doctor = doctor::diagnose(&target)?;
-    *doctor_ran = Some(doctor.clone());
+    ran.doctor = Some(doctor.clone());
     reach_server(&args.server, local)?;
     Ok((profile, store, baseline, doctor))
 }
@@ -138,7 +151,8 @@ fn start(
 fn prepare_outputs(args: &Options) -> Result<(), Error> {
     std::fs::create_dir_all(&args.out)
         .map_err(|e| Error::io(format!("cannot create --out {}: {e}", args.out.display())))?;
-    for path in [&args.json, &args.junit].into_iter().flatten() {
+    files::one_stdout(&[("--json", args.json.as_deref()), ("--junit", args.junit.as_deref())])?;
+    for path in [&args.json, &args.junit].into_iter().flatten().filter(|p| !files::is_stdout(p)) {
         std::fs::write(path, "").map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
     }
     Ok(())
@@ -235,16 +249,16 @@ fn rdma_link_gbps(device: Option<&str>) -> Option<f64> {
 
 /// The JUnit of a qualification that could not start, into `--out` and `--junit`, so CI
 /// shows why. Best effort: the error that stopped it is what the command reports.
-fn write_not_started(
-    args: &Options,
-    e: &Error,
-    doctor: Option<&doctor::DoctorReport>,
-    started: &str,
-) {
-    let xml = junit::not_started(&args.profile, &e.message, doctor, started);
+fn write_not_started(args: &Options, e: &Error, ran: &Ran, started: &str) {
+    let profile = match &ran.profile {
+        Some((name, waive)) => Ok((name.as_str(), &waive[..])),
+        None => Err(args.profile.as_str()),
+    };
+    let xml = junit::not_started(profile, &e.message, ran.doctor.as_ref(), started);
     let _ = std::fs::create_dir_all(&args.out);
-    for path in [Some(args.out.join("junit.xml")), args.junit.clone()].into_iter().flatten() {
-        let _ = std::fs::write(path, &xml);
+    let _ = std::fs::write(args.out.join("junit.xml"), &xml);
+    if let Some(path) = &args.junit {
+        let _ = files::write_output("--junit", path, &xml);
     }
 }
 
@@ -260,10 +274,10 @@ fn write_files(args: &Options, report: &QualifyReport) -> Result<(), Error> {
     write(&args.out.join("junit.xml"), &junit)?;
     write(&args.out.join("report.html"), &report::html(report))?;
     if let Some(p) = &args.json {
-        write(p, &json)?;
+        files::write_output("--json", p, &json)?;
     }
     if let Some(p) = &args.junit {
-        write(p, &junit)?;
+        files::write_output("--junit", p, &junit)?;
     }
     Ok(())
 }

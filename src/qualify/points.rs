@@ -120,9 +120,7 @@ impl Runner<'_> {
             self.progress.done_one();
             if let Some(env) = &outcome.report.environment {
                 if matches!(spec.link, Link::Tcp(_)) {
-                    // A TCP point's "link" is the interface's speed.
-                    let speed = env.local.interface.as_ref().and_then(|i| i.speed_mbps);
-                    *link = speed.map(|m| m as f64 / 1000.0).into();
+                    *link = tcp_link(env.local.interface.as_ref());
                 }
                 if report.environment.is_none() && env.peer.is_some() {
                     report.environment =
@@ -163,5 +161,40 @@ fn point(test: &ProfileTest, id: &str, spec: &TestSpec, runs: Vec<Run>, link: &L
         seconds: 0.0,
         comparison: None,
         confirmation_runs: 0,
+    }
+}
+
+/// A TCP point's "link": the interface's speed; loopback (`lo`) has no physical link, so
+/// a `% link` floor is n/a there, not unknown.
+fn tcp_link(interface: Option<&crate::environment::InterfaceEnvironment>) -> LinkRate {
+    match interface {
+        Some(i) if i.name == "lo" => {
+            LinkRate::NoPhysicalLink(format!("{}: loopback: no physical link", i.name))
+        }
+        i => i.and_then(|i| i.speed_mbps).map(|m| m as f64 / 1000.0).into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::environment::InterfaceEnvironment;
+    use crate::qualify::threshold::{Bandwidth, Floor};
+
+    #[test]
+    fn a_tcp_points_link_is_its_interfaces_and_loopback_has_none() {
+        let iface = |name: &str, speed| InterfaceEnvironment {
+            name: name.into(),
+            mtu: None,
+            speed_mbps: speed,
+        };
+        let lo = tcp_link(Some(&iface("lo", None)));
+        assert_eq!(
+            Bandwidth::OfLink(90.0).floor(&lo),
+            Ok(Floor::NotApplicable("n/a: lo: loopback: no physical link".into()))
+        );
+        assert_eq!(tcp_link(Some(&iface("eth0", Some(25_000)))), LinkRate::Gbps(25.0));
+        assert_eq!(tcp_link(Some(&iface("eth0", None))), LinkRate::Unknown);
+        assert_eq!(tcp_link(None), LinkRate::Unknown);
     }
 }

@@ -1,8 +1,9 @@
 //! Who the server lets in, and when: a bounded set of connections still owing their
 //! hello (a new one past the limit drops the oldest of the address with the most, so a
 //! flood from one host cannot shut out another's clients), a bound on connection
-//! threads, and one test at a time (a few clients may wait a little for the running test
-//! to end, as back-to-back clients do; others are told the server is busy at once).
+//! threads, and one test at a time (while the running test measures, a client is told
+//! the server is busy at once; once it is ending — both sides said done, its server side
+//! tears down — a few clients may wait a little for it, as back-to-back clients do).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
@@ -17,7 +18,7 @@ pub const MAX_PENDING: usize = 64;
 /// Connection threads at most (pending, waiting, running, being refused); past it a new
 /// connection is closed at once.
 pub const MAX_CONNECTIONS: usize = 256;
-/// Clients that may wait for the running test to end; past it, `busy` at once.
+/// Clients that may wait for an ending test's teardown; past it, `busy` at once.
 pub const MAX_WAITING: usize = 4;
 
 /// The server's admission state, shared by the threads of its connections.
@@ -46,6 +47,8 @@ struct Slot {
 struct Running {
     test: String,
     since: Instant,
+    /// Both sides said done: it tears down, and a client may wait for it.
+    ending: bool,
 }
 
 /// A connection's thread; the count drops with it.
@@ -105,19 +108,21 @@ impl Admission {
         (PendingTicket { admission: Arc::clone(self), id }, dropped)
     }
 
-    /// Takes the test slot for `test`, waiting up to `wait` for the test running now to
-    /// end (its server side may still be tearing down when the client that ran it starts
-    /// the next), if fewer than [`MAX_WAITING`] clients wait already.
+    /// Takes the test slot for `test`. A test still measuring makes this `busy` at once;
+    /// one ending (its server side may still be tearing down when the client that ran it
+    /// starts the next) is waited for up to `wait`, if fewer than [`MAX_WAITING`] clients
+    /// wait already.
     ///
     /// # Errors
     /// Kind `busy`, naming the test running and for how long (not its client).
     pub fn start(self: &Arc<Self>, test: &str, wait: Duration) -> Result<RunningTicket, Error> {
         let mut slot = lock(&self.slot);
-        if slot.running.is_some() && slot.waiters < MAX_WAITING {
+        let ending = |s: &Slot| s.running.as_ref().is_some_and(|r| r.ending);
+        if ending(&slot) && slot.waiters < MAX_WAITING {
             slot.waiters += 1;
             slot = self
                 .freed
-                .wait_timeout_while(slot, wait, |s| s.running.is_some())
+                .wait_timeout_while(slot, wait, |s| ending(s))
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .0;
             slot.waiters -= 1;
@@ -132,7 +137,7 @@ impl Admission {
                 ),
             ));
         }
-        slot.running = Some(Running { test: test.into(), since: Instant::now() });
+        slot.running = Some(Running { test: test.into(), since: Instant::now(), ending: false });
         Ok(RunningTicket { admission: Arc::clone(self) })
     }
 
@@ -167,6 +172,16 @@ impl PendingTicket {
 impl Drop for PendingTicket {
     fn drop(&mut self) {
         lock(&self.admission.pending).waiting.retain(|(id, _, _)| *id != self.id);
+    }
+}
+
+impl RunningTicket {
+    /// Both sides said done: the test tears down, and a client that comes now may wait
+    /// for it rather than be told the server is busy.
+    pub fn ending(&self) {
+        if let Some(r) = lock(&self.admission.slot).running.as_mut() {
+            r.ending = true;
+        }
     }
 }
 
@@ -243,11 +258,18 @@ mod tests {
         let a = Arc::new(Admission::default());
         let quick = Duration::from_millis(100);
         let t = a.start("write_bw", quick).unwrap();
+        // While it measures: busy at once.
+        let start = Instant::now();
+        let e = a.start("tcp_bw", Duration::from_secs(10)).err().unwrap();
+        assert!(start.elapsed() < Duration::from_secs(1), "told at once");
+        assert_eq!(e.kind, ErrorKind::Busy);
+        assert!(e.message.starts_with("server busy: running write_bw since "), "{e}");
+        // Ending (tearing down): a client waits for it first.
+        t.ending();
         let start = Instant::now();
         let e = a.start("tcp_bw", quick).err().unwrap();
         assert!(start.elapsed() >= quick, "it waited first");
         assert_eq!(e.kind, ErrorKind::Busy);
-        assert!(e.message.starts_with("server busy: running write_bw since "), "{e}");
         // MAX_WAITING clients wait; one more is told at once.
         let long = Duration::from_secs(10);
         let waiters: Vec<_> = (0..MAX_WAITING)

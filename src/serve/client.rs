@@ -14,8 +14,9 @@ use crate::session::connect::handshake;
 use crate::spec::role::Role;
 use crate::spec::{RunLength, TestSpec};
 
-/// How long a client that arrives during another's test waits for it to end (at most
-/// the timeout) before it is told the server is busy.
+/// How long a client that arrives while another's test ends (both sides said done, the
+/// server tears down) waits for it (at most the timeout) before it is told the server is
+/// busy; one that arrives while a test measures is told at once.
 pub const BUSY_WAIT: Duration = Duration::from_secs(5);
 
 /// Serves one connection to its end and reports it on `events`.
@@ -56,7 +57,8 @@ pub(super) fn handle(
     ch.end_by(config.max_time);
     crate::perf::loops::end_tests_by(config.max_time);
     // The client's spec whole: both sides run with the same parameters.
-    let outcome = serve_client(&spec, ch, &config.local, &mut std::io::sink());
+    let ending = || running.ending();
+    let outcome = serve_client(&spec, ch, &config.local, &ending, &mut std::io::sink());
     drop(running);
     let line = match &outcome.error {
         None => format!("{peer} {test} ok: {}{}", summary(&outcome.report), whose(&spec)),

@@ -182,6 +182,9 @@ fn config(args: &ServeOptions) -> Result<Config, Error> {
         numa_node: None,
         // A client's --interval prints on the client, which sends.
         interval_lines: None,
+        // serve runs each client's spec whole (engine::serve_client), never a one-shot's.
+        follows_client: false,
+        wait_forever: false,
     };
     Ok(Config { local, max_memory, max_time })
 }

@@ -99,7 +99,8 @@ impl ControlListener {
 pub const MAX_HELLOS: usize = 64;
 
 /// The first connection on `listener` to say a proper hello (and, with `key`, prove it)
-/// by `deadline`: a one-shot server's client. See [`first_answer`].
+/// by `deadline`, each read within `read_bound` at most: a one-shot server's client. See
+/// [`first_answer`].
 ///
 /// # Errors
 /// Nobody said hello by `deadline` (kind `peer_unreachable`, as
@@ -107,11 +108,14 @@ pub const MAX_HELLOS: usize = 64;
 pub fn first_hello(
     listener: &ControlListener,
     deadline: Instant,
+    read_bound: Duration,
     key: Option<&AuthKey>,
     refused: impl FnMut(Refusal),
 ) -> Result<(Channel, TestSpec), Error> {
     let key = key.cloned();
-    let read = move |stream, peer, wait| handshake(stream, peer, wait, key.as_ref());
+    let read = move |stream, peer, wait: Duration| {
+        handshake(stream, peer, wait.min(read_bound), key.as_ref())
+    };
     first_answer(listener, deadline, read, refused)
 }
 

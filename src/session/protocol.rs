@@ -491,8 +491,30 @@ pub fn mismatches(client: &TestSpec, server: &TestSpec) -> Vec<String> {
     };
     keys.into_iter()
         .filter(|k| a.get(*k) != b.get(*k))
-        .map(|k| format!("{k}: client {}, server {}", shown(&a, k), shown(&b, k)))
+        .map(|k| format!("{k}{}: client {}, server {}", flag(k), shown(&a, k), shown(&b, k)))
         .collect()
+}
+
+/// The flag that sets an agreed parameter, as ` (-P)` after its name.
+fn flag(key: &str) -> &'static str {
+    match key {
+        "sizes" => " (-s/-a)",
+        "run" => " (-n/-D/-f)",
+        "validate" => " (--validate)",
+        "backend" => " (--backend)",
+        "service" => " (-c)",
+        "qps" => " (-q)",
+        "bidirectional" => " (-b)",
+        "rdma_cm" => " (-R)",
+        "atomic_type" => " (-A)",
+        "run_infinitely" => " (--run_infinitely)",
+        "reversed" => " (--reversed)",
+        "immediate" => " (--write_with_imm/--send_with_imm)",
+        "streams" => " (-P)",
+        "window" => " (-w)",
+        "nodelay" => " (-N)",
+        _ => "",
+    }
 }
 
 #[cfg(test)]

@@ -41,6 +41,12 @@ pub struct Local {
     pub numa_node: Option<u32>,
     /// Bandwidth tests: a line per interval as the run goes (`--interval`; None: none).
     pub interval_lines: Option<IntervalLines>,
+    /// A one-shot TCP server given no test flags: it runs what its client asks (iperf3's
+    /// habit). Otherwise (false, the default) a client whose test differs is refused.
+    pub follows_client: bool,
+    /// A one-shot server's `--timeout 0`: it waits for ever for its first client (each
+    /// step once connected still bounded by `timeout`).
+    pub wait_forever: bool,
 }
 
 /// `--interval SECS` (iperf3's `-i`): the sender prints each interval's bytes and
@@ -72,6 +78,8 @@ impl Default for Local {
             keep_samples: false,
             numa_node: None,
             interval_lines: None,
+            follows_client: false,
+            wait_forever: false,
         }
     }
 }

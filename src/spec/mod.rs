@@ -115,9 +115,55 @@ pub enum RunLength {
     Duration {
         /// Whole run, seconds.
         secs: u64,
-        /// Margin at each end, seconds.
-        margin: u64,
+        /// Margin at each end, milliseconds (D/4 unless `-f`: 2.5 s of `-D 10`); in the
+        /// JSON `margin`, seconds (`2`, `2.5`).
+        #[serde(rename = "margin", with = "margin_secs")]
+        margin_ms: u64,
     },
+}
+
+/// A margin's milliseconds as seconds in JSON: whole seconds as an integer (`2`, as
+/// before sub-second margins), else a fraction (`2.5`, `0.75`).
+mod margin_secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(ms: &u64, s: S) -> Result<S::Ok, S::Error> {
+        if ms % 1000 == 0 {
+            s.serialize_u64(ms / 1000)
+        } else {
+            s.serialize_f64(*ms as f64 / 1000.0)
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Secs {
+        Whole(u64),
+        Fraction(f64),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let bad =
+            |what: String| serde::de::Error::custom(format!("margin {what}: seconds, 0 to 10^12"));
+        match Secs::deserialize(d)? {
+            Secs::Whole(secs) if secs <= 1_000_000_000_000 => Ok(secs * 1000),
+            Secs::Fraction(secs) if (0.0..=1e12).contains(&secs) => {
+                Ok((secs * 1000.0).round() as u64)
+            }
+            Secs::Whole(secs) => Err(bad(secs.to_string())),
+            Secs::Fraction(secs) => Err(bad(secs.to_string())),
+        }
+    }
+}
+
+/// Milliseconds as seconds for a line: `2`, `2.5`, `0.75`.
+pub fn secs_text(ms: u64) -> String {
+    if ms % 1000 == 0 {
+        format!("{}", ms / 1000)
+    } else {
+        let t = format!("{:.3}", ms as f64 / 1000.0);
+        t.trim_end_matches('0').to_string()
+    }
 }
 
 impl RunLength {
@@ -125,8 +171,8 @@ impl RunLength {
     pub fn window(&self) -> Option<Duration> {
         match *self {
             RunLength::Iterations(_) => None,
-            RunLength::Duration { secs, margin } => {
-                Some(Duration::from_secs(secs.saturating_sub(2 * margin)))
+            RunLength::Duration { secs, margin_ms } => {
+                Some(Duration::from_secs(secs).saturating_sub(Duration::from_millis(2 * margin_ms)))
             }
         }
     }
@@ -142,8 +188,8 @@ impl RunLength {
     /// `(total, margin)` of a duration run.
     pub fn duration(&self) -> Option<(Duration, Duration)> {
         match *self {
-            RunLength::Duration { secs, margin } => {
-                Some((Duration::from_secs(secs), Duration::from_secs(margin)))
+            RunLength::Duration { secs, margin_ms } => {
+                Some((Duration::from_secs(secs), Duration::from_millis(margin_ms)))
             }
             RunLength::Iterations(_) => None,
         }

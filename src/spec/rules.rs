@@ -229,7 +229,11 @@ fn run_length(
         return Err(Error::usage("-f: a margin needs -D"));
     }
     Ok(match (duration, iters) {
-        (Some(secs), _) => RunLength::Duration { secs, margin: margin.unwrap_or(secs / 4) },
+        (Some(secs), _) => RunLength::Duration {
+            secs,
+            // D/4 exactly (-D 2: 0.5 s), or -f's whole seconds.
+            margin_ms: margin.map_or(secs.saturating_mul(250), |m| m.saturating_mul(1000)),
+        },
         (None, Some(n)) => RunLength::Iterations(n),
         (None, None) => RunLength::Iterations(default_iters),
     })
@@ -372,7 +376,7 @@ fn endless(run: RunLength, margin_given: bool, bw: bool) -> Result<RunLength, Er
         RunLength::Duration { .. } if margin_given => {
             Err(Error::usage("-f: --run_infinitely measures each -D interval whole"))
         }
-        RunLength::Duration { secs, .. } => Ok(RunLength::Duration { secs, margin: 0 }),
+        RunLength::Duration { secs, .. } => Ok(RunLength::Duration { secs, margin_ms: 0 }),
         RunLength::Iterations(_) => {
             Err(Error::usage("--run_infinitely: give -D SECS, the interval between figures"))
         }

@@ -83,7 +83,7 @@ fn sweeps_and_clamps() {
     let c = spec(WRITE_BW, RdmaRequest { iters: Some(10), ..Default::default() });
     assert_eq!((rdma(&c).tx_depth, rdma(&c).cq_mod), (10, 1));
     let c = spec(WRITE_BW, RdmaRequest { duration: Some(8), ..Default::default() });
-    assert_eq!(c.run, RunLength::Duration { secs: 8, margin: 2 });
+    assert_eq!(c.run, RunLength::Duration { secs: 8, margin_ms: 2000 });
     assert_eq!(c.run.window(), Some(Duration::from_secs(4)));
 }
 
@@ -133,7 +133,7 @@ fn a_peers_spec_is_bounded_before_use() {
     }
     assert!(c.validate().unwrap_err().message.contains("between 1 and 1024 QPs"));
     let mut c = rules::tcp(Measure::Bw, &TcpRequest::default()).unwrap();
-    c.run = RunLength::Duration { secs: 20_000_000_000, margin: 5 };
+    c.run = RunLength::Duration { secs: 20_000_000_000, margin_ms: 5000 };
     assert!(c.validate().unwrap_err().message.contains("at most 86400 seconds"));
 }
 
@@ -365,4 +365,28 @@ fn writes_with_immediate_data_receive_as_sends_do() {
     // write_lat with immediates completes at the receiver, so -e has something to wait on.
     let e = spec(WRITE_LAT, RdmaRequest { write_with_imm: true, events: true, ..d() });
     assert!(e.receives() && rdma(&e).events);
+}
+
+#[test]
+fn margins_are_a_quarter_of_the_duration_to_the_millisecond() {
+    let run = |secs, margin| {
+        let r = TcpRequest { duration: Some(secs), margin, ..Default::default() };
+        rules::tcp(Measure::Bw, &r).unwrap().run
+    };
+    for (secs, margin_ms, window_ms) in [(2, 500, 1000), (3, 750, 1500), (10, 2500, 5000)] {
+        let r = run(secs, None);
+        assert_eq!(r, RunLength::Duration { secs, margin_ms }, "-D {secs}");
+        assert_eq!(r.window(), Some(Duration::from_millis(window_ms)), "-D {secs}");
+        assert_eq!(r.duration().unwrap().1, Duration::from_millis(margin_ms));
+    }
+    // -f stays whole seconds.
+    assert_eq!(run(10, Some(1)), RunLength::Duration { secs: 10, margin_ms: 1000 });
+    // In JSON, seconds: whole as before, else a fraction; both read back.
+    let json = |r: RunLength| serde_json::to_string(&r).unwrap();
+    assert_eq!(json(run(3, None)), r#"{"duration":{"secs":3,"margin":0.75}}"#);
+    assert_eq!(json(run(8, None)), r#"{"duration":{"secs":8,"margin":2}}"#);
+    let back: RunLength = serde_json::from_str(r#"{"duration":{"secs":3,"margin":0.75}}"#).unwrap();
+    assert_eq!(back, run(3, None));
+    let bad = serde_json::from_str::<RunLength>(r#"{"duration":{"secs":3,"margin":-1}}"#);
+    assert!(bad.is_err());
 }

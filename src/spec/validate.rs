@@ -52,12 +52,13 @@ impl TestSpec {
         })?;
         match self.run {
             RunLength::Iterations(n) => check(n >= 5, || format!("-n {n}: at least 5 iterations")),
-            RunLength::Duration { secs, margin } => {
+            RunLength::Duration { secs, margin_ms } => {
                 check(secs > 0, || "-D 0: the duration must be at least 1 second".into())?;
                 check(secs <= MAX_DURATION, || {
                     format!("-D {secs}: at most {MAX_DURATION} seconds")
                 })?;
-                check(secs > margin.saturating_mul(2), || {
+                check(secs.saturating_mul(1000) > margin_ms.saturating_mul(2), || {
+                    let margin = super::secs_text(margin_ms);
                     format!("-D {secs} -f {margin}: the duration must exceed twice the margin (nothing left to measure)")
                 })?;
                 check(self.sizes.len() == 1, || {

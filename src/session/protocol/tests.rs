@@ -150,10 +150,10 @@ fn mismatches_name_each_differing_parameter() {
         r.tx_depth = 64; // each side's own, as perftest's -t
     }
     let m = mismatches(&a, &b);
-    assert_eq!(m, ["qps: client 1, server 2", "sizes: client [65536], server [4096]"]);
+    assert_eq!(m, ["qps (-q): client 1, server 2", "sizes (-s/-a): client [65536], server [4096]"]);
     let mut nd = params();
     if let crate::spec::Link::Rdma(r) = &mut nd.link {
         r.backend = crate::transport::Backend::Nd;
     }
-    assert_eq!(mismatches(&nd, &a), ["backend: client \"nd\", server \"verbs\""]);
+    assert_eq!(mismatches(&nd, &a), ["backend (--backend): client \"nd\", server \"verbs\""]);
 }
