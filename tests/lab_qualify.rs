@@ -408,9 +408,11 @@ fn lab_qualify_walk_through_baseline_upgrade_diff_history() {
     assert_eq!(out.status.code(), Some(1), "{}{}", text(&out), err(&out));
     let seen = verdicts(&slow);
     assert!(seen.contains(&("tcp_bw 64K".into(), "worse".into())), "{seen:?}");
-    let worse_line =
-        text(&out).lines().find(|l| l.trim_start().starts_with("worse")).map(str::to_string);
-    assert!(worse_line.is_some_and(|l| l.contains("tcp_bw 64K")), "{}", text(&out));
+    // (The RDMA point may come out worse too when the lab's host is busy: the shaped TCP
+    // point's row is the one asked for.)
+    let worse_tcp =
+        text(&out).lines().any(|l| l.trim_start().starts_with("worse") && l.contains("tcp_bw 64K"));
+    assert!(worse_tcp, "{}", text(&out));
     // Confirmed after the other point: five more runs, all of them still shaped.
     assert!(
         text(&out).contains("worse again with 5 more runs after every other point"),

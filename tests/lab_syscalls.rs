@@ -22,7 +22,10 @@ fn client_wrapped(test: &str, flags: &[&str], iters: u64, wrap: &[&str]) -> Stri
     let mut args: Vec<&str> = vec![test, "-p", &port, "--timeout", "20", "-n", &n];
     args.extend(flags);
     let server = common::spawn(true, &args);
-    std::thread::sleep(Duration::from_millis(300));
+    // The client starts once the server listens: a client that finds no listener retries
+    // (socket, connect, poll, close, a sleep), and a busy lab's slower start made those
+    // calls look as if they grew with -n (+26 each at one boot).
+    listening(&port, Duration::from_secs(60));
     let file_arg = file.display().to_string();
     let wrap: Vec<&str> =
         wrap.iter().map(|w| if *w == "FILE" { &file_arg[..] } else { w }).collect();
@@ -42,6 +45,24 @@ fn client_wrapped(test: &str, flags: &[&str], iters: u64, wrap: &[&str]) -> Stri
     assert!(client.status.success(), "{test} client: {}{}", text(&client), err(&client));
     assert!(server.status.success(), "{test} server: {}{}", text(&server), err(&server));
     std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+}
+
+/// Waits until a TCP socket listens on `port` (/proc/net/tcp, tcp6), failing after `limit`.
+fn listening(port: &str, limit: Duration) {
+    let needle = format!(":{:04X}", port.parse::<u16>().unwrap());
+    let start = std::time::Instant::now();
+    loop {
+        let tables = ["/proc/net/tcp", "/proc/net/tcp6"].map(std::fs::read_to_string);
+        let listens = tables.iter().flatten().flat_map(|t| t.lines()).any(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.len() > 3 && cols[1].ends_with(&needle) && cols[3] == "0A"
+        });
+        if listens {
+            return;
+        }
+        assert!(start.elapsed() < limit, "no server listening on port {port} after {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// `strace -c` of the client: calls by name.
@@ -120,7 +141,10 @@ fn lab_write_bw_prints_interval_lines_as_it_runs() {
     let json = common::scratch("rdmabench-lab-syscalls").join(format!("interval-{port}.json"));
     let args = ["write-bw", "-p", &port, "--timeout", "20", "-D", "3", "--interval", "1"];
     let server = common::spawn(true, &args);
-    std::thread::sleep(Duration::from_millis(300));
+    // The client starts once the server listens: a client that finds no listener retries
+    // (socket, connect, poll, close, a sleep), and a busy lab's slower start made those
+    // calls look as if they grew with -n (+26 each at one boot).
+    listening(&port, Duration::from_secs(60));
     let json_arg = json.display().to_string();
     let mut client_args = args.to_vec();
     client_args.extend(["--json", &json_arg, "127.0.0.1"]);
