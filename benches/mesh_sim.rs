@@ -22,7 +22,7 @@ fn main() {
         "noise", "hosts", "pairs", "jobs", "found %", "false /100", "suspects", "rounds", "time"
     );
     for (name, noise) in [("quiet", Noise::QUIET), ("lab", Noise::LAB)] {
-        for hosts in [16, 64, 256, 1024] {
+        for hosts in [3, 4, 16, 64, 256, 1024] {
             let model = Model {
                 hosts,
                 bw_mb_per_sec: 3000.0,

@@ -66,8 +66,19 @@ pub fn run(
     let mut report = new_report(spec, client);
     let result = spec.validate().and_then(|()| match side {
         Side::Client { host } => {
-            stack_present(spec)?;
-            let mut ch = hello(spec, host, local)?;
+            let mut ch = match stack_present(spec) {
+                Ok(()) => hello(spec, host, local)?,
+                // No stack here: one try at the server (no 30 s of retries), so that what
+                // its hello refuses (another backend, a perftest server) is still said;
+                // anything else is this side's own cause, not the peer's.
+                Err(no_stack) => {
+                    let once = Local { connect_window: Duration::ZERO, ..local.clone() };
+                    return Err(match hello(spec, host, &once) {
+                        Err(e) if matches!(e.kind, ErrorKind::Mismatch | ErrorKind::Refused) => e,
+                        _ => no_stack,
+                    });
+                }
+            };
             let ctx = SetupContext { spec, local, host: Some(host), gbits, ending: None };
             guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
         }

@@ -14,6 +14,15 @@
 //!   tells it from a bad link);
 //! - for bandwidth, `--outlier` percent: a byte takes over 1 + PCT/100 times as long.
 //!
+//! A host's links are judged together too, by bandwidth: a host whose links' median is
+//! below `--outlier` percent of the median of the other hosts' medians (the *host band*)
+//! makes each of its links below that limit a suspect. One bad host pulls every other
+//! host's median only half-way (half their links are good) and its own all the way, so it
+//! stands out where single links are lost in noise: with three hosts the better-half band
+//! holds a bad link, and on a noisy fabric a 0.7× link is inside its peers' spread.
+//! [`HOST_BAND_MIN_HOSTS`] hosts at least; from [`HOST_BAND_MAD_HOSTS`] others on, the
+//! limit is also [`MADS`] scaled MADs of their medians below the centre; [`host_suspects`].
+//!
 //! `--min-bw` is judged the same way: below it first, and below it again alone.
 //! With `analysis.rs`, one idea (judging a mesh's links) split for length: the two import each other.
 
@@ -32,6 +41,12 @@ pub const MADS: f64 = 4.0;
 /// when its best figure alone is still outside the band (a busy host's pause passes; a
 /// bad link stays slow).
 pub const TRIES: usize = 3;
+
+/// The host band needs this many hosts (a host against the median of two others at least).
+pub const HOST_BAND_MIN_HOSTS: usize = 3;
+
+/// From this many other hosts on, the host band is widened by their medians' MADs too.
+pub const HOST_BAND_MAD_HOSTS: usize = 8;
 
 /// Which figures fail the run (`--judge`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -313,6 +328,29 @@ pub fn suspects(
             }
         }
     }
+    if t.judge.bw() {
+        for (l, band) in host_suspects(ranks, links, t) {
+            let seen = found.iter().any(|f| {
+                f.from == l.from && f.to == l.to && matches!(f.check, "bw_outlier" | "min_bw")
+            });
+            if !seen {
+                found.push(Finding {
+                    from: l.from,
+                    from_host: host(ranks, l.from).0,
+                    from_device: host(ranks, l.from).1,
+                    to: l.to,
+                    to_host: host(ranks, l.to).0,
+                    to_device: host(ranks, l.to).1,
+                    check: "bw_outlier",
+                    figure: l.bw_mb_per_sec,
+                    band: Some(band),
+                    rerun: None,
+                    confirmed: false,
+                    message: String::new(),
+                });
+            }
+        }
+    }
     for f in &mut found {
         if f.check != "error" {
             f.message = message(ranks, f, t);
@@ -321,9 +359,72 @@ pub fn suspects(
     found
 }
 
+/// The links between hosts that the host band makes suspect, each with the band of its
+/// slow host (`peers` `host`: `centre` the other hosts' median, `links` the host's
+/// links). A host is slow when the median of its links' bandwidths (to and from other
+/// hosts) is below the median of the other hosts' medians by more than `--outlier`.
+pub fn host_suspects<'a>(
+    ranks: &[RankInfo],
+    links: &'a [LinkResult],
+    t: Thresholds,
+) -> Vec<(&'a LinkResult, Band)> {
+    let (names, index) = super::analysis::host_of(ranks);
+    if names.len() < HOST_BAND_MIN_HOSTS {
+        return Vec::new();
+    }
+    let host = |r: usize| index.get(r).copied();
+    let mut per_host: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    for l in links {
+        let (Some(a), Some(b), Some(v)) = (host(l.from), host(l.to), l.bw_mb_per_sec) else {
+            continue;
+        };
+        if a != b && v.is_finite() && v > 0.0 {
+            per_host[a].push(v);
+            per_host[b].push(v);
+        }
+    }
+    let medians: Vec<Option<f64>> =
+        per_host.iter().map(|v| (!v.is_empty()).then(|| median(v))).collect();
+    let mut found = Vec::new();
+    for (h, own) in medians.iter().enumerate() {
+        let others: Vec<f64> =
+            medians.iter().enumerate().filter(|&(o, _)| o != h).filter_map(|(_, m)| *m).collect();
+        let Some(own) = *own else { continue };
+        if others.len() + 1 < HOST_BAND_MIN_HOSTS {
+            continue;
+        }
+        let centre = median(&others);
+        // With enough hosts their medians' own spread widens the band, as the link band's
+        // MADs do: hosts of few links each (a ring) on a noisy fabric spread widely.
+        let mad = if others.len() >= HOST_BAND_MAD_HOSTS {
+            1.4826 * median(&others.iter().map(|m| (m - centre).abs()).collect::<Vec<_>>())
+        } else {
+            0.0
+        };
+        let limit = (centre / (1.0 + t.outlier_pct / 100.0)).min(centre - MADS * mad);
+        if own >= limit {
+            continue;
+        }
+        let band =
+            Band { metric: "bw", peers: "host", links: per_host[h].len(), centre, mad, limit };
+        for l in links {
+            let ends = (host(l.from), host(l.to));
+            let of_h = ends.0 != ends.1 && (ends.0 == Some(h) || ends.1 == Some(h));
+            if of_h && l.bw_mb_per_sec.is_some_and(|v| v < limit) {
+                found.push((l, band));
+            }
+        }
+    }
+    found
+}
+
+/// A host slow with several partners gets this many of its worst pairs rechecked first.
+pub const RECHECK_HOST_PAIRS: usize = 3;
+
 /// The pairs to measure again alone, at most `--recheck` of them, the worst suspects
 /// first. Which pairs make the cut: first, for each host slow with two partners or more
-/// (most partners first), its worst pair; then the worst of the rest. A bad host is slow
+/// (most partners first), its [`RECHECK_HOST_PAIRS`] worst pairs; then the worst of the
+/// rest. A bad host is slow
 /// with every partner, a pause slows one link: without this, a large job's pauses
 /// (worse than a host at 0.7×) used up `--recheck` and the bad host was never measured
 /// alone (benches/mesh_sim.rs: `all` at 256 hosts found it in 20 % of jobs).
@@ -346,9 +447,18 @@ pub fn rechecks(suspects: &[Finding], t: Thresholds) -> Vec<Recheck> {
     hosts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let pair = |f: &Finding| Pair::new(f.from, f.to);
     let mut chosen: Vec<Pair> = Vec::new();
-    let worst_of_host = hosts
-        .iter()
-        .filter_map(|&(r, _)| order.iter().find(|f| f.from == r || f.to == r).map(|f| pair(f)));
+    let worst_of_host = hosts.iter().flat_map(|&(r, _)| {
+        let mut own: Vec<Pair> = Vec::new();
+        for f in order.iter().filter(|f| f.from == r || f.to == r) {
+            if own.len() == RECHECK_HOST_PAIRS {
+                break;
+            }
+            if !own.contains(&pair(f)) {
+                own.push(pair(f));
+            }
+        }
+        own
+    });
     for p in worst_of_host.chain(order.iter().map(|f| pair(f))) {
         if chosen.len() >= t.recheck_max {
             break;

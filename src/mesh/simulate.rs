@@ -247,6 +247,16 @@ mod tests {
     }
 
     #[test]
+    fn three_hosts_find_a_slow_one_by_bandwidth_under_the_labs_noise() {
+        // The three guests' delayed node ran at about a third of the others' bandwidth.
+        let m = model(3, Noise::LAB, vec![(2, 0.35)]);
+        let t = Thresholds { judge: super::super::findings::Judge::Bw, ..Thresholds::default() };
+        let tally = Tally::of(&m, Pairs::All, t, 200, 5);
+        assert!(tally.detection() >= 0.9, "{tally:?}");
+        assert!(tally.false_per_100() <= 2.0, "{tally:?}");
+    }
+
+    #[test]
     fn rounds_are_the_schedules() {
         let m = model(16, Noise::QUIET, vec![]);
         let t = Thresholds::default();

@@ -237,12 +237,65 @@ fn a_host_slow_with_every_partner_is_rechecked_before_worse_single_links() {
     let found = judged(&r, &links, t);
     assert_eq!(found.iter().filter(|f| f.from == 7 || f.to == 7).count(), 14, "{:?}", ends(&found));
     let plan: Vec<Pair> = rechecks(&found, t).iter().map(|c| c.pair).collect();
-    // The host's worst pair made the cut, then the worst single link; worst first.
+    // The host's worst pairs made the cut (the worst links alone were two pauses).
     assert_eq!(plan.len(), 2, "{plan:?}");
-    assert_eq!(plan[0], Pair(0, 1), "{plan:?}");
-    assert!(plan[1].partner(7).is_some(), "{plan:?}");
+    assert!(plan.iter().all(|p| p.partner(7).is_some()), "{plan:?}");
     // Without the cap's pressure every suspect pair is planned, worst first.
     let all = rechecks(&found, Thresholds { recheck_max: 32, ..t });
     assert_eq!(all.len(), 9, "two pauses and host 7's seven pairs");
     assert_eq!(all[..2].iter().map(|c| c.pair).collect::<Vec<_>>(), [Pair(0, 1), Pair(2, 3)]);
+}
+
+#[test]
+fn three_hosts_judge_a_slow_host_by_bandwidth_where_the_link_band_is_too_wide() {
+    // The three guests of docs/mesh.md#in-the-lab: healthy links 3.6 and 5.9 MB/s, node
+    // 3's links 1.3-1.8 with its delay. The link band reaches below zero; the host band
+    // (node 3's median 1.55 against the others' 2.65) names node 3's four links.
+    let t = Thresholds { judge: Judge::Bw, ..Thresholds::default() };
+    let r = ranks(3, 1);
+    let links = mesh(3, |a, b| match (a, b) {
+        (0, 1) => (3.6, 20.0),
+        (1, 0) => (5.9, 20.0),
+        (0, 2) => (1.3, 20.0),
+        (2, 0) => (1.8, 20.0),
+        (1, 2) => (1.5, 20.0),
+        _ => (1.6, 20.0),
+    });
+    assert!(
+        Bands::of(&r, &links, t).bw_inter.unwrap().limit <= 0.0,
+        "the link band judges nothing"
+    );
+    let mut found = judged(&r, &links, t);
+    let mut ends: Vec<(usize, usize)> = found.iter().map(|f| (f.from, f.to)).collect();
+    ends.sort_unstable();
+    assert_eq!(ends, [(0, 2), (1, 2), (2, 0), (2, 1)], "{found:?}");
+    let band = found[0].band.unwrap();
+    assert_eq!((band.peers, band.links), ("host", 4));
+    assert!((band.centre - 2.65).abs() < 1e-9 && (band.limit - 2.65 / 1.25).abs() < 1e-9);
+    // Alone, node 3's links stay slow and are confirmed; a healthy figure alone is not.
+    let rerun = |from, to, bw| LinkResult {
+        from,
+        to,
+        round: 9,
+        bw_mb_per_sec: Some(bw),
+        t_typical_usec: None,
+        error: None,
+    };
+    let reruns = [rerun(0, 2, 1.4), rerun(2, 0, 1.7), rerun(1, 2, 3.9), rerun(2, 1, 1.5)];
+    confirm(&r, &mut found, &reruns, t);
+    let confirmed: Vec<(usize, usize)> =
+        found.iter().filter(|f| f.confirmed).map(|f| (f.from, f.to)).collect();
+    assert_eq!(confirmed.len(), 3, "{found:?}");
+    assert!(!confirmed.contains(&(1, 2)), "3.9 alone is above the limit");
+}
+
+#[test]
+fn the_host_band_needs_three_hosts_and_leaves_a_healthy_spread_alone() {
+    let t = Thresholds { judge: Judge::Bw, ..Thresholds::default() };
+    // Two hosts: nothing to judge a host against.
+    let two = mesh(2, |a, _| (if a == 0 { 1.0 } else { 5.0 }, 20.0));
+    assert!(host_suspects(&ranks(2, 1), &two, t).is_empty());
+    // Four hosts at ±20 %: no host's median is 25 % below the others'.
+    let links = mesh(4, |a, b| (3000.0 * (1.0 + 0.2 * jitter(a, b, 3)), 20.0));
+    assert!(host_suspects(&ranks(4, 1), &links, t).is_empty());
 }
