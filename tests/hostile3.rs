@@ -69,38 +69,15 @@ fn trickle(to: String, limit: Duration, trickling: bool) -> String {
 /// Relays one client to `serve` on `to`, its TCP data stream through [`trickle`]: a
 /// client whose data arrives one byte a second (`trickling`), or never.
 fn trickling_relay(to: String, trickling: bool) -> String {
-    use rdmabench::session::protocol::{decode_header, encode, HEADER_LEN};
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port().to_string();
-    std::thread::spawn(move || {
-        let (mut client, _) = l.accept().unwrap();
-        let mut server = TcpStream::connect(to).unwrap();
-        let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut c2, &mut s2);
-            let _ = s2.shutdown(std::net::Shutdown::Both);
-        });
-        let mut header = [0u8; HEADER_LEN];
-        while server.read_exact(&mut header).is_ok() {
-            let mut payload = vec![0u8; decode_header(&header).unwrap() as usize];
-            if server.read_exact(&mut payload).is_err() {
-                break;
-            }
-            let mut msg: serde_json::Value = serde_json::from_slice(&payload).unwrap();
-            if msg["type"] == "endpoints" {
-                for qp in msg["qps"].as_array_mut().unwrap() {
-                    let real = qp["addr"].as_str().unwrap().to_string();
-                    qp["addr"] = trickle(real, Duration::from_secs(60), trickling).into();
-                }
-            }
-            let frame = encode(&serde_json::to_vec(&msg).unwrap()).unwrap();
-            if client.write_all(&frame).is_err() {
-                break;
+    common::relay::rewriting(to, false, move |msg| {
+        if msg["type"] == "endpoints" {
+            for qp in msg["qps"].as_array_mut().unwrap() {
+                let real = qp["addr"].as_str().unwrap().to_string();
+                qp["addr"] = trickle(real, Duration::from_secs(60), trickling).into();
             }
         }
-        let _ = client.shutdown(std::net::Shutdown::Both);
-    });
-    port
+    })
+    .0
 }
 
 #[test]
@@ -234,35 +211,12 @@ fn item3_cpu_lists_are_bounded_across_a_trees_numa_nodes() {
 /// Relays one client to `serve` on `to`, changing each `result` the client sends with
 /// `forge`: a client that reports what it likes.
 fn forging_relay(to: String, forge: fn(&mut serde_json::Value)) -> String {
-    use rdmabench::session::protocol::{decode_header, encode, HEADER_LEN};
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port().to_string();
-    std::thread::spawn(move || {
-        let (mut client, _) = l.accept().unwrap();
-        let mut server = TcpStream::connect(to).unwrap();
-        let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut s2, &mut c2);
-            let _ = c2.shutdown(std::net::Shutdown::Both);
-        });
-        let mut header = [0u8; HEADER_LEN];
-        while client.read_exact(&mut header).is_ok() {
-            let mut payload = vec![0u8; decode_header(&header).unwrap() as usize];
-            if client.read_exact(&mut payload).is_err() {
-                break;
-            }
-            let mut msg: serde_json::Value = serde_json::from_slice(&payload).unwrap();
-            if msg["type"] == "result" {
-                forge(&mut msg["result"]);
-            }
-            let frame = encode(&serde_json::to_vec(&msg).unwrap()).unwrap();
-            if server.write_all(&frame).is_err() {
-                break;
-            }
+    common::relay::rewriting(to, true, move |msg| {
+        if msg["type"] == "result" {
+            forge(&mut msg["result"]);
         }
-        let _ = server.shutdown(std::net::Shutdown::Both);
-    });
-    port
+    })
+    .0
 }
 
 #[test]

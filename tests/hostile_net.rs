@@ -3,7 +3,6 @@
 //! `serve --max-time` against tests that would run on, authentication that makes the
 //! client prove first and limits failures, and results a client may forge.
 
-use std::io::{Read, Write};
 use std::net::{IpAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Output};
@@ -189,36 +188,11 @@ fn forging_relay(
     to: String,
     forge: fn(&mut serde_json::Value),
 ) -> (String, std::thread::JoinHandle<()>) {
-    use rdmabench::session::protocol::{decode_header, encode, HEADER_LEN};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port().to_string();
-    let relay = std::thread::spawn(move || {
-        let (mut client, _) = l.accept().unwrap();
-        let mut server = TcpStream::connect(to).unwrap();
-        let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-        let back = std::thread::spawn(move || {
-            let _ = std::io::copy(&mut s2, &mut c2);
-            let _ = c2.shutdown(std::net::Shutdown::Both);
-        });
-        let mut header = [0u8; HEADER_LEN];
-        while client.read_exact(&mut header).is_ok() {
-            let mut payload = vec![0u8; decode_header(&header).unwrap() as usize];
-            if client.read_exact(&mut payload).is_err() {
-                break;
-            }
-            let mut msg: serde_json::Value = serde_json::from_slice(&payload).unwrap();
-            if msg["type"] == "result" {
-                forge(&mut msg["result"]);
-            }
-            let frame = encode(&serde_json::to_vec(&msg).unwrap()).unwrap();
-            if server.write_all(&frame).is_err() {
-                break;
-            }
+    common::relay::rewriting(to, true, move |msg| {
+        if msg["type"] == "result" {
+            forge(&mut msg["result"]);
         }
-        let _ = server.shutdown(std::net::Shutdown::Both);
-        back.join().unwrap();
-    });
-    (port, relay)
+    })
 }
 
 #[test]

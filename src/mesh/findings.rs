@@ -267,6 +267,34 @@ pub struct Finding {
     pub message: String,
 }
 
+impl Finding {
+    /// `l` suspect by `check` (its message written once all are found).
+    fn suspect(
+        ranks: &[RankInfo],
+        l: &LinkResult,
+        check: &'static str,
+        figure: Option<f64>,
+        band: Option<Band>,
+    ) -> Finding {
+        let ((from_host, from_device), (to_host, to_device)) =
+            (host(ranks, l.from), host(ranks, l.to));
+        Finding {
+            from: l.from,
+            from_host,
+            from_device,
+            to: l.to,
+            to_host,
+            to_device,
+            check,
+            figure,
+            band,
+            rerun: None,
+            confirmed: false,
+            message: String::new(),
+        }
+    }
+}
+
 /// A pair to measure again alone, and which of its tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Recheck {
@@ -287,20 +315,7 @@ pub fn suspects(
 ) -> Vec<Finding> {
     let mut found = Vec::new();
     for l in links {
-        let new = |check, figure, band| Finding {
-            from: l.from,
-            from_host: host(ranks, l.from).0,
-            from_device: host(ranks, l.from).1,
-            to: l.to,
-            to_host: host(ranks, l.to).0,
-            to_device: host(ranks, l.to).1,
-            check,
-            figure,
-            band,
-            rerun: None,
-            confirmed: false,
-            message: String::new(),
-        };
+        let new = |check, figure, band| Finding::suspect(ranks, l, check, figure, band);
         if let Some(e) = &l.error {
             let mut f = new("error", None, None);
             f.confirmed = true;
@@ -334,20 +349,7 @@ pub fn suspects(
                 f.from == l.from && f.to == l.to && matches!(f.check, "bw_outlier" | "min_bw")
             });
             if !seen {
-                found.push(Finding {
-                    from: l.from,
-                    from_host: host(ranks, l.from).0,
-                    from_device: host(ranks, l.from).1,
-                    to: l.to,
-                    to_host: host(ranks, l.to).0,
-                    to_device: host(ranks, l.to).1,
-                    check: "bw_outlier",
-                    figure: l.bw_mb_per_sec,
-                    band: Some(band),
-                    rerun: None,
-                    confirmed: false,
-                    message: String::new(),
-                });
+                found.push(Finding::suspect(ranks, l, "bw_outlier", l.bw_mb_per_sec, Some(band)));
             }
         }
     }

@@ -4,6 +4,7 @@
 
 pub mod nodes;
 pub mod patterns;
+pub mod relay;
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
