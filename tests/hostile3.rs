@@ -8,7 +8,7 @@ use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{err, finish, text};
+use common::{err, finish, text, wait_listening};
 
 /// Held by each test that starts a server on a port of [`port`]: two of this file's
 /// servers never race for one port.
@@ -18,22 +18,10 @@ fn serving() -> std::sync::MutexGuard<'static, ()> {
     SERVING.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A port free now (other engineers' and tests' servers share this host).
-fn port() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port().to_string()
-}
+use common::free_port as port;
 
 fn spawn(args: &[&str]) -> Child {
     common::spawn(false, args)
-}
-
-fn wait_listening(port: &str) {
-    let start = Instant::now();
-    while TcpStream::connect(format!("127.0.0.1:{port}")).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(10), "nothing listens on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// `rdmabench ARGS -p PORT 127.0.0.1`, to its end.

@@ -11,24 +11,12 @@ use std::time::{Duration, Instant};
 use rdmabench::transport::tcp::{connect_streams, DataListener, StreamOptions};
 
 mod common;
-use common::{err, finish, frame, session, text};
+use common::{err, finish, frame, session, text, wait_listening};
 
-/// A port free now (other engineers' and tests' servers share this host).
-fn port() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port().to_string()
-}
+use common::free_port as port;
 
 fn spawn(args: &[&str]) -> Child {
     common::spawn(false, args)
-}
-
-fn wait_listening(port: &str) {
-    let start = Instant::now();
-    while TcpStream::connect(format!("127.0.0.1:{port}")).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(10), "nothing listens on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// `rdmabench ARGS -p PORT --timeout 10 127.0.0.1`, to its end.

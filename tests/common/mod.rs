@@ -142,3 +142,18 @@ pub fn mpirun(np: usize, args: &[&str]) -> Command {
         .stderr(Stdio::piped());
     c
 }
+
+/// A port free now (other tests' and other engineers' servers share this host).
+pub fn free_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port().to_string()
+}
+
+/// Waits (10 s at most) until something accepts on 127.0.0.1:`port`.
+pub fn wait_listening(port: &str) {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(10), "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
