@@ -1,6 +1,8 @@
 //! Hostile peers and hostile local files, round 3 (issue 57), on this host only:
 //! a trickling data stream against `serve --max-time`, and what a test does with its
-//! files before and after it runs.
+//! files before and after it runs. Unix only: its files are symbolic links, FIFOs,
+//! /dev/full and a read-only mount (the Windows build under wine compiles none of it).
+#![cfg(unix)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
