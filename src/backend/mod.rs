@@ -33,7 +33,7 @@ pub struct SetupContext<'a> {
     pub host: Option<&'a str>,
     /// Report bandwidth in Gb/s (the header names the unit).
     pub gbits: bool,
-    /// Called once both sides said done, before the teardown: `serve`'s test slot then
+    /// Called once the measuring is over, before this side's done: `serve`'s test slot then
     /// lets a waiting client in as soon as the test is gone (None: nobody asks).
     pub ending: Option<&'a (dyn Fn() + Sync)>,
 }

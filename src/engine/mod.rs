@@ -161,7 +161,7 @@ fn follows_client(mine: &TestSpec, theirs: &TestSpec) -> bool {
 
 /// The server's side of one test for a client whose hello (`spec`) is in: what
 /// `rdmabench serve` runs for each client, with the client's parameters whole.
-/// `ending` is called once both sides said done, before the teardown.
+/// `ending` is called once the measuring is over, before this side's done and the teardown.
 pub fn serve_client(
     spec: &TestSpec,
     mut ch: Channel,

@@ -56,14 +56,15 @@ pub fn run<B: Backend>(
     } else {
         sweep(ctx, ch, &step, &mut setup.conns, report)?;
     }
+    // Measuring is over: serve lets the next client wait for the teardown from here on.
+    // Before this side's done, not after the peer's: its client, done as soon as it has
+    // both, may be back for its next test before this thread wakes (then told `busy`).
+    if let Some(ending) = ctx.ending {
+        ending();
+    }
     ch.send(&Message::Done)?;
     match ch.recv("done")? {
-        Message::Done => {
-            if let Some(ending) = ctx.ending {
-                ending();
-            }
-            Ok(())
-        }
+        Message::Done => Ok(()),
         other => {
             Err(Error::refused(format!("control channel: expected done, got {}", other.name())))
         }

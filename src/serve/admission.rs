@@ -2,7 +2,7 @@
 //! hello (a new one past the limit drops the oldest of the address with the most, so a
 //! flood from one host cannot shut out another's clients), a bound on connection
 //! threads, and one test at a time (while the running test measures, a client is told
-//! the server is busy at once; once it is ending — both sides said done, its server side
+//! the server is busy at once; once it is ending — its measuring over, its server side
 //! tears down — a few clients may wait a little for it, as back-to-back clients do).
 
 use std::collections::{HashMap, VecDeque};

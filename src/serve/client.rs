@@ -14,7 +14,7 @@ use crate::session::connect::handshake;
 use crate::spec::role::Role;
 use crate::spec::{RunLength, TestSpec};
 
-/// How long a client that arrives while another's test ends (both sides said done, the
+/// How long a client that arrives while another's test ends (measuring over, the
 /// server tears down) waits for it (at most the timeout) before it is told the server is
 /// busy; one that arrives while a test measures is told at once.
 pub const BUSY_WAIT: Duration = Duration::from_secs(5);
