@@ -151,6 +151,28 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// The longest one test may run and whose limit that is: a side's deadline for every
+/// loop and every read of a test, which no trickling or beating peer extends. The error
+/// that ends a test there names the flag that set it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunLimit {
+    /// From the test's start.
+    pub after: std::time::Duration,
+    /// `serve --max-time` (a served client's test), else this side's own `--max-time`.
+    pub serve: bool,
+}
+
+impl fmt::Display for RunLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.after.as_secs_f64();
+        if self.serve {
+            write!(f, "this server's limit of {secs} s (serve --max-time)")
+        } else {
+            write!(f, "this side's limit of {secs} s (--max-time)")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -110,6 +110,84 @@ fn item1_a_trickling_or_silent_client_holds_the_slot_no_longer_than_max_time() {
     }
 }
 
+/// Relays one data stream to `to`, taking 128 KiB from its client every 0.5 s for at
+/// most a minute: a stream that always moves (a byte a second would not: the client's
+/// socket sees no window open for less than a segment), far too slowly to end.
+fn slow_reader(to: String) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let (mut client, _) = l.accept().unwrap();
+        let mut server = TcpStream::connect(to).unwrap();
+        let mut chunk = vec![0u8; 128 << 10];
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(60) {
+            let Ok(n) = client.read(&mut chunk) else { break };
+            if n == 0 || server.write_all(&chunk[..n]).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    });
+    addr
+}
+
+/// Relays one client to `serve` on `to`, the server's data endpoints replaced by
+/// [`slow_reader`]s: a server that takes the client's data slowly, and never stops.
+fn slow_server(to: String) -> String {
+    common::relay::rewriting(to, false, move |msg| {
+        if msg["type"] == "endpoints" {
+            for qp in msg["qps"].as_array_mut().unwrap() {
+                let real = qp["addr"].as_str().unwrap().to_string();
+                qp["addr"] = slow_reader(real).into();
+            }
+        }
+    })
+    .0
+}
+
+#[test]
+fn item1_a_slow_server_holds_a_client_no_longer_than_its_max_time() {
+    let _serving = serving();
+    // Before, the client sent on at 256 KiB/s for the relay's whole minute. (A -D run's
+    // default limit, its seconds and a --timeout a step, is `spec::Local::run_limit`'s.)
+    let p = port();
+    let serve = spawn(&["serve", "-p", &p, "--count", "1"]);
+    wait_listening(&p);
+    let relay = slow_server(format!("127.0.0.1:{p}"));
+    let start = Instant::now();
+    let args = ["tcp-bw", "-s", "65536", "-n", "100000", "--timeout", "2", "--max-time", "3"];
+    let held = client(&relay, &args);
+    let took = start.elapsed();
+    assert_eq!(held.status.code(), Some(2), "{}", err(&held));
+    let why = "the test ran past this side's limit of 3 s (--max-time)";
+    assert!(err(&held).contains(why), "{}", err(&held));
+    // The end, a socket's tick past it, and the process's start and stop.
+    assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(5), "{took:?}");
+    let log = text(&finish(serve, Duration::from_secs(90)));
+    assert!(log.contains("tcp_bw FAILED"), "{log}");
+}
+
+#[test]
+fn item1_a_one_shot_server_ends_a_trickling_clients_test_at_its_max_time() {
+    let _serving = serving();
+    let p = port();
+    let server = spawn(&["tcp-bw", "-p", &p, "--timeout", "10", "--max-time", "3"]);
+    wait_listening(&p);
+    let relay = trickling_relay(format!("127.0.0.1:{p}"), true);
+    let start = Instant::now();
+    let held = std::thread::spawn(move || client(&relay, &["tcp-bw", "-n", "100000"]));
+    let server = finish(server, Duration::from_secs(60));
+    let took = start.elapsed();
+    assert_eq!(server.status.code(), Some(2), "{}", err(&server));
+    let why = "the test ran past this side's limit of 3 s (--max-time)";
+    assert!(err(&server).contains(why), "{}", err(&server));
+    assert!(took < Duration::from_secs(6), "the server held {took:?}");
+    let held = held.join().unwrap();
+    assert_eq!(held.status.code(), Some(2), "{}", err(&held));
+    assert!(err(&held).contains(why), "the client is told why: {}", err(&held));
+}
+
 /// A scratch directory of this test binary's own.
 fn scratch(name: &str) -> std::path::PathBuf {
     common::scratch("rdmabench-hostile3").join(name)

@@ -472,3 +472,28 @@ fn lab_tcp_bw_a_cut_link_ends_both_sides() {
 fn lab_tcp_lat_a_cut_link_ends_both_sides() {
     cut("tcp-lat", false);
 }
+
+/// A peer that works on for ever (here: a server given a hundred million round trips)
+/// holds the client no longer than the client's own `--max-time`, over RDMA as over
+/// TCP (tests/hostile3.rs): the limit counts from the hello, the set-up inside it.
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_write_lat_a_client_ends_its_test_at_its_own_max_time() {
+    let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
+    let long = ["write-lat", "-n", "100000000", "-p", &port, "--timeout", "5"];
+    let server = common::spawn(true, &long);
+    common::wait_listening(&port);
+    let start = Instant::now();
+    let mut args = long.to_vec();
+    args.extend(["--max-time", "8", "127.0.0.1"]);
+    let client = common::finish(common::spawn(true, &args), Duration::from_secs(60));
+    let took = start.elapsed();
+    let why = "the test ran past this side's limit of 8 s (--max-time)";
+    assert_eq!(client.status.code(), Some(2), "{}", err(&client));
+    assert!(err(&client).contains(why), "{}", err(&client));
+    assert!(took >= Duration::from_secs(8) && took < Duration::from_secs(12), "{took:?}");
+    // The server is told why, and ends too.
+    let server = common::finish(server, Duration::from_secs(20));
+    assert_eq!(server.status.code(), Some(2), "{}", err(&server));
+    assert!(err(&server).contains(why), "{}", err(&server));
+}

@@ -335,6 +335,11 @@ pub struct ReportArgs {
     /// step once it is connected still bounded by 30 s.
     #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
+    /// The longest this side lets the test run once connected, whatever the peer does
+    /// (1 to 86400; default: a -D run's seconds plus --timeout for set-up and each size,
+    /// else 3600, as serve's; none for --run_infinitely).
+    #[arg(long = "max-time", value_name = "SECS")]
+    pub max_time: Option<u64>,
     /// No progress bar during a sweep (-a) or a timed run (-D); there is none either
     /// when stderr is not a terminal.
     #[arg(long = "quiet")]
@@ -369,6 +374,7 @@ impl Default for ReportArgs {
             min_bw: None,
             max_lat: None,
             timeout: 30,
+            max_time: None,
             quiet: false,
             cpu_util: false,
             verbose: false,

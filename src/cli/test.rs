@@ -169,6 +169,7 @@ impl PerfArgs {
             timeout: self.report.timeout(self.host.is_none())?.0,
             connect_window: self.report.timeout(self.host.is_none())?.0,
             wait_forever: self.report.timeout(self.host.is_none())?.1,
+            max_time: self.report.max_time.map(crate::spec::rules::max_time).transpose()?,
             quiet: self.report.quiet,
             counters: self.report_counters.as_deref().map(CounterSelection::parse).transpose()?,
             ..Local::default()
@@ -302,6 +303,7 @@ impl TcpArgs {
             timeout: self.report.timeout(self.host.is_none())?.0,
             connect_window: self.report.timeout(self.host.is_none())?.0,
             wait_forever: self.report.timeout(self.host.is_none())?.1,
+            max_time: self.report.max_time.map(crate::spec::rules::max_time).transpose()?,
             pin: self.cpus.as_deref().map(parse_cpu_list).transpose()?.unwrap_or_default(),
             quiet: self.report.quiet,
             interval_lines: self

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use crate::backend::{self, SetupContext};
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
+use crate::perf::loops;
 pub use crate::results::Outcome;
 use crate::results::{EnvironmentReport, RunReport};
 use crate::session::auth::{self, Nonce};
@@ -79,6 +80,7 @@ pub fn run(
                     });
                 }
             };
+            let _limited = limit_test(&mut ch, spec, local);
             let ctx = SetupContext { spec, local, host: Some(host), gbits, ending: None };
             guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
         }
@@ -145,8 +147,20 @@ fn serve_one(
         ch.send_error(&e);
         return Err(e);
     }
+    let _limited = limit_test(&mut ch, spec, local);
     let ctx = SetupContext { spec, local, host: None, gbits, ending: None };
     guarded(&mut ch, |ch| dispatch(&ctx, ch, report, out))
+}
+
+/// Sets this side's limit on the test ([`Local::run_limit`]) for the control channel's
+/// waits and every loop this thread runs, until the guard is dropped. (`serve` sets its
+/// own, on each client's thread.)
+fn limit_test(ch: &mut Channel, spec: &TestSpec, local: &Local) -> loops::TestsLimited {
+    let limit = local.run_limit(spec);
+    if let Some(limit) = limit {
+        ch.end_by(limit);
+    }
+    loops::limit_tests(limit)
 }
 
 /// A one-shot TCP server given no test flags (`Local::follows_client`) runs what its

@@ -49,6 +49,8 @@ pub fn run(
             Some(host) => connect(host, local)?,
             None => accept(local, out)?,
         };
+        // perftest's exchange waits each step for --timeout; the loops end here.
+        let _limited = crate::perf::loops::limit_tests(local.run_limit(spec));
         run_session(&ctx, wire, &version, &mut report, out)
     });
     Outcome { report, error: result.err() }

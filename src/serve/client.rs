@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::admission::{Admission, ConnectionTicket, PendingTicket};
 use super::{summary, Config, Event};
 use crate::engine::serve_client;
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, RunLimit};
 use crate::session::connect::handshake;
 use crate::spec::role::Role;
 use crate::spec::{RunLength, TestSpec};
@@ -54,8 +54,9 @@ pub(super) fn handle(
         }
     };
     // However the client beats or sends, the server serves it no longer than this.
-    ch.end_by(config.max_time);
-    crate::perf::loops::end_tests_by(config.max_time);
+    let limit = RunLimit { after: config.max_time, serve: true };
+    ch.end_by(limit);
+    crate::perf::loops::end_tests_by(limit);
     // The client's spec whole: both sides run with the same parameters.
     let ending = || running.ending();
     let outcome = serve_client(&spec, ch, &config.local, &ending, &mut std::io::sink());

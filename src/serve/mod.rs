@@ -28,7 +28,7 @@ pub use admission::{MAX_CONNECTIONS, MAX_PENDING, MAX_WAITING};
 /// `--max-memory`'s default: the buffers one served test may hold, bytes.
 pub const DEFAULT_MAX_MEMORY: u64 = 1 << 30;
 /// `--max-time`'s default, seconds.
-pub const DEFAULT_MAX_TIME: u64 = 3600;
+pub use crate::spec::DEFAULT_MAX_TIME;
 
 /// What `serve` runs with: the command line's flags (`cli::ServeArgs`), or code's own.
 /// None: the default.
@@ -161,10 +161,7 @@ fn config(args: &ServeOptions) -> Result<Config, Error> {
             MAX_BUFFERS >> 20
         )));
     }
-    let max_time = match args.max_time.unwrap_or(DEFAULT_MAX_TIME) {
-        s @ 1..=86_400 => Duration::from_secs(s),
-        s => return Err(Error::usage(format!("--max-time {s}: from 1 to 86400 seconds"))),
-    };
+    let max_time = crate::spec::rules::max_time(args.max_time.unwrap_or(DEFAULT_MAX_TIME))?;
     let local = Local {
         device: args.device.clone(),
         ib_port: args.ib_port.unwrap_or(1),
@@ -185,6 +182,8 @@ fn config(args: &ServeOptions) -> Result<Config, Error> {
         // serve runs each client's spec whole (engine::serve_client), never a one-shot's.
         follows_client: false,
         wait_forever: false,
+        // Set per client's test from --max-time (client.rs), not from this.
+        max_time: None,
     };
     Ok(Config { local, max_memory, max_time })
 }

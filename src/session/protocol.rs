@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, RunLimit};
 use crate::results::SizeResult;
 use crate::spec::TestSpec;
 
@@ -133,7 +133,7 @@ pub enum ProtocolError {
     /// The session ran past the end this side set for it ([`Channel::end_by`]).
     Overtime {
         /// The limit, from the session's start.
-        limit: Duration,
+        limit: RunLimit,
     },
     /// Not our protocol, another version, or a malformed message.
     Invalid(String),
@@ -157,11 +157,7 @@ impl std::fmt::Display for ProtocolError {
                 write!(f, "the peer closed the control connection (waiting for {waiting_for})")
             }
             ProtocolError::Gone => f.write_str("the peer closed the control connection"),
-            ProtocolError::Overtime { limit } => write!(
-                f,
-                "the test ran past this server's limit of {} s (serve --max-time)",
-                limit.as_secs()
-            ),
+            ProtocolError::Overtime { limit } => write!(f, "the test ran past {limit}"),
             ProtocolError::Invalid(why) => write!(f, "control channel: {why}"),
             ProtocolError::Peer(e) => write!(f, "the peer stopped: {e}"),
             ProtocolError::Io(e) => write!(f, "control channel: {e}"),
@@ -194,7 +190,7 @@ pub struct Channel {
     stream: TcpStream,
     timeout: Duration,
     /// No message is waited for past this, heartbeats or not, with the limit it came from.
-    end: Option<(Instant, Duration)>,
+    end: Option<(Instant, RunLimit)>,
     /// Largest payload read now: [`MAX_FRAME`], or less while a stranger is let in.
     max_frame: u32,
 }
@@ -233,8 +229,8 @@ impl Channel {
 
     /// Waits for no message past `limit` from now, however the peer beats: a served
     /// test cannot hold the server longer.
-    pub fn end_by(&mut self, limit: Duration) {
-        self.end = Some((Instant::now() + limit, limit));
+    pub fn end_by(&mut self, limit: RunLimit) {
+        self.end = Some((Instant::now() + limit.after, limit));
     }
 
     /// Sends one message as one frame.

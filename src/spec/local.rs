@@ -6,7 +6,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{TestSpec, DEFAULT_PORT};
+use super::{RunLength, TestSpec, DEFAULT_MAX_TIME, DEFAULT_PORT};
+use crate::error::RunLimit;
 
 /// What one side decides for itself: which device, where to listen or connect, how
 /// long to wait. Not exchanged.
@@ -47,6 +48,9 @@ pub struct Local {
     /// A one-shot server's `--timeout 0`: it waits for ever for its first client (each
     /// step once connected still bounded by `timeout`).
     pub wait_forever: bool,
+    /// The longest this side lets one test run once connected (`--max-time`; None: as
+    /// [`Local::run_limit`] says).
+    pub max_time: Option<Duration>,
 }
 
 /// `--interval SECS` (iperf3's `-i`): the sender prints each interval's bytes and
@@ -80,7 +84,30 @@ impl Default for Local {
             interval_lines: None,
             follows_client: false,
             wait_forever: false,
+            max_time: None,
         }
+    }
+}
+
+impl Local {
+    /// How long this side lets `spec` run once its peer has said hello, whatever the peer
+    /// does: a peer that trickles, beats without end or stops mid-way cannot hold it
+    /// longer. `--max-time` if given; else a `-D` run's seconds and `timeout` for each of
+    /// its steps (set-up and each size: a peer that answers at all answers in far less),
+    /// or [`DEFAULT_MAX_TIME`] for a run of iterations, whose length nothing foretells. A
+    /// `--run_infinitely` run has no limit unless one is given.
+    pub fn run_limit(&self, spec: &TestSpec) -> Option<RunLimit> {
+        let points = spec.sizes.len().max(1) as u32;
+        let after = match (self.max_time, spec.run) {
+            (Some(given), _) => given,
+            _ if spec.rdma().is_some_and(|r| r.run_infinitely) => return None,
+            (None, RunLength::Duration { secs, .. }) => {
+                Duration::from_secs(secs).saturating_mul(points)
+                    + self.timeout.saturating_mul(points + 1)
+            }
+            (None, RunLength::Iterations(_)) => Duration::from_secs(DEFAULT_MAX_TIME),
+        };
+        Some(RunLimit { after, serve: false })
     }
 }
 
@@ -150,4 +177,32 @@ pub struct TestOptions {
     pub output: Output,
     /// The peer is perftest, spoken to in its own exchange (`--perftest`).
     pub perftest: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::rules::{tcp, TcpRequest};
+    use crate::spec::{Measure, TestSpec};
+
+    fn limit(local: &Local, spec: &TestSpec) -> Option<Duration> {
+        local.run_limit(spec).map(|l| {
+            assert!(!l.serve, "a side's own limit names --max-time, not serve's");
+            l.after
+        })
+    }
+
+    #[test]
+    fn a_tests_limit_is_the_given_one_or_its_plan_and_a_timeout_a_step() {
+        let local = Local { timeout: Duration::from_secs(5), ..Local::default() };
+        let mut spec = tcp(Measure::Bw, &TcpRequest::default()).unwrap();
+        spec.run = RunLength::Duration { secs: 10, margin_ms: 2500 };
+        spec.sizes = vec![1, 2, 4];
+        // 3 sizes of 10 s, and 5 s for the set-up and for each size.
+        assert_eq!(limit(&local, &spec), Some(Duration::from_secs(30 + 20)));
+        spec.run = RunLength::Iterations(1000);
+        assert_eq!(limit(&local, &spec), Some(Duration::from_secs(DEFAULT_MAX_TIME)));
+        let given = Local { max_time: Some(Duration::from_secs(7)), ..local };
+        assert_eq!(limit(&given, &spec), Some(Duration::from_secs(7)));
+    }
 }

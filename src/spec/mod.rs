@@ -28,6 +28,10 @@ use crate::transport::{Backend, Service};
 /// can run side by side, as the benchmark scripts do).
 pub const DEFAULT_PORT: u16 = 18520;
 
+/// The longest a test of iterations may run by default, seconds: a client's own limit
+/// (`--max-time`) and `serve`'s on each client's test.
+pub const DEFAULT_MAX_TIME: u64 = 3600;
+
 /// Largest message of an `-a` sweep (2^23), as perftest.
 pub const MAX_SWEEP_SIZE: u64 = 1 << 23;
 

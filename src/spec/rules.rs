@@ -149,6 +149,14 @@ pub fn timeout(secs: u64) -> Result<Duration, Error> {
     }
 }
 
+/// `--max-time SECS`, a test's or `serve`'s: 1 s to a day.
+pub fn max_time(secs: u64) -> Result<Duration, Error> {
+    match secs {
+        1..=86_400 => Ok(Duration::from_secs(secs)),
+        s => Err(Error::usage(format!("--max-time {s}: from 1 to 86400 seconds"))),
+    }
+}
+
 /// CPUs are numbered below this, and no list names more than this many — nor a
 /// tree's lists all together ([`cpu_list_within`]): Linux's NR_CPUS is at most 8192.
 pub const MAX_CPUS: usize = 8192;

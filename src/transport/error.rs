@@ -2,7 +2,6 @@
 //! becomes for the run.
 
 use std::fmt;
-use std::time::Duration;
 
 /// Why a transport call failed.
 #[derive(Debug)]
@@ -27,7 +26,7 @@ pub enum TransportError {
     /// The test ran past its end ([`super::tcp::StreamOptions::end`]), set `limit` before.
     Overtime {
         /// The limit the end came from.
-        limit: Duration,
+        limit: crate::error::RunLimit,
     },
 }
 
@@ -43,9 +42,7 @@ impl fmt::Display for TransportError {
             #[cfg(target_os = "linux")]
             TransportError::Verbs(e) => write!(f, "{e}"),
             TransportError::Nd(e) => write!(f, "{e}"),
-            TransportError::Overtime { limit } => {
-                write!(f, "the test ran past its limit of {} s", limit.as_secs())
-            }
+            TransportError::Overtime { limit } => write!(f, "the test ran past {limit}"),
         }
     }
 }

@@ -25,6 +25,7 @@ pub use sampler::{CountedSampler, Sampler, TimedSampler};
 
 use std::time::{Duration, Instant};
 
+use crate::error::RunLimit;
 use crate::transport::{Connection, Op, Polled, Status, TransportError, WorkRequest};
 
 pub use crate::transport::END_IMM;
@@ -74,7 +75,7 @@ pub enum LoopFailure {
     /// The test ran past the end set for this thread's tests ([`end_tests_by`]).
     Overtime {
         /// The limit, from when it was set.
-        limit: Duration,
+        limit: RunLimit,
     },
 }
 
@@ -110,11 +111,7 @@ impl std::fmt::Display for LoopFailure {
                     after.as_secs()
                 )
             }
-            LoopFailure::Overtime { limit } => write!(
-                f,
-                "the test ran past this server's limit of {} s (serve --max-time)",
-                limit.as_secs()
-            ),
+            LoopFailure::Overtime { limit } => write!(f, "the test ran past {limit}"),
         }
     }
 }
@@ -187,7 +184,7 @@ impl<P: Pulse + ?Sized> Pulse for &mut P {
 
 thread_local! {
     /// When every loop on this thread must stop, and the limit it came from.
-    static TESTS_END: std::cell::Cell<Option<(Instant, Duration)>> =
+    static TESTS_END: std::cell::Cell<Option<(Instant, RunLimit)>> =
         const { std::cell::Cell::new(None) };
 }
 
@@ -195,17 +192,36 @@ thread_local! {
 /// `serve --max-time` reaching into a test's loops (a client that declared 4 s and keeps
 /// sending, or asked for a hundred million round trips). Checked by each [`Stall`] at
 /// its laps' ends, when it reads the clock anyway.
-pub fn end_tests_by(limit: Duration) {
-    set_tests_end(Some((Instant::now() + limit, limit)));
+pub fn end_tests_by(limit: RunLimit) {
+    set_tests_end(Some((Instant::now() + limit.after, limit)));
+}
+
+/// Ends every loop this thread runs at `limit` (None: at no time) until the guard is
+/// dropped, which gives the thread back the end it had: compare, qualify and mesh run
+/// many tests, each with its own limit, on one thread.
+pub fn limit_tests(limit: Option<RunLimit>) -> TestsLimited {
+    let before = tests_end();
+    set_tests_end(limit.map(|l| (Instant::now() + l.after, l)));
+    TestsLimited(before)
+}
+
+/// The end a thread's loops had before [`limit_tests`], given back on drop.
+#[must_use = "the limit is lifted when this is dropped"]
+pub struct TestsLimited(Option<(Instant, RunLimit)>);
+
+impl Drop for TestsLimited {
+    fn drop(&mut self) {
+        set_tests_end(self.0);
+    }
 }
 
 /// This thread's end for its loops, for a thread it starts to carry on.
-pub fn tests_end() -> Option<(Instant, Duration)> {
+pub fn tests_end() -> Option<(Instant, RunLimit)> {
     TESTS_END.with(std::cell::Cell::get)
 }
 
 /// Sets this thread's end for its loops (a stream's thread: its parent's).
-pub fn set_tests_end(end: Option<(Instant, Duration)>) {
+pub fn set_tests_end(end: Option<(Instant, RunLimit)>) {
     TESTS_END.with(|e| e.set(end));
 }
 
@@ -233,7 +249,7 @@ pub(crate) struct Stall<P: Pulse = NoPulse> {
     progress: bool,
     pulse: P,
     /// [`end_tests_by`]'s end, read once as the loop starts.
-    end: Option<(Instant, Duration)>,
+    end: Option<(Instant, RunLimit)>,
 }
 
 impl Stall {
@@ -412,7 +428,7 @@ mod tests {
     fn a_loop_that_always_progresses_still_ends_at_the_threads_end_for_tests() {
         // On a thread of its own: the end is the thread's.
         std::thread::spawn(|| {
-            end_tests_by(Duration::from_millis(50));
+            end_tests_by(RunLimit { after: Duration::from_millis(50), serve: true });
             let mut stall = Stall::new(Duration::from_secs(60));
             let start = Instant::now();
             let e = loop {
@@ -431,8 +447,34 @@ mod tests {
         })
         .join()
         .unwrap();
-        // Threads without an end (every client, a one-shot server) are not touched.
+        // Other threads' ends are not touched.
         assert!(tests_end().is_none());
+    }
+
+    #[test]
+    fn a_tests_limit_is_lifted_when_its_guard_goes_and_the_threads_own_comes_back() {
+        std::thread::spawn(|| {
+            let serve = RunLimit { after: Duration::from_secs(60), serve: true };
+            end_tests_by(serve);
+            let own = RunLimit { after: Duration::from_millis(20), serve: false };
+            {
+                let _limited = limit_tests(Some(own));
+                assert_eq!(tests_end().map(|(_, l)| l), Some(own));
+                let mut stall = Stall::new(Duration::from_secs(60));
+                let e = loop {
+                    if let Err(e) = stall.progressed() {
+                        break e;
+                    }
+                };
+                let says = "the test ran past this side's limit of 0.02 s (--max-time)";
+                assert_eq!(e.to_string(), says);
+            }
+            assert_eq!(tests_end().map(|(_, l)| l), Some(serve), "the one before, back");
+            let _none = limit_tests(None);
+            assert!(tests_end().is_none(), "no limit: a --run_infinitely run");
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -97,24 +97,30 @@ fn a_peer_that_only_beats_or_trickles_is_silent_unless_it_works_alone() {
 
 #[test]
 fn beats_do_not_extend_a_wait_past_the_sessions_end() {
-    let (a, mut b) = pair(Duration::from_millis(400));
-    b.end_by(Duration::from_millis(900));
-    let beater = std::thread::spawn(move || {
-        let mut a = a;
-        for _ in 0..30 {
-            if a.send(&Message::Heartbeat).is_err() {
-                break;
+    // serve's limit on a client's test, and a client's own on a server that works on.
+    for (serve, says) in [
+        (true, "this server's limit of 0.9 s (serve --max-time)"),
+        (false, "this side's limit of 0.9 s (--max-time)"),
+    ] {
+        let (a, mut b) = pair(Duration::from_millis(400));
+        b.end_by(crate::error::RunLimit { after: Duration::from_millis(900), serve });
+        let beater = std::thread::spawn(move || {
+            let mut a = a;
+            for _ in 0..30 {
+                if a.send(&Message::Heartbeat).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
             }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    });
-    let start = Instant::now();
-    let err = b.recv_while_peer_works("the client's result").unwrap_err();
-    assert!(matches!(err, ProtocolError::Overtime { .. }), "{err}");
-    assert!(start.elapsed() < Duration::from_millis(1500), "{:?}", start.elapsed());
-    assert!(err.to_string().contains("serve --max-time"), "{err}");
-    drop(b);
-    beater.join().unwrap();
+        });
+        let start = Instant::now();
+        let err = b.recv_while_peer_works("the peer's result").unwrap_err();
+        assert!(matches!(err, ProtocolError::Overtime { .. }), "{err}");
+        assert!(start.elapsed() < Duration::from_millis(1500), "{:?}", start.elapsed());
+        assert_eq!(err.to_string(), format!("the test ran past {says}"));
+        drop(b);
+        beater.join().unwrap();
+    }
 }
 
 #[test]

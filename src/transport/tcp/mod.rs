@@ -34,6 +34,7 @@ use super::{
     Capabilities, Completion, CompletionKind, Connection, Op, RecvRange, Status, TransportError,
     WorkRequest,
 };
+use crate::error::RunLimit;
 
 /// Socket options of a data stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,7 +50,7 @@ pub struct StreamOptions {
     /// The test's end and the limit it came from (`serve --max-time`): every read and
     /// write gives up there with [`TransportError::Overtime`], however the peer trickles
     /// or keeps silent. The socket then waits at most [`TICK`] at a time.
-    pub end: Option<(Instant, Duration)>,
+    pub end: Option<(Instant, RunLimit)>,
 }
 
 /// Where the client connects its data streams: the server's data listener, and a
@@ -105,7 +106,7 @@ pub struct TcpConnection {
     timeout: Duration,
     window: Option<u32>,
     /// [`StreamOptions::end`].
-    end: Option<(Instant, Duration)>,
+    end: Option<(Instant, RunLimit)>,
 }
 
 impl TcpConnection {

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use crate::error::RunLimit;
 use crate::measure::Stopwatch;
 use crate::transport::TransportError;
 
@@ -19,7 +20,7 @@ pub(super) fn waited(e: &io::Error) -> bool {
 }
 
 /// [`TransportError::Overtime`] once `end` has passed.
-pub(super) fn past(end: Option<(Instant, Duration)>) -> Result<(), TransportError> {
+pub(super) fn past(end: Option<(Instant, RunLimit)>) -> Result<(), TransportError> {
     match end {
         Some((at, limit)) if Instant::now() >= at => Err(TransportError::Overtime { limit }),
         _ => Ok(()),
@@ -30,7 +31,7 @@ pub(super) fn past(end: Option<(Instant, Duration)>) -> Result<(), TransportErro
 /// `quiet` (set at the first tick of a silence) for the whole timeout.
 pub(super) fn ticked(
     quiet: &mut Option<Instant>,
-    end: Option<(Instant, Duration)>,
+    end: Option<(Instant, RunLimit)>,
     timeout: Duration,
     what: &str,
     e: &io::Error,
@@ -59,7 +60,7 @@ pub(super) fn send_all(
     stream: &mut TcpStream,
     mut buf: &[u8],
     timeout: Duration,
-    end: Option<(Instant, Duration)>,
+    end: Option<(Instant, RunLimit)>,
 ) -> Result<(), TransportError> {
     let fail = |e: io::Error| broken("send", &e, timeout);
     let mut quiet = None;
