@@ -491,7 +491,9 @@ fn lab_write_lat_a_client_ends_its_test_at_its_own_max_time() {
     let why = "the test ran past this side's limit of 8 s (--max-time)";
     assert_eq!(client.status.code(), Some(2), "{}", err(&client));
     assert!(err(&client).contains(why), "{}", err(&client));
-    assert!(took >= Duration::from_secs(8) && took < Duration::from_secs(12), "{took:?}");
+    // Its end comes at a lap of the loop (5-20 ms) past the limit; the rest is the
+    // process starting and ending beside the other lab tests.
+    assert!(took >= Duration::from_secs(8) && took < Duration::from_secs(14), "{took:?}");
     // The server is told why, and ends too.
     let server = common::finish(server, Duration::from_secs(20));
     assert_eq!(server.status.code(), Some(2), "{}", err(&server));
