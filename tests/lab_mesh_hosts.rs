@@ -81,7 +81,7 @@ fn repo() -> String {
 
 #[test]
 #[ignore = "hosts: needs three lab hosts (ci/lab-vm --nodes 3)"]
-fn trial_hosts_mesh_of_three_nodes_passes_without_a_fault() {
+fn hosts_mesh_of_three_nodes_passes_without_a_fault() {
     let json = common::scratch("rdmabench-mesh-hosts").join("clean.json");
     let out = mesh(&json, &SMALL);
     let doc = read_json(&json, &out);
@@ -95,7 +95,7 @@ fn trial_hosts_mesh_of_three_nodes_passes_without_a_fault() {
 
 #[test]
 #[ignore = "hosts: needs three lab hosts (ci/lab-vm --nodes 3)"]
-fn trial_hosts_mesh_a_slowed_node_is_in_every_confirmed_finding() {
+fn hosts_mesh_a_slowed_node_is_in_every_confirmed_finding() {
     three_nodes();
     let _fault = Fault;
     // 50 ms: on a host at load ~24 the guests' own latencies reach 4–15 ms, and 5 ms
@@ -126,7 +126,7 @@ fn trial_hosts_mesh_a_slowed_node_is_in_every_confirmed_finding() {
 
 #[test]
 #[ignore = "hosts: needs three lab hosts (ci/lab-vm --nodes 3)"]
-fn trial_hosts_mesh_incast_and_bisection_across_three_nodes_add_up_per_host() {
+fn hosts_mesh_incast_and_bisection_across_three_nodes_add_up_per_host() {
     let json = common::scratch("rdmabench-mesh-hosts").join("patterns.json");
     let mut args = SMALL.to_vec();
     args.extend(["--pattern", "incast,bisection", "--bisection-rounds", "2", "--seed", "3"]);
