@@ -114,10 +114,14 @@ fn hosts_mesh_a_slowed_node_is_in_every_confirmed_finding() {
         assert!(f["from_host"] == "node3" || f["to_host"] == "node3", "{f:#}");
         assert!(f["rerun"].as_f64().is_some() && f["band"]["limit"].as_f64().is_some(), "{f:#}");
     }
-    // 50 ms more each round trip on node 3's links: their latency is confirmed.
+    // 50 ms more each round trip on node 3's links: their latency is confirmed, and their
+    // bandwidth (100 writes of 4 KiB wait out the delayed acknowledgements): both kinds,
+    // by the link band or, where TCG's spread widens it past them, node 3's host band.
     let lat: Vec<_> = confirmed.iter().filter(|f| f["check"] == "latency_outlier").collect();
-    assert_eq!(lat.len(), 4, "1↔3 and 2↔3, both ways: {findings:#?}");
+    assert!(!lat.is_empty(), "a latency finding: {findings:#?}");
     assert!(lat.iter().all(|f| f["rerun"].as_f64().unwrap() > 20_000.0), "{lat:#?}");
+    let bw = confirmed.iter().filter(|f| f["check"] == "bw_outlier").count();
+    assert!(bw > 0, "a bandwidth finding: {findings:#?}");
     let host3 = &doc["analysis"]["hosts"][2];
     assert_eq!(host3["findings"].as_u64(), Some(confirmed.len() as u64), "{host3}");
     let table = text(&out);

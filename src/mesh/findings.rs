@@ -343,13 +343,18 @@ pub fn suspects(
             }
         }
     }
-    if t.judge.bw() {
-        for (l, band) in host_suspects(ranks, links, t) {
+    for bw in [true, false] {
+        if (bw && !t.judge.bw()) || (!bw && !t.judge.lat()) {
+            continue;
+        }
+        let check = if bw { "bw_outlier" } else { "latency_outlier" };
+        for (l, band) in host_suspects(ranks, links, t, bw) {
             let seen = found.iter().any(|f| {
-                f.from == l.from && f.to == l.to && matches!(f.check, "bw_outlier" | "min_bw")
+                f.from == l.from && f.to == l.to && (f.check == check || bw && f.check == "min_bw")
             });
             if !seen {
-                found.push(Finding::suspect(ranks, l, "bw_outlier", l.bw_mb_per_sec, Some(band)));
+                let v = if bw { l.bw_mb_per_sec } else { l.t_typical_usec };
+                found.push(Finding::suspect(ranks, l, check, v, Some(band)));
             }
         }
     }
@@ -363,21 +368,28 @@ pub fn suspects(
 
 /// The links between hosts that the host band makes suspect, each with the band of its
 /// slow host (`peers` `host`: `centre` the other hosts' median, `links` the host's
-/// links). A host is slow when the median of its links' bandwidths (to and from other
-/// hosts) is below the median of the other hosts' medians by more than `--outlier`.
+/// links). A host is slow when the median of its links' figures (to and from other
+/// hosts) is worse than the median of the other hosts' medians by more than `--outlier`:
+/// a byte, or a round trip (`bw` false), takes over 1 + PCT/100 times as long, and for
+/// latency `--lat-floor` µs longer too. Not `--lat-ratio`: that is for one link, which
+/// a scheduler tick can slow a thousandfold; a median of a host's links is not, and a
+/// bad host of three pulls the others' medians half-way to its own (a 50 ms delay on one
+/// of three guests: 28 ms against the others' 17 ms).
 pub fn host_suspects<'a>(
     ranks: &[RankInfo],
     links: &'a [LinkResult],
     t: Thresholds,
+    bw: bool,
 ) -> Vec<(&'a LinkResult, Band)> {
     let (names, index) = super::analysis::host_of(ranks);
     if names.len() < HOST_BAND_MIN_HOSTS {
         return Vec::new();
     }
     let host = |r: usize| index.get(r).copied();
+    let figure = |l: &LinkResult| if bw { l.bw_mb_per_sec } else { l.t_typical_usec };
     let mut per_host: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     for l in links {
-        let (Some(a), Some(b), Some(v)) = (host(l.from), host(l.to), l.bw_mb_per_sec) else {
+        let (Some(a), Some(b), Some(v)) = (host(l.from), host(l.to), figure(l)) else {
             continue;
         };
         if a != b && v.is_finite() && v > 0.0 {
@@ -403,16 +415,20 @@ pub fn host_suspects<'a>(
         } else {
             0.0
         };
-        let limit = (centre / (1.0 + t.outlier_pct / 100.0)).min(centre - MADS * mad);
-        if own >= limit {
+        let longer = 1.0 + t.outlier_pct / 100.0;
+        let (metric, limit) = if bw {
+            ("bw", (centre / longer).min(centre - MADS * mad))
+        } else {
+            ("lat", (centre * longer).max(centre + t.lat_floor_usec).max(centre + MADS * mad))
+        };
+        let band = Band { metric, peers: "host", links: per_host[h].len(), centre, mad, limit };
+        if !band.outside(own) {
             continue;
         }
-        let band =
-            Band { metric: "bw", peers: "host", links: per_host[h].len(), centre, mad, limit };
         for l in links {
             let ends = (host(l.from), host(l.to));
             let of_h = ends.0 != ends.1 && (ends.0 == Some(h) || ends.1 == Some(h));
-            if of_h && l.bw_mb_per_sec.is_some_and(|v| v < limit) {
+            if of_h && figure(l).is_some_and(|v| band.outside(v)) {
                 found.push((l, band));
             }
         }

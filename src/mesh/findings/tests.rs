@@ -294,8 +294,46 @@ fn the_host_band_needs_three_hosts_and_leaves_a_healthy_spread_alone() {
     let t = Thresholds { judge: Judge::Bw, ..Thresholds::default() };
     // Two hosts: nothing to judge a host against.
     let two = mesh(2, |a, _| (if a == 0 { 1.0 } else { 5.0 }, 20.0));
-    assert!(host_suspects(&ranks(2, 1), &two, t).is_empty());
+    assert!(host_suspects(&ranks(2, 1), &two, t, true).is_empty());
     // Four hosts at ±20 %: no host's median is 25 % below the others'.
     let links = mesh(4, |a, b| (3000.0 * (1.0 + 0.2 * jitter(a, b, 3)), 20.0));
-    assert!(host_suspects(&ranks(4, 1), &links, t).is_empty());
+    assert!(host_suspects(&ranks(4, 1), &links, t, true).is_empty());
+    let lat = mesh(4, |a, b| (3000.0, 20.0 * (1.0 + 0.2 * jitter(a, b, 5))));
+    assert!(host_suspects(&ranks(4, 1), &lat, t, false).is_empty());
+}
+
+#[test]
+fn a_slow_host_of_three_is_suspect_by_latency_where_the_link_band_holds_it() {
+    // The three-guest lab with node 3 delayed by 50 ms (2026-12-05): TCG's bimodal
+    // latencies (1.9 and 7.2 ms between the healthy guests) widened the better-half band
+    // to 38.6 ms, above node 3's 28-30 ms.
+    let lat = |a: usize, b: usize| match (a, b) {
+        (0, 1) => 7168.0,
+        (1, 0) => 1860.6,
+        (0, 2) => 27738.1,
+        (1, 2) => 28327.9,
+        (2, 0) => 27902.0,
+        _ => 29884.4,
+    };
+    let links = mesh(3, |a, b| (10.0, lat(a, b)));
+    let r = ranks(3, 1);
+    let t = Thresholds::default();
+    let band = Bands::of(&r, &links, t).lat_inter.unwrap();
+    assert!(links.iter().all(|l| !band.outside(l.t_typical_usec.unwrap())), "{band:?}");
+    let found = judged(&r, &links, t);
+    let mut slow: Vec<(usize, usize, &str)> = ends(&found);
+    slow.sort_unstable();
+    assert_eq!(
+        slow,
+        [
+            (0, 2, "latency_outlier"),
+            (1, 2, "latency_outlier"),
+            (2, 0, "latency_outlier"),
+            (2, 1, "latency_outlier")
+        ],
+        "node 3's four links, by its host band: 28.1 ms against the others' 17.6"
+    );
+    let b = found[0].band.unwrap();
+    assert_eq!((b.peers, b.metric, b.links), ("host", "lat", 4));
+    assert!((b.limit - 17_600.5 * 1.25).abs() < 1e-6, "{b:?}");
 }
