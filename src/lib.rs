@@ -76,7 +76,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, Error> {
         Command::Doctor(args) => doctor(&args, out),
         Command::Qualify(args) => qualify::qualify(&args.options()?, out),
         Command::History(args) => history::history(&args.options()?, out),
-        Command::Diff(args) => history::diff(&args.options()?, out),
+        Command::Diff(args) => history::diff(&args.options(), out),
         Command::Mesh(args) => mesh::launch::command(&args.to_options()?, out),
         Command::Completions(args) => cli::generate::completions(args.shell, out).map(|()| 0),
         Command::Manpages(args) => {
