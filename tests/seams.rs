@@ -132,3 +132,25 @@ fn a_hostile_stored_test_run_is_shown_inert() {
         assert!(!shown.contains("bad\nline"), "{args:?}: {shown:?}");
     }
 }
+
+#[test]
+fn a_test_names_the_clock_that_timed_its_samples() {
+    let dir = scratch("clock");
+    let out = tcp_lat(&dir, &["-n", "100", "--json", "run.json"]);
+    let doc = common::read_json(&dir.join("run.json"), &out);
+    let clock = &doc["clock"];
+    let source = clock["source"].as_str().unwrap_or_else(|| panic!("no clock: {doc}"));
+    assert!(
+        ["tsc", "clock_gettime(CLOCK_MONOTONIC)", "QueryPerformanceCounter"].contains(&source),
+        "{clock}"
+    );
+    let read_ns = clock["read_ns"].as_f64().unwrap();
+    assert!((0.0..1e6).contains(&read_ns), "{clock}");
+    assert!(clock["system_call"].is_boolean(), "{clock}");
+    // The header says the same.
+    let line = text(&out).lines().find(|l| l.starts_with(" Clock ")).map(str::to_string);
+    let line = line.unwrap_or_else(|| panic!("no Clock line: {}", text(&out)));
+    assert!(line.contains(&format!("{source}, {read_ns:.0} ns a read")), "{line}");
+    let warned = text(&out).lines().any(|l| l.starts_with(" WARNING         :"));
+    assert_eq!(warned, !clock["warning"].is_null(), "{}", text(&out));
+}
