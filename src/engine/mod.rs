@@ -12,7 +12,7 @@
 pub(crate) mod affinity;
 pub mod describe;
 mod infinite;
-mod intervals;
+pub(crate) mod intervals;
 pub mod link;
 pub use crate::perf::pattern;
 pub mod results;
