@@ -154,3 +154,19 @@ fn a_test_names_the_clock_that_timed_its_samples() {
     let warned = text(&out).lines().any(|l| l.starts_with(" WARNING         :"));
     assert_eq!(warned, !clock["warning"].is_null(), "{}", text(&out));
 }
+
+#[test]
+fn a_folder_option_refuses_dash_rather_than_make_a_folder_named_dash() {
+    let dir = scratch("folders");
+    for args in [
+        &["compare", "127.0.0.1", "--out", "-"][..],
+        &["qualify", "quick", "--server", "127.0.0.1", "--out", "-"],
+        &["doctor", "--capture", "-"],
+        &["manpages", "-"],
+    ] {
+        let out = run_in(&dir, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", err(&out));
+        assert!(err(&out).contains("a folder of files, not stdout"), "{args:?}: {}", err(&out));
+        assert!(!dir.join("-").exists(), "{args:?} made a folder named -");
+    }
+}
