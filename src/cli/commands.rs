@@ -131,10 +131,10 @@ pub struct ServeArgs {
     #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
     pub device: Option<String>,
     /// Device port.
-    #[arg(short = 'i', long = "ib-port")]
+    #[arg(short = 'i', long = "ib-port", value_name = "PORT")]
     pub ib_port: Option<u8>,
     /// GID index (default: the RoCE v2 GID of the address the client reached).
-    #[arg(short = 'x', long = "gid-index")]
+    #[arg(short = 'x', long = "gid-index", value_name = "N")]
     pub gid_index: Option<u8>,
     /// Seconds to wait for a client at each step of a test.
     #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
@@ -178,7 +178,7 @@ pub struct CompareArgs {
     #[arg(long = "bytes", value_parser = parse_size, value_name = "BYTES")]
     pub bytes: Option<u64>,
     /// Bytes each latency point moves (iterations = this / size, 5 … 1000).
-    #[arg(long = "lat-bytes", value_parser = parse_size, default_value = "16M")]
+    #[arg(long = "lat-bytes", value_name = "BYTES", value_parser = parse_size, default_value = "16M")]
     pub lat_bytes: u64,
     /// No progress bar (there is none either when stderr is not a terminal).
     #[arg(long = "quiet")]
@@ -200,7 +200,7 @@ pub struct ClientArgs {
     #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
     pub device: Option<String>,
     /// GID index on this side.
-    #[arg(short = 'x', long = "gid-index")]
+    #[arg(short = 'x', long = "gid-index", value_name = "N")]
     pub gid_index: Option<u8>,
     /// Seconds to wait for the server at each step.
     #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
