@@ -151,6 +151,10 @@ fn load(arg: &str, store: &mut LazyStore<'_>) -> Result<Named, Error> {
         "perf" => Document::Test(Box::new(
             TestRun::parse(&text).map_err(|why| test_run::refused(&source, &why))?,
         )),
+        "" => {
+            let why = "no \"kind\": not a test's or qualify's JSON document";
+            return Err(test_run::refused(&source, why));
+        }
         other => {
             return Err(test_run::refused(
                 &source,
@@ -173,8 +177,9 @@ fn load(arg: &str, store: &mut LazyStore<'_>) -> Result<Named, Error> {
 /// profile.
 pub fn diff(o: &DiffOptions, out: &mut dyn Write) -> Result<u8, Error> {
     let mut store = LazyStore { flag: &o.store, store: None };
-    let was = load(&o.a, &mut store)?;
+    // B first, as `qualify --baseline` reads its own run before the baseline.
     let now = load(&o.b, &mut store)?;
+    let was = load(&o.a, &mut store)?;
     let (text, status) = match (was.document, now.document) {
         (Document::Test(a), Document::Test(b)) => {
             let d = test_run::diff(&a, &b)
