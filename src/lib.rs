@@ -76,8 +76,14 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, Error> {
         Command::Doctor(args) => doctor(&args, out),
         Command::Qualify(args) => qualify::qualify(&args.options()?, out),
         Command::History(args) => history::history(&args.options()?, out),
-        Command::Diff(args) => history::diff(&args.options()?, out),
-        Command::Mesh(args) => mesh::launch::command(&args.to_options()?, out),
+        Command::Diff(args) => history::diff(&args.options(), out),
+        Command::Mesh(args) => {
+            let options = args.to_options()?;
+            // An output on stdout holds it alone: the text goes to stderr.
+            let mut stderr = io::stderr();
+            let out: &mut dyn Write = if options.to_stdout() { &mut stderr } else { out };
+            mesh::launch::command(&options, out)
+        }
         Command::Completions(args) => cli::generate::completions(args.shell, out).map(|()| 0),
         Command::Manpages(args) => {
             for page in cli::generate::manpages(&args.dir)? {

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::environment::Environment;
 use crate::error::Error;
+use crate::measure::clock::ClockInfo;
 use crate::measure::cpu::CpuSides;
 use crate::measure::{BwStats, LatStats};
 use crate::spec::RunLength;
@@ -72,6 +73,9 @@ pub struct RunReport {
     pub role: &'static str,
     /// `rdmabench 0.1.0`.
     pub tool: String,
+    /// The clock that timed the samples: its source, a read's cost, any warning.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockInfo>,
     /// This side's host and device (or interface), and the peer's under `peer`.
     pub environment: Option<EnvironmentReport>,
     /// What actually ran on this side (null if the run stopped before set-up).
@@ -101,6 +105,7 @@ impl RunReport {
             test,
             role,
             tool,
+            clock: None,
             environment: None,
             params: None,
             peer_params: None,

@@ -79,12 +79,31 @@ pub struct Comparison {
     pub interval: [f64; 2],
     /// The same interval as percent of the baseline's median.
     pub interval_percent: [f64; 2],
+    /// The interval of the ratio `now / was` (the same ranks of every ratio
+    /// `now_j / was_i`): never below 0, where a shift's interval can reach past −100 %
+    /// when a baseline run lies far above its median. What the verdict judges; null
+    /// when a value is not positive (then the shift's percent is judged).
+    #[serde(default)]
+    pub interval_ratio: Option<[f64; 2]>,
     /// The interval's coverage (0–1): 0.95, or less when the runs are too few for it.
     pub confidence: f64,
     /// The tolerance judged against, percent.
     pub tolerance_percent: f64,
     /// better, same, worse or inconclusive.
     pub verdict: Verdict,
+}
+
+impl Comparison {
+    /// The interval as it prints: as a ratio (`0.45× .. 0.88×`), or as percent of the
+    /// baseline's median where there is no ratio (`-12.0 % .. +3.0 %`).
+    pub fn interval_text(&self) -> String {
+        match self.interval_ratio {
+            Some([low, high]) => format!("{low:.2}× .. {high:.2}×"),
+            None => {
+                format!("{:+.1} % .. {:+.1} %", self.interval_percent[0], self.interval_percent[1])
+            }
+        }
+    }
 }
 
 /// The median of the finite `values` (the mean of the middle two for an even count).
@@ -119,10 +138,12 @@ pub fn compare(
     let interval = [diffs[k - 1], diffs[diffs.len() - k]];
     let pct = |v: f64| v / base * 100.0;
     let interval_percent = [pct(interval[0]), pct(interval[1])];
+    let interval_ratio = ratio_interval(&was, &now, k);
+    let judged = interval_ratio.map_or(interval_percent, |r| r.map(|r| (r - 1.0) * 100.0));
     // In "good" terms: positive is better, whichever way the figure goes.
     let (good_low, good_high) = match direction {
-        Direction::HigherIsBetter => (interval_percent[0], interval_percent[1]),
-        Direction::LowerIsBetter => (-interval_percent[1], -interval_percent[0]),
+        Direction::HigherIsBetter => (judged[0], judged[1]),
+        Direction::LowerIsBetter => (-judged[1], -judged[0]),
     };
     let tol = tolerance_percent;
     let verdict = if confidence < MIN_CONFIDENCE {
@@ -143,10 +164,23 @@ pub fn compare(
         shift,
         interval,
         interval_percent,
+        interval_ratio,
         confidence,
         tolerance_percent,
         verdict,
     })
+}
+
+/// The interval of `now / was`: the `k`-th smallest and largest of every ratio
+/// `now_j / was_i` (the shift's interval on a log scale); `None` unless every value is
+/// positive.
+fn ratio_interval(was: &[f64], now: &[f64], k: usize) -> Option<[f64; 2]> {
+    if was.iter().chain(now).any(|v| *v <= 0.0) {
+        return None;
+    }
+    let mut ratios: Vec<f64> = now.iter().flat_map(|n| was.iter().map(move |w| n / w)).collect();
+    ratios.sort_by(f64::total_cmp);
+    Some([ratios[k - 1], ratios[ratios.len() - k]])
 }
 
 /// For `m` and `n` runs: the rank `k` (1-based) of the differences bounding the
@@ -253,6 +287,28 @@ mod tests {
         assert!((c.delta_percent - 0.1).abs() < 1e-9);
         assert!(c.interval[0] < 0.0 && c.interval[1] > 0.0, "{c:?}");
         assert!(c.confidence >= CONFIDENCE);
+    }
+
+    #[test]
+    fn an_interval_past_minus_100_percent_prints_as_a_ratio_above_0() {
+        // A baseline run far above its median: the shift's interval reaches −120 %, a
+        // change no bandwidth can make; the ratio's interval stays above 0.
+        let was = [1000.0, 1010.0, 2200.0, 1005.0, 995.0];
+        let now = [600.0, 610.0, 590.0, 605.0, 1000.0];
+        let c = compare(&was, &now, Direction::HigherIsBetter, 10.0).unwrap();
+        assert!(c.interval_percent[0] < -100.0, "{c:?}");
+        let [low, high] = c.interval_ratio.unwrap();
+        assert!(low > 0.0 && low < high && high < 1.0, "{c:?}");
+        let text = c.interval_text();
+        assert!(text.ends_with('×') && text.contains("× .. ") && !text.contains('%'), "{text}");
+        // Without a ratio (a value not positive), the percent as before.
+        let c = compare(&[0.0, 1.0, 2.0], &[1.0, 2.0, 3.0], Direction::HigherIsBetter, 10.0);
+        let c = c.unwrap();
+        assert_eq!(c.interval_ratio, None);
+        assert_eq!(
+            c.interval_text(),
+            format!("{:+.1} % .. {:+.1} %", c.interval_percent[0], c.interval_percent[1])
+        );
     }
 
     #[test]

@@ -315,3 +315,15 @@ fn lab_sweeps_and_queue_pairs_keep_perftests_order() {
     let window = p.json["results"][0]["bw"]["window_ns"].as_u64().unwrap();
     assert!(window > 3_000_000_000, "the run was not longer than the timeout: {window} ns");
 }
+
+#[test]
+#[ignore = "lab: needs an RDMA device and perftest (ci/lab-vm)"]
+fn lab_a_perftest_run_prints_its_interval_lines() {
+    // As rdmabench's own exchange: one line a second on the sending side, as it goes.
+    let p = against_perftest_server_ours("write_bw", &["-D", "4"], &["--interval", "1"]);
+    both_ok(&p, "write_bw -D 4 --interval 1");
+    let lines: Vec<String> =
+        text(&p.ours).lines().filter(|l| l.contains(" sec] ")).map(str::to_string).collect();
+    assert!(lines.len() >= 2, "interval lines: {lines:?}\n{}", text(&p.ours));
+    assert!(lines.iter().all(|l| l.contains("MiB/sec") && l.contains("Mpps")), "{lines:?}");
+}

@@ -118,6 +118,28 @@ fn mesh_of_four_ranks_over_tcp_measures_twelve_links() {
 }
 
 #[test]
+fn mesh_outputs_take_dash_for_stdout() {
+    let _one = one_job_at_a_time();
+    let dir = scratch().join("dash");
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("two.json");
+    let args =
+        ["mesh", "--tcp", "--address", "127.0.0.1", "-n", "50", "--outlier", "1000", "--csv", "-"];
+    let mut job = common::mpirun(2, &args);
+    job.args(["--json", json.to_str().unwrap()]).current_dir(&dir);
+    let out = finish(job.spawn().unwrap(), Duration::from_secs(120));
+    let doc = read_json(&json, &out);
+    assert_status_matches(&doc, &out);
+    // stdout holds the CSV alone: a header and a row per directed link; the text is on
+    // stderr, and no file is named `-`.
+    let rows: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+    assert!(rows[0].starts_with("from_rank,from_host"), "{rows:?}");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(err(&out).contains("2 of 2 directed links measured"), "{}", err(&out));
+    assert!(!dir.join("-").exists());
+}
+
+#[test]
 fn mesh_ring_of_three_meets_three_pairs() {
     let _one = one_job_at_a_time();
     let (out, doc) = tcp_mesh(3, "ring", &["-n", "50", "--pairs", "ring", "--outlier", "1000"]);
@@ -187,6 +209,7 @@ fn mesh_without_a_launcher_or_with_bad_flags_says_so() {
             "--min-pattern-ratio: a ratio above 0",
         ),
         (&["--pattern", "bisection", "--bisection-rounds", "0"], "--bisection-rounds: at least 1"),
+        (&["--json", "-", "--html", "-"], "--json -, --html -: only one output can be stdout (-)"),
     ] {
         let mut args = vec!["mesh"];
         args.extend_from_slice(flags);

@@ -322,7 +322,15 @@ fn history_lists_and_diff_judges_stored_runs() {
     assert!(text(&out)
         .contains("tcp_bw 128K: BW average 40.00 MiB/s against the baseline's 1000.00 MiB/s"));
 
-    refused(&diff(before, other), "run 1 is profile 'lab', run 4 is 'sweep'");
+    let out = rdmabench(&dir, &["diff", "--json", &before.to_string(), &slower.to_string()]);
+    assert_eq!(out.status.code(), Some(1), "{}", err(&out));
+    let v: serde_json::Value = serde_json::from_str(&text(&out)).unwrap();
+    assert_eq!((v["kind"].as_str(), v["compared"].as_str()), (Some("diff"), Some("qualify")));
+    assert_eq!(v["worse"], 1);
+    let worse = v["points"].as_array().unwrap().iter().find(|p| p["id"] == "tcp_bw 128K");
+    assert_eq!(worse.unwrap()["comparison"]["verdict"], "worse", "{v}");
+
+    refused(&diff(before, other), "A is profile 'lab', B is 'sweep'");
     refused(&diff(before, 99), "no run 99 in the results store");
     // A baseline of another profile, from the store or a file, before anything runs.
     let out = rdmabench(&dir, &["qualify", "quick", "--server", "127.0.0.1", "--baseline", "1"]);

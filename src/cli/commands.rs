@@ -40,7 +40,7 @@ pub struct CompletionsArgs {
 #[derive(Debug, Args)]
 pub struct ManpagesArgs {
     /// Where the pages go (created if missing).
-    #[arg(value_name = "DIR")]
+    #[arg(value_name = "DIR", value_parser = folder)]
     pub dir: std::path::PathBuf,
 }
 
@@ -64,7 +64,7 @@ pub struct DoctorArgs {
     pub root: Option<std::path::PathBuf>,
     /// Judge nothing: copy the files doctor reads (under --root, else this host's) into
     /// DIR, for `doctor --root DIR` to judge later, anywhere.
-    #[arg(long = "capture", value_name = "DIR", conflicts_with_all = ["json", "junit", "device"])]
+    #[arg(long = "capture", value_name = "DIR", value_parser = folder, conflicts_with_all = ["json", "junit", "device"])]
     pub capture: Option<std::path::PathBuf>,
     /// RDMA interface: verbs, or nd (NetworkDirect's checks). Default: nd on Windows,
     /// verbs elsewhere.
@@ -105,7 +105,7 @@ pub struct QualifyArgs {
     #[arg(long = "junit", value_name = "FILE")]
     pub junit: Option<std::path::PathBuf>,
     /// Where qualify.json, junit.xml and report.html go.
-    #[arg(long = "out", value_name = "DIR", default_value = "rdmabench-qualify")]
+    #[arg(long = "out", value_name = "DIR", default_value = "rdmabench-qualify", value_parser = folder)]
     pub out: std::path::PathBuf,
     /// No progress bar (there is none either when stderr is not a terminal).
     #[arg(long = "quiet")]
@@ -131,10 +131,10 @@ pub struct ServeArgs {
     #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
     pub device: Option<String>,
     /// Device port.
-    #[arg(short = 'i', long = "ib-port")]
+    #[arg(short = 'i', long = "ib-port", value_name = "PORT")]
     pub ib_port: Option<u8>,
     /// GID index (default: the RoCE v2 GID of the address the client reached).
-    #[arg(short = 'x', long = "gid-index")]
+    #[arg(short = 'x', long = "gid-index", value_name = "N")]
     pub gid_index: Option<u8>,
     /// Seconds to wait for a client at each step of a test.
     #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
@@ -161,7 +161,7 @@ pub struct CompareArgs {
     #[arg(value_name = "HOST")]
     pub host: String,
     /// Where results.json, results.csv, the charts and report.html go.
-    #[arg(long = "out", value_name = "DIR", default_value = "rdmabench-compare")]
+    #[arg(long = "out", value_name = "DIR", default_value = "rdmabench-compare", value_parser = folder)]
     pub out: std::path::PathBuf,
     /// Message sizes (K/M suffixes), comma-separated (default: 2 B … 8 MiB, ×4 steps).
     #[arg(long = "sizes", value_name = "LIST", value_delimiter = ',', value_parser = parse_size)]
@@ -178,7 +178,7 @@ pub struct CompareArgs {
     #[arg(long = "bytes", value_parser = parse_size, value_name = "BYTES")]
     pub bytes: Option<u64>,
     /// Bytes each latency point moves (iterations = this / size, 5 … 1000).
-    #[arg(long = "lat-bytes", value_parser = parse_size, default_value = "16M")]
+    #[arg(long = "lat-bytes", value_name = "BYTES", value_parser = parse_size, default_value = "16M")]
     pub lat_bytes: u64,
     /// No progress bar (there is none either when stderr is not a terminal).
     #[arg(long = "quiet")]
@@ -200,7 +200,7 @@ pub struct ClientArgs {
     #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
     pub device: Option<String>,
     /// GID index on this side.
-    #[arg(short = 'x', long = "gid-index")]
+    #[arg(short = 'x', long = "gid-index", value_name = "N")]
     pub gid_index: Option<u8>,
     /// Seconds to wait for the server at each step.
     #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
@@ -229,6 +229,17 @@ impl ClientArgs {
             auth_key: self.auth_key.clone(),
         }
     }
+}
+
+/// A folder option's value: `-` (stdout) is a file option's, and is refused here, not
+/// made a folder named `-`.
+fn folder(text: &str) -> Result<std::path::PathBuf, String> {
+    if text == "-" {
+        return Err(
+            "a folder of files, not stdout: `-` is stdout for a FILE option (--json -)".into()
+        );
+    }
+    Ok(text.into())
 }
 
 impl CompareArgs {

@@ -83,9 +83,12 @@ pub struct HistoryArgs {
     /// Only runs started before the end of DATE (a day), or before a time.
     #[arg(long = "until", value_name = "DATE", value_parser = until)]
     pub until: Option<String>,
-    /// JSON on stdout instead of the table.
+    /// JSON on stdout instead of the table (with --show: the run's stored JSON document).
     #[arg(long = "json")]
     pub json: bool,
+    /// Show one stored run again, as it printed: a test's results table, a qualification's verdict table.
+    #[arg(long = "show", value_name = "ID", conflicts_with_all = ["host", "device", "firmware", "profile", "since", "until"])]
+    pub show: Option<i64>,
     /// The results store (default as qualify's).
     #[arg(long = "store", value_name = "PATH")]
     pub store: Option<PathBuf>,
@@ -108,6 +111,7 @@ impl HistoryArgs {
                 until: self.until.clone(),
             },
             json: self.json,
+            show: self.show,
         })
     }
 }
@@ -115,24 +119,29 @@ impl HistoryArgs {
 #[doc = concat!("`rdmabench diff`.")]
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The baseline: a stored run's id (rdmabench history).
+    /// The baseline: a stored run's id (rdmabench history), or a JSON file a test's --json or qualify --json wrote.
     #[arg(value_name = "A")]
-    pub a: i64,
-    /// The run judged against A.
+    pub a: String,
+    /// The run judged against A: an id or a file, the same kind as A.
     #[arg(value_name = "B")]
-    pub b: i64,
-    /// The results store (default as qualify's).
+    pub b: String,
+    /// JSON on stdout instead of the text (docs/json.md, "diff").
+    #[arg(long = "json")]
+    pub json: bool,
+    /// The results store ids are read from (default as qualify's).
     #[arg(long = "store", value_name = "PATH")]
     pub store: Option<PathBuf>,
 }
 
 impl DiffArgs {
     /// The comparison asked for.
-    ///
-    /// # Errors
-    /// No store to default to.
-    pub fn options(&self) -> Result<DiffOptions, Error> {
-        Ok(DiffOptions { store: store_path(self.store.clone())?, a: self.a, b: self.b })
+    pub fn options(&self) -> DiffOptions {
+        DiffOptions {
+            store: self.store.clone(),
+            a: self.a.clone(),
+            b: self.b.clone(),
+            json: self.json,
+        }
     }
 }
 

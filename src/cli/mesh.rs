@@ -140,13 +140,14 @@ pub struct MeshArgs {
     #[arg(short = 'p', long = "port", value_name = "PORT", default_value_t = 0)]
     pub port: u16,
     /// Rank 0 writes the matrices, links and findings as JSON to FILE (after every round
-    /// too, so a stopped job keeps what it measured).
+    /// too, so a stopped job keeps what it measured); `-`: stdout at the end, the text
+    /// then on stderr.
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Rank 0 writes one row per directed link as CSV to FILE.
+    /// Rank 0 writes one row per directed link as CSV to FILE (`-`: stdout).
     #[arg(long = "csv", value_name = "FILE")]
     pub csv: Option<PathBuf>,
-    /// Rank 0 writes an HTML page with the heatmaps to FILE.
+    /// Rank 0 writes an HTML page with the heatmaps to FILE (`-`: stdout).
     #[arg(long = "html", value_name = "FILE")]
     pub html: Option<PathBuf>,
 }
@@ -157,6 +158,11 @@ impl MeshArgs {
     /// # Errors
     /// One line naming the flag (kind `usage`).
     pub fn to_options(&self) -> Result<MeshOptions, Error> {
+        crate::files::one_stdout(&[
+            ("--json", self.json.as_deref()),
+            ("--csv", self.csv.as_deref()),
+            ("--html", self.html.as_deref()),
+        ])?;
         Ok(MeshOptions {
             mesh: self.to_mesh()?,
             local: self.local(),

@@ -88,9 +88,9 @@ enum RawCommand {
     /// Qualify a NIC, firmware or driver: doctor, then a profile's tests against `serve`,
     /// judged by thresholds and a baseline; table, JSON, JUnit XML, HTML.
     Qualify(QualifyArgs),
-    /// The stored runs (every qualify, and tests run with --store): filter by host, device, firmware, profile, date.
+    /// The stored runs (every qualify, and tests run with --store): filter by host, device, firmware, profile, date; --show ID prints one again.
     History(HistoryArgs),
-    /// Two stored qualifications compared as `qualify --baseline` would: B against A.
+    /// Two runs, B against A (stored ids or --json files): tests by parameters, environment and each size's figures; qualifications as `qualify --baseline` would.
     Diff(DiffArgs),
     /// All pairs of an MPI job (mpirun -np N / srun -n N), both directions, bandwidth and
     /// latency: N×N matrices, per-node and per-host summaries, slow links confirmed by a

@@ -156,6 +156,11 @@ impl PerfArgs {
         if self.report_counters.is_some() && self.rails() {
             return Err(Error::usage("-W: one device (rails print no per-size table)"));
         }
+        if self.report.store.is_some() && self.rails() {
+            return Err(Error::usage(
+                "--store: one device (a multi-rail run is not recorded in the results store): record each rail's own run (-d DEVICE --store), or keep the rails' --json FILE",
+            ));
+        }
         if self.rdma_cm && self.host.as_deref().is_some_and(str::is_empty) {
             return Err(Error::usage("-R: HOST must be the RDMA interface's IP address"));
         }

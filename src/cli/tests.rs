@@ -324,3 +324,14 @@ fn a_near_miss_gets_a_suggestion_and_the_subcommands_help() {
     assert!(e.contains("a similar argument exists: '--store'"), "{e}");
     assert!(e.ends_with("(see rdmabench write-bw --help)"), "{e}");
 }
+
+#[test]
+fn rails_refuse_store_with_the_way_out() {
+    let line = ["write-bw", "-d", "rxe0,rxe1", "--backend", "verbs", "--store=r.db", "h"];
+    let e = test(&line).unwrap_err();
+    assert_eq!(e.kind, crate::error::ErrorKind::Usage, "{e}");
+    assert!(e.message.starts_with("--store: one device"), "{e}");
+    assert!(e.message.contains("-d DEVICE --store"), "{e}");
+    // One device records as before.
+    assert!(test(&["write-bw", "-d", "rxe0", "--backend", "verbs", "--store=r.db", "h"]).is_ok());
+}

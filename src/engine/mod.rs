@@ -12,7 +12,7 @@
 pub(crate) mod affinity;
 pub mod describe;
 mod infinite;
-mod intervals;
+pub(crate) mod intervals;
 pub mod link;
 pub use crate::perf::pattern;
 pub mod results;
@@ -256,6 +256,7 @@ fn no_client(e: Error, stray: Option<&Refusal>, port: u16, timeout: Duration) ->
 pub(crate) fn new_report(spec: &TestSpec, client: bool) -> RunReport {
     let mut report = RunReport::new(spec.id(), if client { "client" } else { "server" }, tool());
     report.environment = Some(EnvironmentReport { local: Environment::host(), peer: None });
+    report.clock = Some(crate::measure::clock::ClockInfo::measured());
     report
 }
 

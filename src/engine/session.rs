@@ -106,8 +106,8 @@ pub(crate) fn print_header<C>(
     setup: &Setup<C>,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
-    let mut head =
-        report::header(ctx.spec, &setup.params, report.role, report.environment.as_ref());
+    let env = report.environment.as_ref();
+    let mut head = report::header(ctx.spec, &setup.params, report.role, env, report.clock.as_ref());
     for l in setup.local.iter().chain(&setup.remote) {
         head.push_str(l);
         head.push('\n');

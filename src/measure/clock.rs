@@ -8,6 +8,8 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
+
 /// How long the process's first calibration watches the counter: its two monotonic
 /// reads cost at most a few µs, so the first rate is within ~0.1 %, until a run's own
 /// span refines it.
@@ -138,6 +140,104 @@ impl CycleClock {
     }
 }
 
+/// Pairs of back-to-back reads whose median difference is a read's cost.
+const COST_PAIRS: usize = 2001;
+
+/// A read costing more than this, ns, is a system call or a trap, not a vDSO read or
+/// an instruction: each sample carries it.
+pub const SLOW_READ_NS: f64 = 200.0;
+
+/// Kernel clock sources whose `clock_gettime` the vDSO answers in user space; any
+/// other (`hpet`, `acpi_pm`, `jiffies`) makes each read a system call.
+const VDSO_CLOCKSOURCES: [&str; 4] =
+    ["tsc", "kvm-clock", "hyperv_clocksource_tsc_page", "arch_sys_counter"];
+
+/// The clock that timed a run's samples, as its header and JSON name it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClockInfo {
+    /// `tsc` (the cycle counter), `clock_gettime(CLOCK_MONOTONIC)` or
+    /// `QueryPerformanceCounter`.
+    pub source: String,
+    /// What one read cost, ns: the median of back-to-back pairs measured at start.
+    pub read_ns: f64,
+    /// Linux: the kernel's current clock source (`tsc`, `kvm-clock`, `hpet`).
+    pub kernel_clocksource: Option<String>,
+    /// Whether a read is a system call (the monotonic clock on a clock source the vDSO
+    /// cannot read).
+    pub system_call: bool,
+    /// Why the samples carry the clock's cost, when they do (a system call, or a read
+    /// over [`SLOW_READ_NS`]).
+    pub warning: Option<String>,
+}
+
+impl ClockInfo {
+    /// This process's loops' clock, measured once (a few ms at most).
+    pub fn measured() -> ClockInfo {
+        static INFO: OnceLock<ClockInfo> = OnceLock::new();
+        INFO.get_or_init(|| {
+            let counter = counter_usable();
+            let clocksource = kernel_clocksource();
+            ClockInfo::judged(counter, clocksource, read_cost_ns(counter))
+        })
+        .clone()
+    }
+
+    /// The clock the loops read (`counter`: the cycle counter), named and judged from
+    /// the kernel's clock source and a read's measured cost.
+    pub fn judged(counter: bool, kernel_clocksource: Option<String>, read_ns: f64) -> ClockInfo {
+        let source = if counter {
+            "tsc"
+        } else if cfg!(windows) {
+            "QueryPerformanceCounter"
+        } else {
+            "clock_gettime(CLOCK_MONOTONIC)"
+        };
+        let system_call = !counter
+            && kernel_clocksource.as_deref().is_some_and(|c| !VDSO_CLOCKSOURCES.contains(&c));
+        let warning = if system_call {
+            let c = kernel_clocksource.as_deref().unwrap_or("-");
+            Some(format!(
+                "each clock read is a system call (kernel clocksource {c}, {read_ns:.0} ns a read): every sample carries it"
+            ))
+        } else if read_ns > SLOW_READ_NS {
+            Some(format!(
+                "a clock read costs {read_ns:.0} ns (over {SLOW_READ_NS:.0}): every sample carries it"
+            ))
+        } else {
+            None
+        };
+        let read_ns = (read_ns * 10.0).round() / 10.0;
+        ClockInfo { source: source.into(), read_ns, kernel_clocksource, system_call, warning }
+    }
+}
+
+/// Linux's current clock source, as sysfs names it.
+fn kernel_clocksource() -> Option<String> {
+    let path =
+        std::path::Path::new("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+    let text = crate::files::read_text(path, 256).ok()?;
+    Some(crate::text::clean(&text)).filter(|c| !c.is_empty())
+}
+
+/// What one read of the loops' clock costs, ns: the median difference of
+/// [`COST_PAIRS`] back-to-back reads.
+fn read_cost_ns(counter: bool) -> f64 {
+    let mut ns: Vec<f64> = Vec::with_capacity(COST_PAIRS);
+    if counter {
+        let rate = first_rate();
+        for _ in 0..COST_PAIRS {
+            let (a, b) = (ffi::tsc::read(), ffi::tsc::read());
+            ns.push(b.wrapping_sub(a) as f64 * rate);
+        }
+    } else {
+        for _ in 0..COST_PAIRS {
+            let (a, b) = (Instant::now(), Instant::now());
+            ns.push(b.duration_since(a).as_nanos() as f64);
+        }
+    }
+    crate::stats::median(&ns).unwrap_or(0.0)
+}
+
 /// Elapsed time of a rare check on a hot path (a socket write that came back short):
 /// started on the counter where it keeps time, so starting costs no system call.
 #[derive(Clone, Copy, Debug)]
@@ -196,6 +296,32 @@ mod tests {
                 assert!((back - 1e9).abs() < 1e3, "{back}");
             }
         }
+    }
+
+    #[test]
+    fn a_clock_read_that_is_a_system_call_or_slow_is_warned_of() {
+        let vdso = ClockInfo::judged(false, Some("kvm-clock".into()), 25.0);
+        assert_eq!((vdso.system_call, vdso.warning.as_deref()), (false, None));
+        let hpet = ClockInfo::judged(false, Some("hpet".into()), 1850.0);
+        assert!(hpet.system_call, "{hpet:?}");
+        assert!(hpet
+            .warning
+            .as_deref()
+            .unwrap()
+            .contains("system call (kernel clocksource hpet, 1850 ns"));
+        // The counter is read in user space whatever the kernel's clock source.
+        let tsc = ClockInfo::judged(true, Some("hpet".into()), 12.0);
+        assert_eq!((tsc.source.as_str(), tsc.system_call, tsc.warning), ("tsc", false, None));
+        let trapped = ClockInfo::judged(true, Some("tsc".into()), 900.0);
+        assert!(!trapped.system_call);
+        assert!(trapped.warning.unwrap().contains("costs 900 ns (over 200)"));
+    }
+
+    #[test]
+    fn the_measured_clock_names_its_source_and_cost() {
+        let c = ClockInfo::measured();
+        assert_eq!(c.source == "tsc", counter_usable(), "{c:?}");
+        assert!(c.read_ns.is_finite() && c.read_ns >= 0.0 && c.read_ns < 1e6, "{c:?}");
     }
 
     #[test]

@@ -78,7 +78,8 @@ fn launch(args: &MeshOptions, mesh: &MeshSpec, out: &mut dyn Write) -> Result<u8
             if let Ok(mut l) = last.lock() {
                 *l = Some(r.clone());
             }
-            if let Some(path) = &args.json {
+            // A file is rewritten after every round; stdout gets the last report only.
+            if let Some(path) = args.json.as_ref().filter(|p| !crate::files::is_stdout(p)) {
                 let _ = write_file(path, &crate::report::to_json(r));
             }
         };
@@ -186,10 +187,11 @@ fn watch_termination(
 }
 
 /// Rank 0 empties its output files before the first round: a bad path fails at once,
-/// and no older file reads as this run's.
+/// and no older file reads as this run's. `-` (stdout) has nothing to empty.
 #[cfg_attr(not(feature = "mesh"), allow(dead_code))]
 fn clear_outputs(args: &MeshOptions) -> Result<(), Error> {
-    for path in [&args.json, &args.csv, &args.html].into_iter().flatten() {
+    let files = [&args.json, &args.csv, &args.html].into_iter().flatten();
+    for path in files.filter(|p| !crate::files::is_stdout(p)) {
         write_file(path, "")?;
     }
     Ok(())
@@ -198,16 +200,34 @@ fn clear_outputs(args: &MeshOptions) -> Result<(), Error> {
 #[cfg_attr(not(feature = "mesh"), allow(dead_code))]
 fn write_outputs(args: &MeshOptions, report: &MeshReport) -> Result<(), Error> {
     if let Some(path) = &args.json {
-        write_file(path, &crate::report::to_json(report))?;
+        put("--json", path, &crate::report::to_json(report))?;
     }
     if let Some(path) = &args.csv {
         let csv = report.csv().map_err(|e| Error::io(format!("--csv: {e}")))?;
-        write_file(path, &csv)?;
+        put("--csv", path, &csv)?;
     }
     if let Some(path) = &args.html {
-        write_file(path, &report.html())?;
+        put("--html", path, &report.html())?;
     }
     Ok(())
+}
+
+/// One output: onto stdout for `-`, else into its file whole ([`write_file`]).
+fn put(flag: &str, path: &Path, text: &str) -> Result<(), Error> {
+    if crate::files::is_stdout(path) {
+        return crate::files::write_output(flag, path, text);
+    }
+    write_file(path, text)
+}
+
+impl MeshOptions {
+    /// Whether one of rank 0's outputs is stdout (`-`): its text then goes to stderr.
+    pub fn to_stdout(&self) -> bool {
+        [&self.json, &self.csv, &self.html]
+            .into_iter()
+            .flatten()
+            .any(|p| crate::files::is_stdout(p))
+    }
 }
 
 /// Writes `text` to a file beside `path`, then renames it there: a rank killed while it

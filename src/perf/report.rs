@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 pub use super::table::{cpu_line, details, table_header, table_row, Layout};
 use crate::measure::bw_in_unit;
+use crate::measure::clock::ClockInfo;
 pub use crate::report::RESULT_LINE;
 use crate::results::{
     EffectiveParams, EnvironmentReport, PathParams, SizeResult, TcpEffective, Verdict,
@@ -63,6 +64,7 @@ pub fn header(
     p: &EffectiveParams,
     role: &str,
     env: Option<&EnvironmentReport>,
+    clock: Option<&ClockInfo>,
 ) -> String {
     let mut o = match &p.tcp {
         Some(t) => tcp_header(spec, p, t),
@@ -72,6 +74,16 @@ pub fn header(
         let _ = writeln!(o, " local host      : {}", env.local.summary());
         if let Some(peer) = &env.peer {
             let _ = writeln!(o, " remote host     : {}", peer.summary());
+        }
+    }
+    if let Some(c) = clock {
+        let source = c
+            .kernel_clocksource
+            .as_deref()
+            .map_or(String::new(), |k| format!(", kernel clocksource {k}"));
+        let _ = writeln!(o, " Clock           : {}, {:.0} ns a read{source}", c.source, c.read_ns);
+        if let Some(w) = &c.warning {
+            let _ = writeln!(o, " WARNING         : {w}");
         }
     }
     let _ = writeln!(o, "{RESULT_LINE}");

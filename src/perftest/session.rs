@@ -14,6 +14,7 @@ use super::records::{report_of, result_of, BwReport, Key};
 use super::wire::Wire;
 use crate::backend::{self, SetupContext};
 use crate::counters::{PortCounters, Snapshot};
+use crate::engine::intervals::IntervalPrinter;
 use crate::engine::results::cpu_cost;
 use crate::engine::step::{bw_result, Step};
 use crate::error::Error;
@@ -237,6 +238,12 @@ struct Test<'a, 'o> {
     out: &'o mut dyn Write,
 }
 
+/// `--interval`'s lines for a bandwidth loop at `size`, as rdmabench's own exchange
+/// prints them (nothing without `--interval`).
+fn printing(local: &crate::spec::Local, size: u64) -> IntervalPrinter<NoPulse> {
+    IntervalPrinter::new(NoPulse, local.interval_lines, size, None)
+}
+
 impl Test<'_, '_> {
     fn size32(size: u64) -> Result<u32, Error> {
         u32::try_from(size)
@@ -291,8 +298,13 @@ impl Test<'_, '_> {
                 self.step.warm_up(&mut self.conns, size32, slots)?;
             }
             let plan = self.step.bw_plan(size32, slots, false);
-            let outcome =
-                loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv, NoPulse)?;
+            let outcome = loops::bw_send(
+                &mut self.conns,
+                &plan,
+                Clock::start(),
+                &mut NoRecv,
+                printing(self.step.local, size),
+            )?;
             let (total, per_qp, iterations) = bw_result(size, &outcome, &spec.run);
             let mut r = SizeResult { size, iterations, bw: Some(total), ..Default::default() };
             if per_qp.len() > 1 {
@@ -334,9 +346,21 @@ impl Test<'_, '_> {
             let outcome = if sends {
                 let n = self.conns.len();
                 let mut recv = loops::Reposting::new(n, plan.iters, posted, size32, slots);
-                loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut recv, NoPulse)?
+                loops::bw_send(
+                    &mut self.conns,
+                    &plan,
+                    Clock::start(),
+                    &mut recv,
+                    printing(self.step.local, size),
+                )?
             } else {
-                loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv, NoPulse)?
+                loops::bw_send(
+                    &mut self.conns,
+                    &plan,
+                    Clock::start(),
+                    &mut NoRecv,
+                    printing(self.step.local, size),
+                )?
             };
             let (mine, per_qp, iterations) = bw_result(size, &outcome, &spec.run);
             if sweep && !sends {
@@ -384,8 +408,13 @@ impl Test<'_, '_> {
             let before = self.window();
             let mut r = SizeResult { size, ..Default::default() };
             if self.ctx.client() {
-                let outcome =
-                    loops::bw_send(&mut self.conns, &plan, Clock::start(), &mut NoRecv, NoPulse)?;
+                let outcome = loops::bw_send(
+                    &mut self.conns,
+                    &plan,
+                    Clock::start(),
+                    &mut NoRecv,
+                    printing(self.step.local, size),
+                )?;
                 let (total, per_qp, iterations) = bw_result(size, &outcome, &spec.run);
                 (r.bw, r.iterations) = (Some(total), iterations);
                 if per_qp.len() > 1 {

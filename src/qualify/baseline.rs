@@ -56,6 +56,15 @@ impl Baseline {
         Ok(Baseline { file, report })
     }
 
+    /// A qualify JSON document read from `file` (a path, or `run N in STORE`).
+    ///
+    /// # Errors
+    /// Not a qualification: one line naming `file`.
+    pub fn parsed(file: String, text: &str) -> Result<Baseline, Error> {
+        let report = parse(text).map_err(|why| Error::usage(format!("{file}: {why}")))?;
+        Ok(Baseline { file, report })
+    }
+
     /// Stored run `id` of `store`.
     ///
     /// # Errors

@@ -13,12 +13,7 @@ use crate::store::query::TrendRow;
 
 fn interval(c: &PointComparison) -> String {
     let s = &c.stats;
-    format!(
-        "{:+.1} .. {:+.1} % ({:.0} %)",
-        s.interval_percent[0],
-        s.interval_percent[1],
-        s.confidence * 100.0
-    )
+    format!("{} ({:.0} %)", s.interval_text(), s.confidence * 100.0)
 }
 
 /// `5 vs 3`, and how many of them confirmed a `worse` after every other point.
@@ -70,7 +65,7 @@ pub fn html(r: &QualifyReport) -> String {
     if !compared.is_empty() {
         let _ = writeln!(
             o,
-            "<h2>Against the baseline</h2>\n<p>Per point: the Hodges–Lehmann shift's interval (Mann–Whitney), as % of the baseline's median; <b>worse</b> only when all of it is beyond the tolerance ({}%).</p>\n<table id=\"comparison\">\n<tr><th>verdict</th><th>point</th><th>figure</th><th>baseline median</th><th>median</th><th>Δ</th><th>interval (confidence)</th><th>runs</th></tr>",
+            "<h2>Against the baseline</h2>\n<p>Per point: the Hodges–Lehmann interval (Mann–Whitney) of the ratio now / baseline; <b>worse</b> only when all of it is beyond the tolerance ({}%).</p>\n<table id=\"comparison\">\n<tr><th>verdict</th><th>point</th><th>figure</th><th>baseline median</th><th>median</th><th>Δ</th><th>interval (confidence)</th><th>runs</th></tr>",
             r.profile.tolerance_percent
         );
         for (p, c) in compared {
@@ -122,12 +117,15 @@ pub fn html(r: &QualifyReport) -> String {
 const TW: f64 = 300.0;
 const TH: f64 = 130.0;
 const PAD_L: f64 = 8.0;
-const PAD_R: f64 = 8.0;
+/// Room right of the line for its scale: the top and bottom values.
+const PAD_R: f64 = 60.0;
 const PAD_T: f64 = 22.0;
 const PAD_B: f64 = 34.0;
 
 /// One point's medians across runs: a polyline over the runs, each labelled with its
-/// firmware (and run id) below, the range of values at the top.
+/// firmware (and run id) below, the range of values at the top. The line spans the
+/// height from the lowest median to the highest, not from 0: its scale, those two
+/// values, stands beside it at the height each is drawn, on a dashed rule.
 pub fn trend_svg(point: &str, rows: &[&TrendRow]) -> String {
     let values: Vec<f64> = rows.iter().map(|r| r.median).collect();
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
@@ -149,6 +147,17 @@ pub fn trend_svg(point: &str, rows: &[&TrendRow]) -> String {
         escape(point),
         escape(unit)
     );
+    for v in if hi > lo { vec![hi, lo] } else { vec![hi] } {
+        let _ = writeln!(
+            o,
+            "<line x1=\"{PAD_L}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ccc\" stroke-dasharray=\"3,3\"/><text class=\"scale\" x=\"{:.1}\" y=\"{:.1}\" fill=\"#777\">{v:.2}</text>",
+            TW - PAD_R,
+            y(v),
+            y(v),
+            TW - PAD_R + 4.0,
+            y(v) + 3.5
+        );
+    }
     let line: Vec<String> =
         values.iter().enumerate().map(|(i, v)| format!("{:.1},{:.1}", x(i), y(*v))).collect();
     let _ = writeln!(
@@ -211,5 +220,15 @@ mod tests {
         assert!(svg.contains(">2.40.7000</text>") && svg.contains(">2.42.5000</text>"), "{svg}");
         assert!(svg.contains("&lt;x&gt;") && !svg.contains("<x>"), "{svg}");
         assert!(svg.contains("90.00 – 120.00 MiB/s"), "{svg}");
+        // The scale beside the line: the top value at the top, the bottom at the bottom.
+        let scale = |v: &str| {
+            let at = svg.find(&format!("fill=\"#777\">{v}</text>")).expect(&svg);
+            let tag = &svg[svg[..at].rfind("<text class=\"scale\"").expect(&svg)..at];
+            let y = tag.split("y=\"").nth(1).unwrap().split('"').next().unwrap();
+            y.parse::<f64>().unwrap()
+        };
+        assert!(scale("120.00") < scale("90.00"), "{svg}");
+        assert!((scale("120.00") - PAD_T - 3.5).abs() < 0.1, "{svg}");
+        assert!((scale("90.00") - (TH - PAD_B) - 3.5).abs() < 0.1, "{svg}");
     }
 }

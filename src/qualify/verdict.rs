@@ -244,14 +244,13 @@ impl PointComparison {
         let s = &self.stats;
         (s.verdict == Verdict::Worse).then(|| {
             format!(
-                "{id}: {} {:.2} {u} against the baseline's {:.2} {u} ({:+.1} %, {:.0} % interval {:+.1} % .. {:+.1} %, tolerance {}%)",
+                "{id}: {} {:.2} {u} against the baseline's {:.2} {u} ({:+.1} %, {:.0} % interval {}, tolerance {}%)",
                 self.figure,
                 s.median,
                 s.baseline_median,
                 s.delta_percent,
                 s.confidence * 100.0,
-                s.interval_percent[0],
-                s.interval_percent[1],
+                s.interval_text(),
                 s.tolerance_percent,
                 u = self.unit,
             )
@@ -375,7 +374,7 @@ mod tests {
         assert_eq!((c.stats.verdict, c.runs.len(), c.baseline_runs.len()), (Verdict::Worse, 5, 3));
         let line = c.regression("write_bw 64K").unwrap();
         assert!(
-            line.starts_with("write_bw 64K: BW average 600.00 MiB/s against the baseline's 1000.00 MiB/s (-40.0 %, 96 % interval -42.0 % .. -38.0 %, tolerance 10%)"),
+            line.starts_with("write_bw 64K: BW average 600.00 MiB/s against the baseline's 1000.00 MiB/s (-40.0 %, 96 % interval 0.58× .. 0.62×, tolerance 10%)"),
             "{line}"
         );
         // A failed run is not a value; latency is judged the other way.

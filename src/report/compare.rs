@@ -205,11 +205,29 @@ pub fn table(report: &CompareReport) -> String {
     let failed = report.failures();
     if failed > 0 {
         let _ = writeln!(o, " {failed} of {} points failed:", report.rows.len());
-        for r in report.rows.iter().filter(|r| r.error.is_some()) {
-            let _ = writeln!(o, "   {} {} B: {}", r.series, r.size, r.error_message());
-        }
+        failure_lines(report, &mut o);
     }
     o
+}
+
+/// One line per failure message, in order of its first point: points that failed the
+/// same way (every RDMA point on a host without RDMA) share theirs.
+fn failure_lines(report: &CompareReport, o: &mut String) {
+    let mut messages: Vec<(&str, Vec<&Row>)> = Vec::new();
+    for r in report.rows.iter().filter(|r| r.error.is_some()) {
+        match messages.iter_mut().find(|(m, _)| *m == r.error_message()) {
+            Some((_, rows)) => rows.push(r),
+            None => messages.push((r.error_message(), vec![r])),
+        }
+    }
+    for (message, rows) in messages {
+        let first = format!("{} {} B", rows[0].series, rows[0].size);
+        let _ = match rows.len() {
+            1 => writeln!(o, "   {first}: {message}"),
+            2 => writeln!(o, "   {first} and 1 more point: {message}"),
+            n => writeln!(o, "   {first} and {} more points: {message}", n - 1),
+        };
+    }
 }
 
 /// results.csv: a header, then one record per point. Through the `csv` crate, so any
@@ -472,6 +490,25 @@ mod tests {
             .lines()
             .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["2", "6.00", "FAIL"]));
         assert!(t.contains("1 of 6 points failed") && t.contains("b_bw 2 B: the peer stopped"));
+    }
+
+    #[test]
+    fn points_that_failed_the_same_way_share_one_line() {
+        let mut r = report();
+        let why = |m: &str| Some(Error::new(crate::error::ErrorKind::Usage, m));
+        (r.rows[0].result, r.rows[0].error) = (None, why("no RDMA stack on this machine"));
+        (r.rows[1].result, r.rows[1].error) = (None, why("no RDMA stack on this machine"));
+        let t = table(&r);
+        let lines: Vec<&str> = t.lines().skip_while(|l| !l.contains("points failed")).collect();
+        assert_eq!(
+            lines,
+            [
+                " 3 of 6 points failed:",
+                "   a_bw 2 B and 1 more point: no RDMA stack on this machine",
+                "   b_bw 2 B: the peer stopped: \"boom\"",
+            ],
+            "{t}"
+        );
     }
 
     #[test]

@@ -201,7 +201,7 @@ impl Store {
     pub fn open_read(path: &Path) -> Result<Store, Error> {
         if let Err(e) = path.symlink_metadata() {
             return Err(Error::io(if e.kind() == std::io::ErrorKind::NotFound {
-                format!("no results store at {} (qualify records one there)", path.display())
+                format!("no results store at {} (qualify records its runs there, and a test given --store)", path.display())
             } else {
                 format!("results store {}: {e}", path.display())
             }));
