@@ -142,7 +142,7 @@ pub struct PerfArgs {
     /// Both sides send (BW tests); each direction is shown and summed.
     #[arg(short = 'b', long = "bidirectional")]
     pub bidirectional: bool,
-    /// TCP port of the control channel (and of rdma_cm with -R).
+    /// TCP port of the control channel (and of rdma_cm with -R): default 18520, 18515 with --perftest.
     #[arg(short = 'p', long = "port", value_name = "PORT")]
     pub port: Option<u16>,
     /// Accepted for perftest compatibility: rdmabench uses a monotonic clock, not the TSC.
@@ -413,7 +413,7 @@ pub struct TcpArgs {
     /// The same as --interval SECS (iperf3's -i).
     #[arg(short = 'i', value_name = "SECS")]
     pub interval_short: Option<f64>,
-    /// Control-channel TCP port (the data streams use a port the server picks).
+    /// Control-channel TCP port, default 18520 (the data streams use a port the server picks).
     #[arg(short = 'p', long = "port")]
     pub port: Option<u16>,
     /// Where a server listens, and the shared secret.

@@ -83,7 +83,8 @@ pub struct QualifyArgs {
         long = "server",
         value_name = "HOST",
         required_unless_present = "print_profile",
-        default_value = ""
+        default_value = "",
+        hide_default_value = true
     )]
     pub server: String,
     /// Print the built-in PROFILE as TOML (to start one's own from) and exit.
@@ -124,7 +125,7 @@ pub struct ServeArgs {
     /// Listen on this address only (default: every address).
     #[arg(long = "bind", value_name = "ADDR")]
     pub bind: Option<std::net::IpAddr>,
-    /// Control-channel TCP port.
+    /// Control-channel TCP port (default 18520).
     #[arg(short = 'p', long = "port")]
     pub port: Option<u16>,
     /// RDMA device for the RDMA tests (default: the first).
@@ -193,7 +194,7 @@ pub struct CompareArgs {
 )]
 #[derive(Debug, Args)]
 pub struct ClientArgs {
-    /// Control-channel TCP port of the server.
+    /// Control-channel TCP port of the server (default 18520).
     #[arg(short = 'p', long = "port")]
     pub port: Option<u16>,
     /// RDMA device on this side (default: the first).
