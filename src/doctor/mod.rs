@@ -143,7 +143,7 @@ fn no_device(root: &Path, wanted: Option<&str>) -> Check {
         "host",
         Status::Fail,
         observed,
-        "an RDMA device under sys/class/infiniband",
+        "an RDMA device under /sys/class/infiniband",
         "load the driver (modprobe mlx4_ib), or for soft-RoCE: rdma link add rxe0 type rxe netdev IF",
     )
 }
