@@ -18,6 +18,11 @@ pub const EXIT_ERROR: u8 = 2;
 /// Exit status for a run whose thresholds or validation failed.
 pub const EXIT_VERDICT: u8 = 1;
 
+/// How the error a server sends its client at its time limit (`serve --max-time`)
+/// begins: how the client tells that end from other refusals (the kind on the wire is
+/// `refused`: a kind of its own would be refused by older peers).
+pub const OVERTIME: &str = "the test ran past this server's limit";
+
 /// Why a run failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -82,10 +82,14 @@ fn sweep<C: Connection + Send>(
     let progress = sweep_progress(ctx);
     for &size in &ctx.spec.sizes {
         progress.running(&size_message(size, &ctx.spec.run));
-        // Barrier: both sides ready for this size.
-        ch.send(&Message::Ready { size })?;
+        // Barrier: both sides ready for this size, or either done (stopped by a signal:
+        // the sizes so far are the run, as --run_infinitely's intervals are).
+        let stopping = crate::perf::loops::stop_requested();
+        ch.send(&if stopping { Message::Done } else { Message::Ready { size } })?;
         match ch.recv("ready")? {
-            Message::Ready { size: peer } if peer == size => {}
+            Message::Done => break,
+            Message::Ready { size: peer } if peer == size && !stopping => {}
+            Message::Ready { size: peer } if peer == size => break,
             other => {
                 return Err(Error::refused(format!(
                     "control channel: expected ready for {size} B, got {}",

@@ -157,11 +157,9 @@ impl std::fmt::Display for ProtocolError {
                 write!(f, "the peer closed the control connection (waiting for {waiting_for})")
             }
             ProtocolError::Gone => f.write_str("the peer closed the control connection"),
-            ProtocolError::Overtime { limit } => write!(
-                f,
-                "the test ran past this server's limit of {} s (serve --max-time)",
-                limit.as_secs()
-            ),
+            ProtocolError::Overtime { limit } => {
+                write!(f, "{} of {} s (serve --max-time)", crate::error::OVERTIME, limit.as_secs())
+            }
             ProtocolError::Invalid(why) => write!(f, "control channel: {why}"),
             ProtocolError::Peer(e) => write!(f, "the peer stopped: {e}"),
             ProtocolError::Io(e) => write!(f, "control channel: {e}"),

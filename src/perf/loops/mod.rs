@@ -110,11 +110,9 @@ impl std::fmt::Display for LoopFailure {
                     after.as_secs()
                 )
             }
-            LoopFailure::Overtime { limit } => write!(
-                f,
-                "the test ran past this server's limit of {} s (serve --max-time)",
-                limit.as_secs()
-            ),
+            LoopFailure::Overtime { limit } => {
+                write!(f, "{} of {} s (serve --max-time)", crate::error::OVERTIME, limit.as_secs())
+            }
         }
     }
 }
@@ -207,6 +205,15 @@ pub fn tests_end() -> Option<(Instant, Duration)> {
 /// Sets this thread's end for its loops (a stream's thread: its parent's).
 pub fn set_tests_end(end: Option<(Instant, Duration)>) {
     TESTS_END.with(|e| e.set(end));
+}
+
+/// Whether this process was asked to stop (SIGINT, SIGTERM, SIGHUP, once a test's
+/// command line watches for them): a duration run's loops then end their window where
+/// it stands, as if its time were up. One atomic load, read where a loop reads its
+/// clock for other reasons, never per operation.
+#[inline]
+pub fn stop_requested() -> bool {
+    ffi::os::termination_signal().is_some()
 }
 
 /// Most polls between two clock reads of a [`Stall`]: at ~100 ns a poll, one read in

@@ -2,6 +2,8 @@
 //! the run) or judged against the measured window (`-D` runs).
 //! With `lat.rs`, one idea (the latency loops) split for length: the two import each other.
 
+use std::time::Duration;
+
 use super::lat::LatPlan;
 use super::Clock;
 use crate::measure::{counter_usable, LatencyRecorder};
@@ -140,6 +142,9 @@ impl Sampler for CountedSampler {
 /// read each).
 const REFINE_EVERY: u64 = 4096;
 
+/// Ticks of a duration run between two looks at whether the run was asked to stop.
+const STOP_EVERY: u64 = 256;
+
 /// A duration run (`-D`): each tick is read as ns since the start, to keep only the
 /// samples inside the measured window and to stop at the end.
 pub struct TimedSampler {
@@ -161,6 +166,20 @@ impl TimedSampler {
     }
 }
 
+impl TimedSampler {
+    /// Asked to stop: the run ends now, as if its time were up (the window keeps the
+    /// samples before its trailing margin).
+    #[cold]
+    fn stop_at(&mut self, t: u64) {
+        if let Some((total, margin)) = self.plan.duration {
+            let now = Duration::from_nanos(t);
+            if now < total && super::stop_requested() {
+                self.plan.duration = Some((now, margin));
+            }
+        }
+    }
+}
+
 impl Sampler for TimedSampler {
     #[inline]
     fn tick(&mut self, i: u64) -> bool {
@@ -168,6 +187,9 @@ impl Sampler for TimedSampler {
             self.clock.refine();
         }
         let t = self.clock.ns();
+        if i % STOP_EVERY == 0 {
+            self.stop_at(t);
+        }
         if let Some(p) = self.prev {
             if self.plan.keep(p) {
                 self.rec.record(t.saturating_sub(p) / u64::from(self.plan.rtt_factor));
