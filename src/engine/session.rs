@@ -150,9 +150,17 @@ fn pin_measuring_thread<C: Connection>(ctx: &SetupContext<'_>, conns: usize) -> 
 /// The bar of a sweep or a timed run (the size running, sizes done, time left); none for
 /// one counted size, with `--quiet`, or when stderr is not a terminal.
 fn sweep_progress(ctx: &SetupContext<'_>) -> crate::progress::Progress {
-    let timed = matches!(ctx.spec.run, RunLength::Duration { .. });
-    let shown = ctx.spec.sizes.len() > 1 || timed;
-    crate::progress::Progress::new(ctx.spec.sizes.len(), ctx.local.quiet || !shown)
+    let sizes = ctx.spec.sizes.len();
+    match ctx.spec.run {
+        // The clock moves, where a count of sizes would sit at 0/1 for the whole run.
+        RunLength::Duration { secs, .. } => crate::progress::Progress::timed(
+            std::time::Duration::from_secs(secs.saturating_mul(sizes as u64)),
+            ctx.local.quiet,
+        ),
+        RunLength::Iterations(_) => {
+            crate::progress::Progress::new(sizes, ctx.local.quiet || sizes == 1)
+        }
+    }
 }
 
 fn size_message(size: u64, run: &RunLength) -> String {
