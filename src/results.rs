@@ -39,6 +39,10 @@ pub struct SizeResult {
     /// This side's port counters over the size (`-W`); never the peer's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<crate::counters::CounterChanges>,
+    /// How steady the run was: its intervals' (bandwidth) or iterations' (latency)
+    /// spread, from the measuring side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stability: Option<crate::measure::Stability>,
     /// `--run_infinitely`: the intervals this summary adds up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intervals: Option<u64>,
