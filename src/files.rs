@@ -153,6 +153,17 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Appends `line` and a newline to `path` in one write (`O_APPEND`): a process killed
+/// between two lines leaves every line it wrote whole.
+///
+/// # Errors
+/// It cannot be opened or written.
+pub fn append_line(path: &Path, line: &str) -> io::Result<()> {
+    use std::io::Write;
+    let mut file = OpenOptions::new().append(true).create(true).open(path)?;
+    file.write_all(format!("{line}\n").as_bytes())
+}
+
 /// `options` with `O_NONBLOCK`, a FIFO nobody reads refused by name.
 #[cfg(unix)]
 fn create_unblocked(options: &OpenOptions, path: &Path) -> io::Result<File> {

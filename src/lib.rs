@@ -108,6 +108,11 @@ fn test(t: TestArgs, out: &mut dyn Write) -> Result<u8, Error> {
             report::write_json(path, &report::to_json(&unfinished(&t)))?;
         }
     }
+    if let Some(path) = t.local.interval_lines.as_ref().and_then(|l| l.json_lines.as_ref()) {
+        // Emptied before the run: the records appended are this run's alone.
+        files::create(path)
+            .map_err(|e| Error::io(format!("--json-lines {}: {e}", path.display())))?;
+    }
     let side = match &t.host {
         Some(host) => {
             // A client's Ctrl-C (or SIGTERM) stops its run where it stands, the results so

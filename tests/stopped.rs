@@ -147,3 +147,35 @@ fn the_servers_max_time_is_named_as_what_stopped_the_run() {
     assert_eq!(doc["stopped"], "max_time", "{doc}");
     assert_eq!(doc["error"]["kind"], "refused", "{doc}");
 }
+
+/// `--json-lines`: a record per second as the run goes, each line whole JSON with its
+/// RFC 3339 time; stopped by SIGINT, the lines written so far stay, the last one whole.
+#[test]
+fn json_lines_hold_a_whole_record_per_interval_up_to_the_stop() {
+    let lines = scratch(&format!("lines-{}.jsonl", common::free_port()));
+    let lines_arg = lines.display().to_string();
+    std::fs::write(&lines, "an older run's line\n").unwrap();
+    let (server, client, json) = pair("lines", &["-D", "20", "--json-lines", &lines_arg]);
+    std::thread::sleep(Duration::from_millis(7_500));
+    signal(&client, "INT");
+    let out = finish(client, Duration::from_secs(15));
+    let _ = finish(server, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(130), "stderr: {}", err(&out));
+    assert!(!text(&out).contains(" sec] "), "--json-lines alone prints no interval lines");
+    assert_eq!(read(&json, &out)["stopped"], "interrupted");
+    let written = std::fs::read_to_string(&lines).unwrap();
+    assert!(written.ends_with('\n'), "the last line whole: {written:?}");
+    let records: Vec<Value> = written.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    // About seven 1 s intervals (set-up and the stop's moment vary).
+    assert!((4..=9).contains(&records.len()), "{written}");
+    for (k, r) in records.iter().enumerate() {
+        let time = r["time"].as_str().unwrap();
+        assert!(time.len() == 24 && time.ends_with('Z') && &time[10..11] == "T", "{time}");
+        assert!(r["bytes"].as_u64().unwrap() > 0 && r["bytes_per_sec"].as_f64().unwrap() > 0.0);
+        assert!(r["stream"].is_null(), "{r}");
+        if k + 1 < records.len() {
+            let secs = r["end_s"].as_f64().unwrap() - r["start_s"].as_f64().unwrap();
+            assert!((0.9..1.2).contains(&secs), "a whole second: {r}");
+        }
+    }
+}

@@ -200,7 +200,11 @@ impl<'a> Step<'a> {
             events: self.queues.events,
             pace: (self.spec.rdma().and_then(|r| r.rate_limit))
                 .map(|l| Pace { burst: l.burst, gap_ns: l.gap_ns(u64::from(size)) }),
-            interval_ns: self.local.interval_lines.map_or(0, |l| l.every.as_nanos() as u64),
+            interval_ns: self
+                .local
+                .interval_lines
+                .as_ref()
+                .map_or(0, |l| l.every.as_nanos() as u64),
         }
     }
 
@@ -259,7 +263,7 @@ impl<'a> Step<'a> {
         let plan = self.bw_plan(size, slots, C::BLOCKING_POLL);
         let posted = self.queues.receives_per_connection(conns.len(), plan.iters);
         if self.role.sends {
-            let lines = self.local.interval_lines;
+            let lines = self.local.interval_lines.as_ref();
             let printing = |pulse| IntervalPrinter::new(pulse, lines, u64::from(size), None);
             let outcome = if C::BLOCKING_POLL {
                 // TCP: the receiver reads every byte, so it never only waits.
