@@ -179,3 +179,24 @@ fn json_lines_hold_a_whole_record_per_interval_up_to_the_stop() {
         }
     }
 }
+
+#[test]
+fn sigint_ends_a_latency_duration_run_with_the_samples_so_far() {
+    let port = common::free_port();
+    let json = scratch(&format!("lat-{port}.json"));
+    let json_arg = json.display().to_string();
+    let server = common::spawn(false, &["tcp-lat", "-p", &port, "--timeout", "20"]);
+    let args = ["tcp-lat", "127.0.0.1", "-p", &port, "-D", "20", "--json", &json_arg];
+    let client = common::spawn(false, &args);
+    std::thread::sleep(Duration::from_millis(7_500));
+    signal(&client, "INT");
+    let out = finish(client, Duration::from_secs(15));
+    let server = finish(server, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(130), "stderr: {}", err(&out));
+    assert!(text(&out).contains("stopped: interrupted"), "{}", text(&out));
+    let doc = read(&json, &out);
+    assert_eq!(doc["stopped"], "interrupted");
+    // The samples of the 5 s margin's end to the stop: some, and then it ended.
+    assert!(doc["results"][0]["lat"]["samples"].as_u64().unwrap() > 0, "{doc}");
+    assert!(server.status.success(), "server: {}", err(&server));
+}

@@ -2,8 +2,6 @@
 //! the run) or judged against the measured window (`-D` runs).
 //! With `lat.rs`, one idea (the latency loops) split for length: the two import each other.
 
-use std::time::Duration;
-
 use super::lat::LatPlan;
 use super::Clock;
 use crate::measure::{counter_usable, LatencyRecorder};
@@ -166,20 +164,6 @@ impl TimedSampler {
     }
 }
 
-impl TimedSampler {
-    /// Asked to stop: the run ends now, as if its time were up (the window keeps the
-    /// samples before its trailing margin).
-    #[cold]
-    fn stop_at(&mut self, t: u64) {
-        if let Some((total, margin)) = self.plan.duration {
-            let now = Duration::from_nanos(t);
-            if now < total && super::stop_requested() {
-                self.plan.duration = Some((now, margin));
-            }
-        }
-    }
-}
-
 impl Sampler for TimedSampler {
     #[inline]
     fn tick(&mut self, i: u64) -> bool {
@@ -187,16 +171,16 @@ impl Sampler for TimedSampler {
             self.clock.refine();
         }
         let t = self.clock.ns();
-        if i % STOP_EVERY == 0 {
-            self.stop_at(t);
-        }
         if let Some(p) = self.prev {
             if self.plan.keep(p) {
                 self.rec.record(t.saturating_sub(p) / u64::from(self.plan.rtt_factor));
             }
         }
         self.prev = Some(t);
-        !self.plan.over(i, t)
+        // Asked to stop: the run ends at this tick, as at its time's end, with the
+        // window's samples until now.
+        let stopped = i % STOP_EVERY == 0 && super::stop_requested();
+        !(stopped || self.plan.over(i, t))
     }
 
     fn finish(self) -> LatencyRecorder {
