@@ -44,10 +44,23 @@ fn read(path: &PathBuf, out: &Output) -> Value {
     })
 }
 
-/// `-D 20` has a 5 s margin each side: 7.5 s in, two whole 1 s intervals are measured.
+/// Waits (30 s at most) until `--json-lines` file `path` holds `n` records: the loop has
+/// run `n` seconds, whatever its set-up took.
+fn wait_for_records(path: &PathBuf, n: usize) {
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(path).map_or(0, |t| t.lines().count()) < n {
+        assert!(start.elapsed() < Duration::from_secs(30), "{n} records in {}", path.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `-D 20` has a 5 s margin each side: 7 s into the loop, two whole 1 s intervals are
+/// measured.
 fn stopped_by(name: &str, status: i32, reason: &str) {
-    let (server, client, json) = pair(name, &["-D", "20"]);
-    std::thread::sleep(Duration::from_millis(7_500));
+    let lines = scratch(&format!("{name}-{}.jsonl", common::free_port()));
+    let (server, client, json) =
+        pair(name, &["-D", "20", "--json-lines", &lines.display().to_string()]);
+    wait_for_records(&lines, 7);
     signal(&client, name);
     let out = finish(client, Duration::from_secs(15));
     let server = finish(server, Duration::from_secs(30));
@@ -156,7 +169,7 @@ fn json_lines_hold_a_whole_record_per_interval_up_to_the_stop() {
     let lines_arg = lines.display().to_string();
     std::fs::write(&lines, "an older run's line\n").unwrap();
     let (server, client, json) = pair("lines", &["-D", "20", "--json-lines", &lines_arg]);
-    std::thread::sleep(Duration::from_millis(7_500));
+    wait_for_records(&lines, 7);
     signal(&client, "INT");
     let out = finish(client, Duration::from_secs(15));
     let _ = finish(server, Duration::from_secs(30));
@@ -166,8 +179,8 @@ fn json_lines_hold_a_whole_record_per_interval_up_to_the_stop() {
     let written = std::fs::read_to_string(&lines).unwrap();
     assert!(written.ends_with('\n'), "the last line whole: {written:?}");
     let records: Vec<Value> = written.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    // About seven 1 s intervals (set-up and the stop's moment vary).
-    assert!((4..=9).contains(&records.len()), "{written}");
+    // Seven 1 s intervals, and the one the stop closed (or not yet the stop's).
+    assert!((7..=9).contains(&records.len()), "{written}");
     for (k, r) in records.iter().enumerate() {
         let time = r["time"].as_str().unwrap();
         assert!(time.len() == 24 && time.ends_with('Z') && &time[10..11] == "T", "{time}");
@@ -188,7 +201,8 @@ fn sigint_ends_a_latency_duration_run_with_the_samples_so_far() {
     let server = common::spawn(false, &["tcp-lat", "-p", &port, "--timeout", "20"]);
     let args = ["tcp-lat", "127.0.0.1", "-p", &port, "-D", "20", "--json", &json_arg];
     let client = common::spawn(false, &args);
-    std::thread::sleep(Duration::from_millis(7_500));
+    // Past the 5 s margin (a latency test has no --json-lines to wait on).
+    std::thread::sleep(Duration::from_millis(8_500));
     signal(&client, "INT");
     let out = finish(client, Duration::from_secs(15));
     let server = finish(server, Duration::from_secs(30));
