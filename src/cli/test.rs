@@ -68,7 +68,7 @@ impl ReportArgs {
         }
         if !bw {
             let flag = if asked.is_some() { "--interval" } else { "--json-lines" };
-            return Err(Error::usage(format!("{flag}: bandwidth tests have intervals")));
+            return Err(Error::usage(format!("{flag}: only bandwidth tests have intervals")));
         }
         if self.json_lines.as_deref().is_some_and(crate::files::is_stdout) {
             return Err(Error::usage("--json-lines: a file (stdout carries the table)"));
