@@ -18,6 +18,12 @@ pub const EXIT_ERROR: u8 = 2;
 /// Exit status for a run whose thresholds or validation failed.
 pub const EXIT_VERDICT: u8 = 1;
 
+/// How the error that ends a test at a time limit begins (a [`RunLimit`]: `serve
+/// --max-time`, sent to its client, or a side's own `--max-time`): how a side tells that
+/// end from other refusals (the kind on the wire is `refused`: a kind of its own would be
+/// refused by older peers).
+pub const OVERTIME: &str = "the test ran past";
+
 /// Why a run failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

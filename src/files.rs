@@ -123,6 +123,47 @@ pub fn create(path: &Path) -> io::Result<File> {
     options.open(path)
 }
 
+/// Writes `bytes` to the report file `path` whole or not at all: a regular file (or a
+/// new one) is written beside it under a temporary name and renamed over it, so a
+/// reader, or a process killed mid-write, never meets half a document; anything else (a
+/// FIFO, `/dev/stdout`) is written as [`create`] opens it.
+///
+/// # Errors
+/// It cannot be written.
+pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let regular = match std::fs::metadata(path) {
+        Ok(m) => m.is_file(),
+        Err(e) => e.kind() == io::ErrorKind::NotFound,
+    };
+    let name = path.file_name().filter(|_| regular);
+    let Some(name) = name else {
+        return create(path)?.write_all(bytes);
+    };
+    let mut temporary = name.to_os_string();
+    temporary.push(format!(".{}.partial", std::process::id()));
+    let temporary = path.with_file_name(temporary);
+    let written =
+        std::fs::write(&temporary, bytes).and_then(|()| std::fs::rename(&temporary, path));
+    if written.is_err() {
+        // A directory this user cannot add to, with a file in it that it may write.
+        let _ = std::fs::remove_file(&temporary);
+        return create(path)?.write_all(bytes);
+    }
+    Ok(())
+}
+
+/// Appends `line` and a newline to `path` in one write (`O_APPEND`): a process killed
+/// between two lines leaves every line it wrote whole.
+///
+/// # Errors
+/// It cannot be opened or written.
+pub fn append_line(path: &Path, line: &str) -> io::Result<()> {
+    use std::io::Write;
+    let mut file = OpenOptions::new().append(true).create(true).open(path)?;
+    file.write_all(format!("{line}\n").as_bytes())
+}
+
 /// `options` with `O_NONBLOCK`, a FIFO nobody reads refused by name.
 #[cfg(unix)]
 fn create_unblocked(options: &OpenOptions, path: &Path) -> io::Result<File> {

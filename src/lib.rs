@@ -110,20 +110,49 @@ fn test(t: TestArgs, out: &mut dyn Write) -> Result<u8, Error> {
         // Checked (and emptied) before the run: a result is never lost to a bad path,
         // and an older file never survives to read as this run's.
         report::prepare_json(path)?;
+        if !files::is_stdout(path) {
+            report::write_json(path, &report::to_json(&unfinished(&t)))?;
+        }
+    }
+    if let Some(path) = t.local.interval_lines.as_ref().and_then(|l| l.json_lines.as_ref()) {
+        // Emptied before the run: the records appended are this run's alone.
+        files::create(path)
+            .map_err(|e| Error::io(format!("--json-lines {}: {e}", path.display())))?;
     }
     let side = match &t.host {
-        Some(host) => engine::Side::Client { host: host.clone() },
+        Some(host) => {
+            // A client's Ctrl-C (or SIGTERM) stops its run where it stands, the results so
+            // far printed and written; a second one ends it at once. (A server waiting for
+            // its client keeps the default: Ctrl-C ends it.) No signals: as before.
+            let _ = ffi::os::watch_termination_once();
+            engine::Side::Client { host: host.clone() }
+        }
         None => engine::Side::Server,
     };
     // --output: the figures alone, no header (as perftest's).
     let mut sink = io::sink();
     let header: &mut dyn Write = if t.output.only.is_some() { &mut sink } else { &mut *out };
-    let outcome = if t.perftest {
+    let mut outcome = if t.perftest {
         perftest::run(&t.spec, &side, &t.local, t.output.report_gbits, header)
     } else {
         engine::run(&t.spec, &side, &t.local, t.output.report_gbits, header)
     };
-    perf::finish::finish(&t.spec, outcome, &t.output, store, out)
+    let signal = ffi::os::termination_signal();
+    outcome.report.stopped = results::Stopped::of(signal, outcome.error.as_ref());
+    let status = perf::finish::finish(&t.spec, outcome, &t.output, store, out)?;
+    // Stopped by a signal: the shell's status for it (130 for SIGINT, 143 for SIGTERM),
+    // once the results so far are out.
+    Ok(signal.map_or(status, |s| 128 + s as u8))
+}
+
+/// The `--json` document in place while the run goes: valid, failed, `unfinished`.
+fn unfinished(t: &TestArgs) -> results::RunReport {
+    let role = if t.host.is_some() { "client" } else { "server" };
+    let mut report = results::RunReport::new(t.spec.id(), role, engine::tool());
+    report.stopped = Some(results::Stopped::Unfinished);
+    report.verdict.pass = false;
+    report.verdict.failures.push("the run had not finished".into());
+    report
 }
 
 fn devices(args: &DevicesArgs, out: &mut dyn Write) -> Result<u8, Error> {

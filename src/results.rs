@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::environment::Environment;
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::measure::clock::ClockInfo;
 use crate::measure::cpu::CpuSides;
 use crate::measure::{BwStats, LatStats};
@@ -40,6 +40,10 @@ pub struct SizeResult {
     /// This side's port counters over the size (`-W`); never the peer's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<crate::counters::CounterChanges>,
+    /// How steady the run was: its intervals' (bandwidth) or iterations' (latency)
+    /// spread, from the measuring side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stability: Option<crate::measure::Stability>,
     /// `--run_infinitely`: the intervals this summary adds up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intervals: Option<u64>,
@@ -92,8 +96,59 @@ pub struct RunReport {
     pub results: Vec<SizeResult>,
     /// Thresholds and validation.
     pub verdict: Verdict,
+    /// What ended the run before its end, if anything did: a signal, the peer's
+    /// leaving, the server's `--max-time`. Its results are what was measured until then.
+    pub stopped: Option<Stopped>,
     /// Why the run stopped early (or failed its verdict): kind and message.
     pub error: Option<Error>,
+}
+
+/// What stopped a run before its end (`stopped` in the JSON).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stopped {
+    /// SIGINT (Ctrl-C).
+    Interrupted,
+    /// SIGTERM.
+    Terminated,
+    /// SIGHUP (the terminal closed).
+    Hangup,
+    /// The peer closed its connections or went silent.
+    PeerGone,
+    /// The server's `serve --max-time` ended the test.
+    MaxTime,
+    /// The document written as the run starts, in place until its end replaces it: a
+    /// process killed outright (SIGKILL, a second Ctrl-C) leaves this.
+    Unfinished,
+}
+
+impl Stopped {
+    /// What a run that received termination signal `signal` and ended with `error`
+    /// was stopped by, if anything.
+    pub fn of(signal: Option<i32>, error: Option<&Error>) -> Option<Stopped> {
+        match (signal, error) {
+            (Some(2), _) => Some(Stopped::Interrupted),
+            (Some(1), _) => Some(Stopped::Hangup),
+            (Some(_), _) => Some(Stopped::Terminated),
+            (None, Some(e)) if e.message.contains(crate::error::OVERTIME) => Some(Stopped::MaxTime),
+            (None, Some(e)) if matches!(e.kind, ErrorKind::PeerClosed | ErrorKind::PeerSilent) => {
+                Some(Stopped::PeerGone)
+            }
+            (None, _) => None,
+        }
+    }
+
+    /// Its name in the JSON and the text: `interrupted`, …
+    pub fn name(self) -> &'static str {
+        match self {
+            Stopped::Interrupted => "interrupted",
+            Stopped::Terminated => "terminated",
+            Stopped::Hangup => "hangup",
+            Stopped::PeerGone => "peer_gone",
+            Stopped::MaxTime => "max_time",
+            Stopped::Unfinished => "unfinished",
+        }
+    }
 }
 
 impl RunReport {
@@ -114,6 +169,7 @@ impl RunReport {
             peer_address: None,
             results: Vec::new(),
             verdict: Verdict { pass: true, failures: Vec::new() },
+            stopped: None,
             error: None,
         }
     }
@@ -302,4 +358,28 @@ pub fn cpu_ranges(cpus: &[usize]) -> String {
         i = j + 1;
     }
     parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_is_stopped_by_its_signal_before_its_error() {
+        let gone = Error::new(ErrorKind::PeerClosed, "TCP send: the peer closed");
+        let limit =
+            crate::error::RunLimit { after: std::time::Duration::from_secs(2), serve: true };
+        let overtime =
+            Error::refused(format!("the peer stopped: {} {limit}", crate::error::OVERTIME));
+        let own = crate::error::RunLimit { serve: false, ..limit };
+        let own = Error::refused(format!("{} {own}", crate::error::OVERTIME));
+        assert_eq!(Stopped::of(None, Some(&own)), Some(Stopped::MaxTime), "its own --max-time");
+        assert_eq!(Stopped::of(Some(2), Some(&gone)), Some(Stopped::Interrupted));
+        assert_eq!(Stopped::of(Some(15), None), Some(Stopped::Terminated));
+        assert_eq!(Stopped::of(Some(1), None), Some(Stopped::Hangup));
+        assert_eq!(Stopped::of(None, Some(&gone)), Some(Stopped::PeerGone));
+        assert_eq!(Stopped::of(None, Some(&overtime)), Some(Stopped::MaxTime));
+        assert_eq!(Stopped::of(None, Some(&Error::usage("bad flag"))), None);
+        assert_eq!(Stopped::of(None, None), None);
+    }
 }

@@ -9,6 +9,11 @@ pub fn utc_now() -> String {
     utc(std::time::SystemTime::now())
 }
 
+/// Now in UTC to the millisecond, `2026-11-30T05:12:03.250Z` (a soak's intervals).
+pub fn utc_now_millis() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
 fn utc(t: std::time::SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }

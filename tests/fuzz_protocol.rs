@@ -429,6 +429,17 @@ fn size_result(rng: &mut Rng) -> SizeResult {
             port: "rxe0/1".into(),
             changes: [("hw_counters/sent_pkts".to_string(), r.next())].into(),
         }),
+        stability: maybe(rng, 20, |r| rdmabench::measure::Stability {
+            samples: r.below(1 << 20),
+            interval_ns: maybe(r, 50, Rng::next),
+            cv: r.below(1000) as f64 / 100.0,
+            lowest: r.below(1 << 30) as f64,
+            median: r.below(1 << 30) as f64,
+            highest: r.below(1 << 30) as f64,
+            spike: r.below(100) as f64 / 10.0,
+            warm_up_dropped: maybe(r, 50, |r| r.below(100)),
+            ..Default::default()
+        }),
         intervals: maybe(rng, 5, Rng::next),
         samples_ns: None,
     }

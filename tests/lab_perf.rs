@@ -1060,3 +1060,60 @@ fn lab_a_peer_killed_mid_run_ends_the_other_side() {
         }
     }
 }
+
+/// Stopped, never lost (#54): SIGINT at a moment of `write-bw -D 20`'s measured window
+/// (its leading margin is 5 s) ends the client with exit 130, its table on stdout and
+/// `--json` whole, holding the window measured until then; the server ends as a run does.
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_sigint_ends_a_duration_run_with_its_summary_and_json() {
+    use std::io::Read;
+    let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
+    let json = scratch(&format!("sigint-{port}.json"));
+    let flags = ["write-bw", "-p", &port, "--timeout", "30", "-D", "20"];
+    let server = spawn(&flags.map(String::from));
+    let mut args: Vec<String> = flags.map(String::from).to_vec();
+    args.extend(["--json".into(), json.display().to_string(), "127.0.0.1".into()]);
+    let mut client = spawn(&args);
+    // The client's stdout, read aside: the header's end says set-up is over.
+    let mut stdout = client.stdout.take().unwrap();
+    let printed = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let printed = std::sync::Arc::clone(&printed);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                printed.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let start = Instant::now();
+    while !printed.lock().unwrap().contains(" remote address") {
+        assert!(start.elapsed() < Duration::from_secs(120), "set-up did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A moment of the measured window: 6 to 10 s into the run.
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    std::thread::sleep(Duration::from_millis(6_000 + u64::from(nanos.subsec_nanos()) % 4_000));
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &client.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = finish(client, Duration::from_secs(60));
+    reader.join().unwrap();
+    let server = finish(server, Duration::from_secs(60));
+    let stdout = printed.lock().unwrap().clone();
+    assert_eq!(out.status.code(), Some(130), "stderr: {}\nstdout: {stdout}", err(&out));
+    assert!(stdout.contains("BW average") && stdout.contains("stopped: interrupted"), "{stdout}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["stopped"], "interrupted", "{doc}");
+    let b = bw(&doc["results"][0]);
+    let window = b["window_ns"].as_u64().unwrap();
+    assert!((500_000_000..10_000_000_000).contains(&window), "cut where it stood: {b}");
+    assert!(b["messages"].as_u64().unwrap() > 0, "{b}");
+    assert!(server.status.success(), "server: {}", err(&server));
+}

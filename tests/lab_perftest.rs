@@ -320,8 +320,9 @@ fn lab_sweeps_and_queue_pairs_keep_perftests_order() {
 #[ignore = "lab: needs an RDMA device and perftest (ci/lab-vm)"]
 fn lab_a_perftest_run_prints_its_interval_lines() {
     // As rdmabench's own exchange: one line a second on the sending side, as it goes.
-    let p = against_perftest_server_ours("write_bw", &["-D", "4"], &["--interval", "1"]);
-    both_ok(&p, "write_bw -D 4 --interval 1");
+    // (-D is not run against perftest: 3,000 writes of 64 KiB take seconds in the lab.)
+    let p = against_perftest_server_ours("write_bw", &["-n", "3000"], &["--interval", "1"]);
+    both_ok(&p, "write_bw -n 3000 --interval 1");
     let lines: Vec<String> =
         text(&p.ours).lines().filter(|l| l.contains(" sec] ")).map(str::to_string).collect();
     assert!(lines.len() >= 2, "interval lines: {lines:?}\n{}", text(&p.ours));

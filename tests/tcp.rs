@@ -173,6 +173,35 @@ fn tcp_duration_run_measures_its_window() {
     assert!(text.contains("measured window 1 s"), "{text}");
 }
 
+#[test]
+fn a_duration_run_and_a_latency_run_say_how_steady_they_were() {
+    // -D 3, margin 1 s: a 1 s window of ten 100 ms intervals; the margin is ten more.
+    let (client, server, text) = pair("tcp-bw", &["-D", "3", "-f", "1", "-P", "2"]);
+    let st = &client["results"][0]["stability"];
+    assert_eq!(st["samples"], 10, "{st}");
+    assert_eq!(st["interval_ns"], 100_000_000, "{st}");
+    assert_eq!((&st["unit"], &st["warm_up_dropped"]), (&"bytes_per_sec".into(), &10.into()));
+    let f = |k: &str| st[k].as_f64().unwrap_or_else(|| panic!("{k}: {st}"));
+    assert!(f("lowest") <= f("median") && f("median") <= f("highest"), "{st}");
+    assert!((f("spike") - f("highest") / f("median")).abs() < 1e-9 && f("cv") >= 0.0, "{st}");
+    assert!(st["p99"].is_null(), "{st}");
+    // The server prints the client's figures, as every other.
+    assert_eq!(server["results"][0]["stability"], *st);
+    let line = text.lines().find(|l| l.starts_with("   stability: CV ")).expect("the line");
+    assert!(line.contains("10 intervals of 100.000 ms") && line.contains("10 warm-up"), "{line}");
+
+    let (client, _, text) = pair("tcp-lat", &["-n", "1000", "-s", "64"]);
+    let (st, lat) = (&client["results"][0]["stability"], &client["results"][0]["lat"]);
+    assert_eq!((&st["samples"], &st["unit"]), (&1000.into(), &"us".into()), "{st}");
+    assert_eq!(
+        (&st["lowest"], &st["median"], &st["highest"]),
+        (&lat["t_min_us"], &lat["t_typical_us"], &lat["t_max_us"])
+    );
+    assert_eq!((&st["p99"], &st["p99_9"]), (&lat["p99_us"], &lat["p99_9_us"]));
+    assert!(st["warm_up_dropped"].is_null(), "{st}");
+    assert!(text.contains("1000 iterations") && text.contains(", p99.9 "), "{text}");
+}
+
 /// The bytes of each `--interval` line (`[  0.00-  1.00 sec]  BYTES bytes ...`).
 fn interval_bytes(text: &str) -> Vec<u64> {
     let bytes = |l: &str| l.split_whitespace().skip_while(|w| *w != "sec]").nth(1)?.parse().ok();

@@ -363,6 +363,11 @@ pub struct ReportArgs {
     /// -i, which is --ib-port on RDMA tests).
     #[arg(long = "interval", value_name = "SECS")]
     pub interval: Option<f64>,
+    /// Bandwidth tests: append one JSON record per interval (--interval's, else 1 s) to
+    /// FILE as the run goes, on the sending side: its time (RFC 3339), bytes, bandwidth
+    /// and message rate (docs/json.md#json-lines).
+    #[arg(long = "json-lines", value_name = "FILE")]
+    pub json_lines: Option<PathBuf>,
 }
 
 impl Default for ReportArgs {
@@ -380,6 +385,7 @@ impl Default for ReportArgs {
             verbose: false,
             store: None,
             interval: None,
+            json_lines: None,
         }
     }
 }

@@ -119,6 +119,8 @@ fn closing_sections(page: &str) -> String {
         "doctor found a FAIL; qualify failed or regressed.\n",
         ".TP\n2\nAn error, named in one line on stderr: bad flags, no device, a peer missing, ",
         "wrong or gone, a file that cannot be written.\n",
+        ".TP\n130, 143\nA test's client stopped by SIGINT (Ctrl\\-C) or SIGTERM, its results so far ",
+        "printed and written.\n",
     ));
     roff.push_str(".SH \"SEE ALSO\"\n");
     let mut see = vec!["rdmabench(1)".to_string()];

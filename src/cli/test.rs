@@ -59,17 +59,28 @@ impl ReportArgs {
         }
     }
 
-    /// `--interval SECS` (or TCP's `-i`, `short`): bandwidth tests only, 0.1 s to an hour.
+    /// `--interval SECS` (or TCP's `-i`, `short`) and `--json-lines FILE` (every second
+    /// without an interval): bandwidth tests only, 0.1 s to an hour.
     fn interval_lines(&self, bw: bool, short: Option<f64>) -> Result<Option<IntervalLines>, Error> {
-        let Some(secs) = self.interval.or(short) else { return Ok(None) };
-        if !bw {
-            return Err(Error::usage("--interval: bandwidth tests print interval lines"));
+        let asked = self.interval.or(short);
+        if asked.is_none() && self.json_lines.is_none() {
+            return Ok(None);
         }
+        if !bw {
+            let flag = if asked.is_some() { "--interval" } else { "--json-lines" };
+            return Err(Error::usage(format!("{flag}: only bandwidth tests have intervals")));
+        }
+        if self.json_lines.as_deref().is_some_and(crate::files::is_stdout) {
+            return Err(Error::usage("--json-lines: a file (stdout carries the table)"));
+        }
+        let secs = asked.unwrap_or(1.0);
         if !(0.1..=3600.0).contains(&secs) {
             return Err(Error::usage(format!("--interval {secs}: from 0.1 to 3600 seconds")));
         }
         Ok(Some(IntervalLines {
             every: Duration::from_secs_f64(secs),
+            text: asked.is_some(),
+            json_lines: self.json_lines.clone(),
             gbits: self.report_gbits,
             to_stderr: self.json.as_deref().is_some_and(|j| j.as_os_str() == "-"),
         }))

@@ -6,7 +6,7 @@
 use std::io::Write;
 
 use crate::error::Error;
-use crate::measure::BwStats;
+use crate::measure::{BwStats, Stability};
 use crate::perf::report;
 use crate::results::{RunReport, SizeResult};
 use crate::session::protocol::{Channel, Message};
@@ -53,7 +53,9 @@ pub(super) fn run<C: Connection + Send>(
         if stopping || peer_stops {
             break;
         }
-        let interval = step.run(ch, conns, size)?;
+        let mut interval = step.run(ch, conns, size)?;
+        // perftest's line per interval and nothing more: the spread is the summary's.
+        interval.stability = None;
         print(
             out,
             &(report::table_row(step.spec.kind, &interval, layout)
@@ -84,6 +86,9 @@ struct Summary {
     best: Option<f64>,
     worst: Option<f64>,
     interval_ns: u64,
+    /// Each interval's average, bytes/s, for the run's stability (8 bytes an interval:
+    /// a day of 5 s intervals is 140 KB).
+    rates: Vec<f64>,
 }
 
 impl Summary {
@@ -99,6 +104,7 @@ impl Summary {
                 Some(self.best.map_or(bw.avg_bytes_per_sec, |b| b.max(bw.avg_bytes_per_sec)));
             self.worst =
                 Some(self.worst.map_or(bw.avg_bytes_per_sec, |w| w.min(bw.avg_bytes_per_sec)));
+            self.rates.push(bw.avg_bytes_per_sec);
         }
         if let Some(b) = r.received_bytes {
             self.received = Some(self.received.unwrap_or(0) + b);
@@ -126,6 +132,7 @@ impl Summary {
             bw,
             received_bytes: self.received,
             intervals: Some(self.intervals),
+            stability: Stability::of_intervals(&self.rates, self.interval_ns, 0),
             ..Default::default()
         }
     }
@@ -166,6 +173,9 @@ mod tests {
             (bw.peak_bytes_per_sec, bw.min_bytes_per_sec),
             (Some(300_000.0), Some(100_000.0))
         );
+        // Intervals of 100 and 300 kB/s: median 200, deviation 100, spike 1.5×.
+        let st = r.stability.unwrap();
+        assert_eq!((st.samples, st.median, st.cv, st.spike), (2, 200_000.0, 0.5, 1.5));
         assert_eq!(r.received_bytes, Some(400_000));
         let none = Summary::default().result(1000);
         assert_eq!((none.intervals, none.bw), (Some(0), None));

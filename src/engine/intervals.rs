@@ -11,18 +11,18 @@ use crate::perf::loops::{IntervalMark, Pulse};
 use crate::spec::IntervalLines;
 
 /// A loop's [`Pulse`] that also prints its interval marks.
-pub(crate) struct IntervalPrinter<P> {
+pub(crate) struct IntervalPrinter<'a, P> {
     inner: P,
-    lines: Option<IntervalLines>,
+    lines: Option<&'a IntervalLines>,
     size: u64,
     stream: Option<usize>,
 }
 
-impl<P: Pulse> IntervalPrinter<P> {
+impl<'a, P: Pulse> IntervalPrinter<'a, P> {
     /// Around `inner`, for messages of `size` bytes; `stream`: TCP stream k of several.
     pub(crate) fn new(
         inner: P,
-        lines: Option<IntervalLines>,
+        lines: Option<&'a IntervalLines>,
         size: u64,
         stream: Option<usize>,
     ) -> Self {
@@ -30,20 +30,50 @@ impl<P: Pulse> IntervalPrinter<P> {
     }
 }
 
-impl<P: Pulse> Pulse for IntervalPrinter<P> {
+impl<P: Pulse> Pulse for IntervalPrinter<'_, P> {
     const BEATS: bool = P::BEATS;
     fn alive(&mut self, now: Instant) {
         self.inner.alive(now);
     }
     fn interval(&mut self, mark: IntervalMark) {
         let Some(lines) = self.lines else { return };
-        print_line(&lines, &interval_line(&mark, self.size, lines.gbits, self.stream));
+        tell(lines, &mark, self.size, self.stream);
     }
 }
 
-/// Prints one interval line where `lines` says. A closed pipe or a full disk ends no
-/// run: the table and JSON still come.
-pub(crate) fn print_line(lines: &IntervalLines, line: &str) {
+/// An interval that ended: its line printed (`--interval`), its record appended
+/// (`--json-lines`). A closed pipe or a full disk ends no run: the table and JSON still
+/// come.
+pub(crate) fn tell(lines: &IntervalLines, mark: &IntervalMark, size: u64, stream: Option<usize>) {
+    if lines.text {
+        print_line(lines, &interval_line(mark, size, lines.gbits, stream));
+    }
+    if let Some(path) = &lines.json_lines {
+        let record = interval_record(mark, size, stream, &crate::stamp::utc_now_millis());
+        let _ = crate::files::append_line(path, &record);
+    }
+}
+
+/// One `--json-lines` record: `{"time", "stream", "start_s", "end_s", "messages",
+/// "bytes", "bytes_per_sec", "msg_rate"}` on one line.
+fn interval_record(mark: &IntervalMark, size: u64, stream: Option<usize>, time: &str) -> String {
+    let secs = mark.end_ns.saturating_sub(mark.start_ns).max(1) as f64 / 1e9;
+    let bytes = mark.messages.saturating_mul(size);
+    serde_json::json!({
+        "time": time,
+        "stream": stream,
+        "start_s": mark.start_ns as f64 / 1e9,
+        "end_s": mark.end_ns as f64 / 1e9,
+        "messages": mark.messages,
+        "bytes": bytes,
+        "bytes_per_sec": bytes as f64 / secs,
+        "msg_rate": mark.messages as f64 / secs,
+    })
+    .to_string()
+}
+
+/// Prints one interval line where `lines` says.
+fn print_line(lines: &IntervalLines, line: &str) {
     let _ = if lines.to_stderr {
         writeln!(std::io::stderr(), "{line}")
     } else {
@@ -114,5 +144,23 @@ mod tests {
             line.starts_with("[stream 2] [   1.00-") && line.contains(" 0.01 Gb/sec"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_record_is_one_line_of_json_with_its_time() {
+        let mark = IntervalMark { start_ns: 1_000_000_000, end_ns: 1_500_000_000, messages: 1024 };
+        let record = interval_record(&mark, 1024, Some(2), "2026-12-05T13:45:01.250Z");
+        assert!(!record.contains('\n'), "{record}");
+        let r: serde_json::Value = serde_json::from_str(&record).unwrap();
+        assert_eq!((&r["time"], &r["stream"]), (&"2026-12-05T13:45:01.250Z".into(), &2.into()));
+        assert_eq!((r["start_s"].as_f64(), r["end_s"].as_f64()), (Some(1.0), Some(1.5)));
+        assert_eq!((&r["messages"], &r["bytes"]), (&1024.into(), &1_048_576.into()));
+        // A MiB in half a second; 1024 messages in half a second.
+        assert_eq!(
+            (r["bytes_per_sec"].as_f64(), r["msg_rate"].as_f64()),
+            (Some(2_097_152.0), Some(2048.0))
+        );
+        let one = interval_record(&mark, 1024, None, "t");
+        assert!(one.contains("\"stream\":null"), "{one}");
     }
 }

@@ -6,6 +6,7 @@
 use crate::error::Error;
 use crate::measure;
 use crate::measure::cpu::{self, CpuSnapshot};
+use crate::measure::stability::StabilityUnit;
 use crate::results::{SizeResult, Validation};
 use crate::session::protocol::{Channel, Message};
 use crate::spec::{RunLength, Verb};
@@ -156,6 +157,25 @@ fn plausible(size: u64, r: SizeResult) -> Result<SizeResult, Error> {
             return bad(&format!("a latency out of range ({name} {} usec)", shown(t)));
         }
     }
+    if let Some(st) = &r.stability {
+        let max = match st.unit {
+            StabilityUnit::BytesPerSec => MAX_PLAUSIBLE_RATE,
+            StabilityUnit::Us => MAX_PLAUSIBLE_US,
+        };
+        let figures = [
+            ("lowest", Some(st.lowest)),
+            ("median", Some(st.median)),
+            ("highest", Some(st.highest)),
+            ("p99", st.p99),
+            ("p99_9", st.p99_9),
+        ];
+        let ratios = [("cv", Some(st.cv)), ("spike", Some(st.spike))];
+        if let Some((name, f)) =
+            outside(&figures, max).or_else(|| outside(&ratios, MAX_PLAUSIBLE_RATIO))
+        {
+            return bad(&format!("a stability figure out of range ({name} {})", shown(f)));
+        }
+    }
     for c in [r.cpu.client, r.cpu.server].iter().flatten() {
         let checks: [(Named<'_>, f64); 5] = [
             (&[("window_s", Some(c.window_s))], MAX_PLAUSIBLE_WINDOW_S),
@@ -253,4 +273,33 @@ pub(crate) fn cpu_cost(before: &CpuSnapshot, moved: &SizeResult, mhz: Option<f64
         (None, None) => (0, 0),
     };
     cpu::cost(before, &after, bytes, messages, mhz)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::Stability;
+
+    #[test]
+    fn a_peers_stability_figures_are_checked_as_its_others() {
+        let with =
+            |st: Stability| SizeResult { size: 8, stability: Some(st), ..Default::default() };
+        let steady = Stability {
+            lowest: 4e9,
+            median: 5e9,
+            highest: 6e9,
+            cv: 0.1,
+            spike: 1.2,
+            ..Default::default()
+        };
+        assert!(plausible(8, with(steady.clone())).is_ok());
+        let forged = Stability { highest: f64::INFINITY, ..steady.clone() };
+        let err = plausible(8, with(forged)).unwrap_err();
+        assert!(err.message.contains("stability figure out of range (highest inf)"), "{err}");
+        let negative = Stability { cv: -1.0, ..steady.clone() };
+        assert!(plausible(8, with(negative)).is_err());
+        // A latency's microseconds: a day at most.
+        let slow = Stability { unit: StabilityUnit::Us, p99: Some(1e12), ..steady };
+        assert!(plausible(8, with(slow)).unwrap_err().message.contains("p99"));
+    }
 }

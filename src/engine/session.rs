@@ -82,10 +82,14 @@ fn sweep<C: Connection + Send>(
     let progress = sweep_progress(ctx);
     for &size in &ctx.spec.sizes {
         progress.running(&size_message(size, &ctx.spec.run));
-        // Barrier: both sides ready for this size.
-        ch.send(&Message::Ready { size })?;
+        // Barrier: both sides ready for this size, or either done (stopped by a signal:
+        // the sizes so far are the run, as --run_infinitely's intervals are).
+        let stopping = crate::perf::loops::stop_requested();
+        ch.send(&if stopping { Message::Done } else { Message::Ready { size } })?;
         match ch.recv("ready")? {
-            Message::Ready { size: peer } if peer == size => {}
+            Message::Done => break,
+            Message::Ready { size: peer } if peer == size && !stopping => {}
+            Message::Ready { size: peer } if peer == size => break,
             other => {
                 return Err(Error::refused(format!(
                     "control channel: expected ready for {size} B, got {}",
@@ -146,9 +150,17 @@ fn pin_measuring_thread<C: Connection>(ctx: &SetupContext<'_>, conns: usize) -> 
 /// The bar of a sweep or a timed run (the size running, sizes done, time left); none for
 /// one counted size, with `--quiet`, or when stderr is not a terminal.
 fn sweep_progress(ctx: &SetupContext<'_>) -> crate::progress::Progress {
-    let timed = matches!(ctx.spec.run, RunLength::Duration { .. });
-    let shown = ctx.spec.sizes.len() > 1 || timed;
-    crate::progress::Progress::new(ctx.spec.sizes.len(), ctx.local.quiet || !shown)
+    let sizes = ctx.spec.sizes.len();
+    match ctx.spec.run {
+        // The clock moves, where a count of sizes would sit at 0/1 for the whole run.
+        RunLength::Duration { secs, .. } => crate::progress::Progress::timed(
+            std::time::Duration::from_secs(secs.saturating_mul(sizes as u64)),
+            ctx.local.quiet,
+        ),
+        RunLength::Iterations(_) => {
+            crate::progress::Progress::new(sizes, ctx.local.quiet || sizes == 1)
+        }
+    }
 }
 
 fn size_message(size: u64, run: &RunLength) -> String {

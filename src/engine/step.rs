@@ -200,7 +200,11 @@ impl<'a> Step<'a> {
             events: self.queues.events,
             pace: (self.spec.rdma().and_then(|r| r.rate_limit))
                 .map(|l| Pace { burst: l.burst, gap_ns: l.gap_ns(u64::from(size)) }),
-            interval_ns: self.local.interval_lines.map_or(0, |l| l.every.as_nanos() as u64),
+            interval_ns: self
+                .local
+                .interval_lines
+                .as_ref()
+                .map_or(0, |l| l.every.as_nanos() as u64),
         }
     }
 
@@ -259,7 +263,7 @@ impl<'a> Step<'a> {
         let plan = self.bw_plan(size, slots, C::BLOCKING_POLL);
         let posted = self.queues.receives_per_connection(conns.len(), plan.iters);
         if self.role.sends {
-            let lines = self.local.interval_lines;
+            let lines = self.local.interval_lines.as_ref();
             let printing = |pulse| IntervalPrinter::new(pulse, lines, u64::from(size), None);
             let outcome = if C::BLOCKING_POLL {
                 // TCP: the receiver reads every byte, so it never only waits.
@@ -280,6 +284,7 @@ impl<'a> Step<'a> {
                 loops::send_end_markers(conns, self.local.timeout)?;
             }
             let (total, per_qp, iterations) = bw_result(u64::from(size), &outcome, &self.spec.run);
+            local.stability = bw_stability(u64::from(size), &outcome, &self.spec.run);
             local.bw = Some(total);
             local.iterations = iterations;
             if per_qp.len() > 1 {
@@ -323,7 +328,9 @@ impl<'a> Step<'a> {
         };
         if let Some(mut rec) = rec.filter(|_| self.role.initiates) {
             local.iterations = rec.count();
-            local.lat = Some(rec.stats());
+            let lat = rec.stats();
+            local.stability = measure::Stability::of_latency(&lat);
+            local.lat = Some(lat);
             local.samples_ns = rec.take_samples();
         }
         Ok(())
@@ -399,6 +406,31 @@ pub(crate) fn bw_result(
     let total = measure::aggregate(&per);
     let iterations = per.first().map_or(0, |(b, _)| b.messages);
     (total, per.into_iter().map(|(b, _)| b).collect(), iterations)
+}
+
+/// The spread of a sender's intervals, every QP's together: a duration run's, after
+/// its leading margin's intervals; an iteration run's from each QP's first completion.
+pub(crate) fn bw_stability(
+    size: u64,
+    outcome: &BwOutcome,
+    run: &RunLength,
+) -> Option<measure::Stability> {
+    let (rates, interval_ns, dropped) = match run {
+        RunLength::Duration { margin_ms, .. } => {
+            let interval_ns = outcome.windowed.first()?.interval_ns.max(1);
+            let buckets: Vec<&[u64]> = outcome.windowed.iter().map(|w| &w.buckets[..]).collect();
+            let dropped = margin_ms.saturating_mul(1_000_000) / interval_ns;
+            (measure::windowed_rates(size, interval_ns, &buckets), interval_ns, dropped)
+        }
+        RunLength::Iterations(_) => {
+            let per_qp: Vec<(Vec<f64>, u64)> =
+                outcome.recorders.iter().map(|r| measure::recorder_rates(size, r)).collect();
+            let n = per_qp.iter().map(|(r, _)| r.len()).min().unwrap_or(0);
+            let summed = (0..n).map(|i| per_qp.iter().map(|(r, _)| r[i]).sum()).collect();
+            (summed, per_qp.first().map_or(0, |(_, iv)| *iv), 0)
+        }
+    };
+    measure::Stability::of_intervals(&rates, interval_ns, dropped)
 }
 
 impl From<LoopError> for Error {

@@ -4,7 +4,7 @@
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
-use super::intervals::{interval_line, print_line, MarkSender};
+use super::intervals::{tell, MarkSender};
 use crate::perf::loops::{self, BwOutcome, BwPlan, Clock, IntervalMark, LoopError};
 use crate::spec::IntervalLines;
 use crate::transport::{Connection, TransportError};
@@ -79,7 +79,7 @@ pub fn bw_send_threads<C: Connection + Send>(
     conns: &mut [C],
     plan: &BwPlan,
     cpus: &[usize],
-    lines: Option<IntervalLines>,
+    lines: Option<&IntervalLines>,
 ) -> Result<BwOutcome, LoopError> {
     let clock = Clock::start();
     let several = conns.len() > 1;
@@ -91,8 +91,7 @@ pub fn bw_send_threads<C: Connection + Send>(
     let watch = |all_ended: &dyn Fn() -> bool| {
         let Some(lines) = lines else { return };
         let print = |(k, mark): (usize, IntervalMark)| {
-            let stream = several.then_some(k + 1);
-            print_line(&lines, &interval_line(&mark, u64::from(plan.size), lines.gbits, stream));
+            tell(lines, &mark, u64::from(plan.size), several.then_some(k + 1));
         };
         loop {
             match rx.recv_timeout(Duration::from_millis(50)) {

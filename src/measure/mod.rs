@@ -3,8 +3,10 @@
 
 pub mod clock;
 pub mod cpu;
+pub mod stability;
 
 pub use clock::{counter_usable, CycleClock, Stopwatch};
+pub use stability::Stability;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -154,6 +156,19 @@ pub fn bw_stats(size: u64, rec: &BwRecorder) -> BwStats {
     }
 }
 
+/// Bandwidth of each interval of an iteration run — the minimum's intervals, from the
+/// first completion — and the interval's length, ns.
+pub fn recorder_rates(size: u64, rec: &BwRecorder) -> (Vec<f64>, u64) {
+    let (Some(start), Some((end, _))) = (rec.first_post(), rec.last_completion()) else {
+        return (Vec::new(), 0);
+    };
+    let interval = min_interval(end.saturating_sub(start).max(1));
+    let rates = rec.completions.first().map_or_else(Vec::new, |&(t0, d0)| {
+        interval_rates(size, t0, &rebase(&rec.completions, d0), interval)
+    });
+    (rates, interval)
+}
+
 /// perftest's peak: the best per-message time over every sub-window that starts at a
 /// post and ends at a signaled completion, `min over i ≤ j of
 /// (tcompleted[j] − tposted[i]) / (j − i + 1)`.
@@ -180,24 +195,51 @@ pub fn min_over_intervals(
     completions: &[(u64, u64)],
     interval: u64,
 ) -> Option<f64> {
-    let end = completions.last()?.0;
-    let mut min: Option<f64> = None;
+    interval_rates(size, start, completions, interval).into_iter().reduce(f64::min)
+}
+
+/// Bandwidth of each whole `interval` from `start`, from completion stamps
+/// `(time, messages done)` (counts from `start`).
+pub fn interval_rates(
+    size: u64,
+    start: u64,
+    completions: &[(u64, u64)],
+    interval: u64,
+) -> Vec<f64> {
+    let Some(&(end, _)) = completions.last() else { return Vec::new() };
+    let mut rates = Vec::new();
     let mut t0 = start;
     let mut done0 = 0u64;
     let mut idx = 0;
-    while t0 + interval <= end {
+    while interval > 0 && t0 + interval <= end {
         let t1 = t0 + interval;
         // Messages done by t1: the count of the last stamp at or before t1.
         while idx < completions.len() && completions[idx].0 <= t1 {
             idx += 1;
         }
         let done1 = if idx == 0 { 0 } else { completions[idx - 1].1 };
-        let rate = (done1 - done0) as f64 * size as f64 / (interval as f64 / 1e9);
-        min = Some(min.map_or(rate, |m: f64| m.min(rate)));
+        rates.push(done1.saturating_sub(done0) as f64 * size as f64 / (interval as f64 / 1e9));
         t0 = t1;
         done0 = done1;
     }
-    min
+    rates
+}
+
+/// Bandwidth of each `interval_ns` interval of a duration run, every stream's together,
+/// from each stream's cumulative counts at the intervals' ends (the intervals all
+/// streams have).
+pub fn windowed_rates(size: u64, interval_ns: u64, cumulative: &[&[u64]]) -> Vec<f64> {
+    let n = cumulative.iter().map(|c| c.len()).min().unwrap_or(0);
+    let secs = interval_ns.max(1) as f64 / 1e9;
+    (0..n)
+        .map(|i| {
+            let done: u64 = cumulative
+                .iter()
+                .map(|c| c[i].saturating_sub(if i == 0 { 0 } else { c[i - 1] }))
+                .sum();
+            done as f64 * size as f64 / secs
+        })
+        .collect()
 }
 
 /// Bandwidth of one stream in a duration run: `messages` completed inside a window of

@@ -6,7 +6,7 @@
 use std::io::Write;
 
 use crate::error::{Error, ErrorKind};
-use crate::results::Outcome;
+use crate::results::{Outcome, Stopped};
 use crate::spec::{Figure, Output, SampleOrder, TestSpec};
 
 use super::report;
@@ -151,9 +151,24 @@ fn print_table(
         text.push_str(&report::table_row(spec.kind, r, layout));
         text.push_str(&report::details(r, layout));
     }
+    if let Some(stopped) = report.stopped {
+        text.push_str(&format!(" stopped: {}\n", stopped_line(stopped)));
+    }
     text.push_str(report::RESULT_LINE);
     text.push('\n');
     write_text(out, &text)
+}
+
+/// Why the table holds less than was asked for.
+fn stopped_line(stopped: Stopped) -> &'static str {
+    match stopped {
+        Stopped::Interrupted => "interrupted (SIGINT); the sizes and time measured until then",
+        Stopped::Terminated => "terminated (SIGTERM); the sizes and time measured until then",
+        Stopped::Hangup => "hung up (SIGHUP); the sizes and time measured until then",
+        Stopped::PeerGone => "the peer went away; the sizes that completed before",
+        Stopped::MaxTime => "the server's --max-time; the sizes that completed before",
+        Stopped::Unfinished => "unfinished",
+    }
 }
 
 fn write_text(out: &mut dyn Write, text: &str) -> Result<(), Error> {

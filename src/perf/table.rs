@@ -8,6 +8,7 @@ use crate::measure::cpu::{CounterSource, CpuCost};
 use crate::spec::{Measure, Output, RunLength, TestKind, TestSpec};
 
 use crate::measure::bw_in_unit;
+use crate::measure::stability::{Stability, StabilityUnit};
 use crate::results::SizeResult;
 
 /// How a results table is laid out: the unit, the columns, what goes under each size.
@@ -223,6 +224,9 @@ pub fn details(r: &SizeResult, layout: Layout) -> String {
             );
         }
     }
+    if let Some(st) = &r.stability {
+        o.push_str(&stability_line(st, layout));
+    }
     if let Some(v) = &r.validation {
         let _ = writeln!(
             o,
@@ -245,6 +249,37 @@ pub fn details(r: &SizeResult, layout: Layout) -> String {
     if let Some(c) = &r.counters {
         o.push_str(&c.lines());
     }
+    o
+}
+
+/// How steady the run was, in one line: `stability: CV 3.10 %, intervals of 1000.000 ms
+/// 4950.12–5310.40 MiB/sec (median 5120.00), spike 1.04× the median, 5 warm-up
+/// intervals dropped`; a latency's iterations in usec, with p99 and p99.9.
+pub fn stability_line(st: &Stability, layout: Layout) -> String {
+    let (low, median, high, unit, over) = match st.unit {
+        StabilityUnit::BytesPerSec => {
+            let bw = |v| bw_in_unit(v, layout.gbits);
+            let iv = st.interval_ns.unwrap_or(0) as f64 / 1e6;
+            let over = format!("{} intervals of {iv:.3} ms", st.samples);
+            (bw(st.lowest), bw(st.median), bw(st.highest), layout.unit(), over)
+        }
+        StabilityUnit::Us => {
+            let over = format!("{} iterations", st.samples);
+            (st.lowest, st.median, st.highest, "usec", over)
+        }
+    };
+    let mut o = format!(
+        "   stability: CV {:.2} %, {over} {low:.2}–{high:.2} {unit} (median {median:.2}), spike {:.2}× the median",
+        st.cv * 100.0,
+        st.spike
+    );
+    if let (Some(p99), Some(p999)) = (st.p99, st.p99_9) {
+        let _ = write!(o, ", p99 {p99:.2} {unit}, p99.9 {p999:.2} {unit}");
+    }
+    if let Some(n) = st.warm_up_dropped.filter(|&n| n > 0) {
+        let _ = write!(o, ", {n} warm-up intervals dropped");
+    }
+    o.push('\n');
     o
 }
 

@@ -240,8 +240,8 @@ struct Test<'a, 'o> {
 
 /// `--interval`'s lines for a bandwidth loop at `size`, as rdmabench's own exchange
 /// prints them (nothing without `--interval`).
-fn printing(local: &crate::spec::Local, size: u64) -> IntervalPrinter<NoPulse> {
-    IntervalPrinter::new(NoPulse, local.interval_lines, size, None)
+fn printing(local: &crate::spec::Local, size: u64) -> IntervalPrinter<'_, NoPulse> {
+    IntervalPrinter::new(NoPulse, local.interval_lines.as_ref(), size, None)
 }
 
 impl Test<'_, '_> {

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::svg::{self, escape, size_label, Chart, Line, Scale};
 use crate::error::Error;
+use crate::measure::stability::{Stability, StabilityUnit};
 use crate::measure::MIB;
 use crate::results::SizeResult;
 use crate::spec::{Measure, TestKind};
@@ -230,10 +231,18 @@ fn failure_lines(report: &CompareReport, o: &mut String) {
     }
 }
 
+/// A stability figure in the CSV's units: MiB/s for bandwidth, µs for latency.
+fn in_csv_unit(s: &Stability, v: f64) -> f64 {
+    match s.unit {
+        StabilityUnit::BytesPerSec => v / MIB,
+        StabilityUnit::Us => v,
+    }
+}
+
 /// results.csv: a header, then one record per point. Through the `csv` crate, so any
 /// value (an error with commas, quotes or newlines) reads back as written.
 pub fn csv(report: &CompareReport) -> String {
-    const HEADER: [&str; 19] = [
+    const HEADER: [&str; 25] = [
         "series",
         "transport",
         "test",
@@ -253,6 +262,12 @@ pub fn csv(report: &CompareReport) -> String {
         "server_cpu_s_per_gb",
         "received_bytes",
         "error",
+        "stability_cv",
+        "stability_spike",
+        "stability_lowest",
+        "stability_median",
+        "stability_highest",
+        "stability_warm_up_dropped",
     ];
     let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
     let mut w = ::csv::WriterBuilder::new()
@@ -267,6 +282,7 @@ pub fn csv(report: &CompareReport) -> String {
         let lat = res.and_then(|x| x.lat.as_ref());
         let client = res.and_then(|x| x.cpu.client);
         let server = res.and_then(|x| x.cpu.server);
+        let st = res.and_then(|x| x.stability.as_ref());
         let _ = w.write_record([
             s.id.clone(),
             s.transport().to_string(),
@@ -287,6 +303,12 @@ pub fn csv(report: &CompareReport) -> String {
             f(server.and_then(|c| c.cpu_s_per_gb)),
             res.and_then(|x| x.received_bytes).map_or(String::new(), |b| b.to_string()),
             r.error_message().to_string(),
+            f(st.map(|s| s.cv)),
+            f(st.map(|s| s.spike)),
+            f(st.map(|s| in_csv_unit(s, s.lowest))),
+            f(st.map(|s| in_csv_unit(s, s.median))),
+            f(st.map(|s| in_csv_unit(s, s.highest))),
+            st.and_then(|s| s.warm_up_dropped).map_or(String::new(), |n| n.to_string()),
         ]);
     }
     String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
@@ -516,18 +538,26 @@ mod tests {
         let mut r = report();
         let nasty = "the peer said: \"no, not now\"\nsecond line, with a comma";
         r.rows[2].error.as_mut().unwrap().message = nasty.into();
+        // Intervals of 500 and 700 MiB/s after 3 of warm-up: CV 1/6, spike 7/6.
+        r.rows[1].result.as_mut().unwrap().stability =
+            Stability::of_intervals(&[500.0 * MIB, 700.0 * MIB], 1_000_000_000, 3);
         let text = csv(&r);
         let mut reader = ::csv::Reader::from_reader(text.as_bytes());
         let header = reader.headers().unwrap().clone();
-        assert_eq!(header.len(), 19);
-        assert_eq!(&header[18], "error");
+        assert_eq!(header.len(), 25);
+        assert_eq!((&header[18], &header[19]), ("error", "stability_cv"));
         let records: Vec<::csv::StringRecord> = reader.records().map(Result::unwrap).collect();
         assert_eq!(records.len(), r.rows.len());
-        assert!(records.iter().all(|rec| rec.len() == 19));
+        assert!(records.iter().all(|rec| rec.len() == 25));
         assert_eq!(
             &records[1].iter().take(7).collect::<Vec<_>>(),
             &["a_bw", "rdma", "write_bw", "1", "65536", "10", "600.0000"]
         );
+        assert_eq!(
+            &records[1].iter().skip(19).collect::<Vec<_>>(),
+            &["0.1667", "1.1667", "500.0000", "600.0000", "700.0000", "3"]
+        );
+        assert!(records[0].iter().skip(19).all(str::is_empty), "no stability: empty cells");
         assert_eq!(&records[2][18], nasty);
         // And through another reader: Python's csv module (a Linux program: not under
         // wine, where these tests run as Windows code too).

@@ -42,8 +42,7 @@ pub fn prepare_json(path: &std::path::Path) -> Result<(), crate::error::Error> {
 pub fn write_json(path: &std::path::Path, json: &str) -> Result<(), crate::error::Error> {
     use std::io::Write;
     if path.as_os_str() != "-" {
-        return crate::files::create(path)
-            .and_then(|mut f| f.write_all(json.as_bytes()))
+        return crate::files::write_whole(path, json.as_bytes())
             .map_err(|e| crate::error::Error::io(format!("--json {}: {e}", path.display())));
     }
     let mut stdout = std::io::stdout().lock();

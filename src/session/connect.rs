@@ -319,7 +319,9 @@ pub(crate) fn connect_retrying(
         match last {
             Some(e)
                 if e.kind() == std::io::ErrorKind::ConnectionRefused
-                    && start.elapsed() < window =>
+                    && start.elapsed() < window
+                    // Ctrl-C while waiting for a server: no more tries.
+                    && ffi::os::termination_signal().is_none() =>
             {
                 countdown(host, port, start.elapsed(), window, &mut told);
                 std::thread::sleep(REFUSED_RETRY);

@@ -157,7 +157,7 @@ impl std::fmt::Display for ProtocolError {
                 write!(f, "the peer closed the control connection (waiting for {waiting_for})")
             }
             ProtocolError::Gone => f.write_str("the peer closed the control connection"),
-            ProtocolError::Overtime { limit } => write!(f, "the test ran past {limit}"),
+            ProtocolError::Overtime { limit } => write!(f, "{} {limit}", crate::error::OVERTIME),
             ProtocolError::Invalid(why) => write!(f, "control channel: {why}"),
             ProtocolError::Peer(e) => write!(f, "the peer stopped: {e}"),
             ProtocolError::Io(e) => write!(f, "control channel: {e}"),

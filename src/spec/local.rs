@@ -54,11 +54,15 @@ pub struct Local {
 }
 
 /// `--interval SECS` (iperf3's `-i`): the sender prints each interval's bytes and
-/// bandwidth as the run goes.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// bandwidth as the run goes; `--json-lines FILE`: and appends each as a JSON record.
+#[derive(Clone, Debug, PartialEq)]
 pub struct IntervalLines {
     /// The interval.
     pub every: Duration,
+    /// Print a text line per interval (`--interval`; not with `--json-lines` alone).
+    pub text: bool,
+    /// `--json-lines FILE`: one JSON record per interval, appended as it ends.
+    pub json_lines: Option<std::path::PathBuf>,
     /// Gb/s instead of MiB/s (`--report_gbits`).
     pub gbits: bool,
     /// On stderr (stdout carries the JSON: `--json -`).

@@ -649,6 +649,23 @@ extern "C" fn note_termination(signal: libc::c_int) {
 /// `pipe2` or `sigaction` failing, or no such calls on this platform.
 #[cfg(unix)]
 pub fn watch_termination() -> io::Result<()> {
+    watch_termination_with(libc::SA_RESTART)
+}
+
+/// As [`watch_termination`], for the first signal only: it is noted (a test's loops
+/// stop and its results are written), and the signal's default action is back at once,
+/// so a second one ends the process as it always did (a run stuck in a wait is never
+/// out of reach).
+///
+/// # Errors
+/// `pipe2` or `sigaction` failing, or no such calls on this platform.
+#[cfg(unix)]
+pub fn watch_termination_once() -> io::Result<()> {
+    watch_termination_with(libc::SA_RESTART | libc::SA_RESETHAND)
+}
+
+#[cfg(unix)]
+fn watch_termination_with(flags: libc::c_int) -> io::Result<()> {
     use std::sync::atomic::Ordering::SeqCst;
     if WAKE_READ.load(SeqCst) < 0 {
         let mut fds = [-1 as libc::c_int; 2];
@@ -660,11 +677,16 @@ pub fn watch_termination() -> io::Result<()> {
         WAKE_WRITE.store(fds[1], SeqCst);
     }
     for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        if flags & libc::SA_RESETHAND != 0 && ignored(signal)? {
+            // Ignored by whoever started this process (a script's background job, nohup):
+            // it stays ignored, as a shell's own programs keep it.
+            continue;
+        }
         // SAFETY: sigaction is plain data; all-zero is an empty mask and no flags.
         let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
         action.sa_sigaction = note_termination as extern "C" fn(libc::c_int) as libc::sighandler_t;
         // Interrupted system calls restart: the program is told through the pipe.
-        action.sa_flags = libc::SA_RESTART;
+        action.sa_flags = flags;
         // SAFETY: `action` is a valid sigaction whose handler is async-signal-safe (an
         // atomic store and a write); the old action is not asked for (null).
         let rc = unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) };
@@ -675,6 +697,18 @@ pub fn watch_termination() -> io::Result<()> {
     Ok(())
 }
 
+/// Whether `signal` is ignored (`SIG_IGN`) now.
+#[cfg(unix)]
+fn ignored(signal: libc::c_int) -> io::Result<bool> {
+    // SAFETY: sigaction is plain data; all-zero is a valid value for the kernel to fill.
+    let mut now: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new action only reads the current one into `now`, a live local.
+    if unsafe { libc::sigaction(signal, std::ptr::null(), &mut now) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(now.sa_sigaction == libc::SIG_IGN)
+}
+
 /// Not available on this platform.
 ///
 /// # Errors
@@ -682,6 +716,15 @@ pub fn watch_termination() -> io::Result<()> {
 #[cfg(not(unix))]
 pub fn watch_termination() -> io::Result<()> {
     Err(io::Error::new(io::ErrorKind::Unsupported, "no termination signals on this platform"))
+}
+
+/// Not available on this platform.
+///
+/// # Errors
+/// Always.
+#[cfg(not(unix))]
+pub fn watch_termination_once() -> io::Result<()> {
+    watch_termination()
 }
 
 /// The termination signal received since [`watch_termination`] (its number, e.g. 15 for

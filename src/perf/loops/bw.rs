@@ -92,6 +92,17 @@ impl Window {
         })
     }
 
+    /// The window of a run stopped at `now`: no more posts, and no count past `now`.
+    fn cut(self, now: u64) -> Window {
+        Window { end: self.end.min(now).max(self.start), total: now, ..self }
+    }
+
+    /// `counter` as this (cut) window has it: its length, and its whole intervals only.
+    fn trim(&self, counter: &mut Windowed) {
+        counter.window_ns = self.end - self.start;
+        counter.buckets.truncate((counter.window_ns / self.interval) as usize);
+    }
+
     fn counter(&self) -> Windowed {
         let len = self.end - self.start;
         Windowed {
@@ -148,7 +159,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
     let post_stamps = if plan.peak { plan.iters as usize } else { 1 };
     let mut recorders: Vec<BwRecorder> =
         (0..n).map(|_| BwRecorder::new(post_stamps, signals, plan.peak)).collect();
-    let window = Window::of(plan);
+    let mut window = Window::of(plan);
     let mut windowed: Vec<Windowed> =
         window.map_or_else(Vec::new, |w| (0..n).map(|_| w.counter()).collect());
     let mut lanes = vec![Lane::new(plan); n];
@@ -183,6 +194,12 @@ pub fn bw_send<C: Connection, R: RecvSide>(
             if intervals.due(now) {
                 let mark = intervals.close(now, lanes.iter().map(|l| l.done).sum());
                 stall.pulse.interval(mark);
+            }
+            if let Some(w) = window.filter(|w| w.total > now && super::stop_requested()) {
+                // Stopped: the window ends here, its measured part kept.
+                let cut = w.cut(now);
+                window = Some(cut);
+                windowed.iter_mut().for_each(|c| cut.trim(c));
             }
         }
         let stop_posting = window.is_some_and(|w| clock.ns() >= w.total);
@@ -530,4 +547,25 @@ pub fn send_end_markers<C: Connection>(
         check(q, &wc[0])?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stopped_window_ends_where_it_stood_with_its_whole_intervals() {
+        let w = Window { start: 5_000, end: 15_000, total: 20_000, interval: 1_000 };
+        let mut counter = w.counter();
+        assert_eq!((counter.window_ns, counter.buckets.len()), (10_000, 10));
+        let cut = w.cut(7_500);
+        assert_eq!((cut.start, cut.end, cut.total), (5_000, 7_500, 7_500));
+        cut.trim(&mut counter);
+        assert_eq!((counter.window_ns, counter.buckets.len()), (2_500, 2));
+        // Stopped in the leading margin: an empty window.
+        let early = w.cut(3_000);
+        let mut counter = w.counter();
+        early.trim(&mut counter);
+        assert_eq!((early.end, counter.window_ns, counter.buckets.len()), (5_000, 0, 0));
+    }
 }

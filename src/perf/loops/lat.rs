@@ -42,7 +42,7 @@ impl LatPlan {
         match self.duration {
             None => true,
             Some((total, margin)) => {
-                t >= margin.as_nanos() as u64 && t < (total - margin).as_nanos() as u64
+                t >= margin.as_nanos() as u64 && t < total.saturating_sub(margin).as_nanos() as u64
             }
         }
     }

@@ -111,7 +111,7 @@ impl std::fmt::Display for LoopFailure {
                     after.as_secs()
                 )
             }
-            LoopFailure::Overtime { limit } => write!(f, "the test ran past {limit}"),
+            LoopFailure::Overtime { limit } => write!(f, "{} {limit}", crate::error::OVERTIME),
         }
     }
 }
@@ -223,6 +223,15 @@ pub fn tests_end() -> Option<(Instant, RunLimit)> {
 /// Sets this thread's end for its loops (a stream's thread: its parent's).
 pub fn set_tests_end(end: Option<(Instant, RunLimit)>) {
     TESTS_END.with(|e| e.set(end));
+}
+
+/// Whether this process was asked to stop (SIGINT, SIGTERM, SIGHUP, once a test's
+/// command line watches for them): a duration run's loops then end their window where
+/// it stands, as if its time were up. One atomic load, read where a loop reads its
+/// clock for other reasons, never per operation.
+#[inline]
+pub fn stop_requested() -> bool {
+    ffi::os::termination_signal().is_some()
 }
 
 /// Most polls between two clock reads of a [`Stall`]: at ~100 ns a poll, one read in

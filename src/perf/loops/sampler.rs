@@ -140,6 +140,9 @@ impl Sampler for CountedSampler {
 /// read each).
 const REFINE_EVERY: u64 = 4096;
 
+/// Ticks of a duration run between two looks at whether the run was asked to stop.
+const STOP_EVERY: u64 = 256;
+
 /// A duration run (`-D`): each tick is read as ns since the start, to keep only the
 /// samples inside the measured window and to stop at the end.
 pub struct TimedSampler {
@@ -174,7 +177,10 @@ impl Sampler for TimedSampler {
             }
         }
         self.prev = Some(t);
-        !self.plan.over(i, t)
+        // Asked to stop: the run ends at this tick, as at its time's end, with the
+        // window's samples until now.
+        let stopped = i % STOP_EVERY == 0 && super::stop_requested();
+        !(stopped || self.plan.over(i, t))
     }
 
     fn finish(self) -> LatencyRecorder {
