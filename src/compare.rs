@@ -29,6 +29,8 @@ pub struct CompareOptions {
     pub sizes: Option<Vec<u64>>,
     /// `--all-sizes`: every power of two from 2 B to 8 MiB.
     pub all_sizes: bool,
+    /// `--tcp-only`: the TCP series alone.
+    pub tcp_only: bool,
     /// TCP streams of the multi-stream series (`-P`).
     pub streams: u32,
     /// Bytes each bandwidth point moves (its iterations follow); None: the default
@@ -210,7 +212,8 @@ pub fn compare(args: &CompareOptions, out: &mut dyn Write) -> Result<u8, Error> 
     std::fs::create_dir_all(&args.out)
         .map_err(|e| Error::io(format!("cannot create --out {}: {e}", args.out.display())))?;
     reach_server(&args.host, &local)?;
-    let series = series(args.streams);
+    let series: Vec<Series> =
+        series(args.streams).into_iter().filter(|s| s.tcp || !args.tcp_only).collect();
     let total = series.len() * sizes.len();
     let progress = crate::progress::Progress::new(total, args.quiet);
     let mut report = CompareReport {
@@ -279,7 +282,9 @@ pub fn compare(args: &CompareOptions, out: &mut dyn Write) -> Result<u8, Error> 
     let _ = out.flush();
     let failed = report.failures();
     if failed > 0 {
-        eprintln!("rdmabench: {failed} of {total} points failed (marked FAIL in the report)");
+        let hint =
+            if stackless { " (no RDMA stack here: --tcp-only measures TCP alone)" } else { "" };
+        eprintln!("rdmabench: {failed} of {total} points failed (marked FAIL in the report){hint}");
         return Ok(crate::error::EXIT_VERDICT);
     }
     Ok(0)
@@ -363,6 +368,7 @@ mod tests {
             out: "x".into(),
             sizes: None,
             all_sizes: false,
+            tcp_only: false,
             streams: 4,
             bytes: None,
             lat_bytes: 16 << 20,

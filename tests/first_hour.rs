@@ -116,6 +116,32 @@ fn compare_stops_after_three_failures_in_a_row() {
 }
 
 #[test]
+fn compare_tcp_only_measures_the_tcp_series_alone_and_passes() {
+    let port = port();
+    let dir = common::scratch("rdmabench-first-hour").join(format!("tcp-only-{port}"));
+    let mut serve = spawn(&["serve", "-p", &port]);
+    common::wait_listening(&port);
+    let args = ["compare", "127.0.0.1", "-p", &port, "--sizes", "4K,64K", "--bytes", "4M"];
+    let out_dir = dir.to_str().unwrap();
+    let out = finish(
+        spawn(&[&args[..], &["--tcp-only", "--quiet", "--out", out_dir]].concat()),
+        Duration::from_secs(120),
+    );
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let series: Vec<&str> = rows.iter().map(|r| r["series"].as_str().unwrap()).collect();
+    // TCP 1 stream, 4 streams and latency, at two sizes each; every one measured.
+    assert_eq!(series, ["tcp_bw_1", "tcp_bw_1", "tcp_bw_4", "tcp_bw_4", "tcp_lat", "tcp_lat"]);
+    assert!(rows.iter().all(|r| r["error"].is_null() && !r["result"].is_null()), "{rows:?}");
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(page.contains("<h1>TCP</h1>") && !page.contains("RDMA write"), "the page is TCP's");
+}
+
+#[test]
 fn a_dash_output_is_stdout_for_doctor_and_qualify() {
     let dir = common::scratch("rdmabench-first-hour").join("dash");
     std::fs::create_dir_all(&dir).unwrap();

@@ -170,6 +170,10 @@ pub struct CompareArgs {
     /// Every power of two from 2 B to 8 MiB.
     #[arg(long = "all-sizes", conflicts_with = "sizes")]
     pub all_sizes: bool,
+    /// The TCP series alone (iperf3's and qperf's figures, no RDMA): on a host without
+    /// RDMA, or for a TCP baseline.
+    #[arg(long = "tcp-only")]
+    pub tcp_only: bool,
     /// Streams of the parallel TCP test.
     #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 4)]
     pub streams: u32,
@@ -251,6 +255,7 @@ impl CompareArgs {
             out: self.out.clone(),
             sizes: self.sizes.clone(),
             all_sizes: self.all_sizes,
+            tcp_only: self.tcp_only,
             streams: self.streams,
             bytes: self.bytes,
             lat_bytes: self.lat_bytes,

@@ -211,9 +211,10 @@ pub fn table(report: &CompareReport) -> String {
     o
 }
 
-/// One line per failure message, in order of its first point: points that failed the
-/// same way (every RDMA point on a host without RDMA) share theirs.
-fn failure_lines(report: &CompareReport, o: &mut String) {
+/// The failures, one per message in order of its first point: points that failed the
+/// same way (every RDMA point on a host without RDMA) share theirs. Each: `rdma_write_bw
+/// 2 B and 11 more points` and the message.
+fn failures(report: &CompareReport) -> Vec<(String, &str)> {
     let mut messages: Vec<(&str, Vec<&Row>)> = Vec::new();
     for r in report.rows.iter().filter(|r| r.error.is_some()) {
         match messages.iter_mut().find(|(m, _)| *m == r.error_message()) {
@@ -221,13 +222,21 @@ fn failure_lines(report: &CompareReport, o: &mut String) {
             None => messages.push((r.error_message(), vec![r])),
         }
     }
-    for (message, rows) in messages {
+    let points = |rows: &[&Row]| {
         let first = format!("{} {} B", rows[0].series, rows[0].size);
-        let _ = match rows.len() {
-            1 => writeln!(o, "   {first}: {message}"),
-            2 => writeln!(o, "   {first} and 1 more point: {message}"),
-            n => writeln!(o, "   {first} and {} more points: {message}", n - 1),
-        };
+        match rows.len() {
+            1 => first,
+            2 => format!("{first} and 1 more point"),
+            n => format!("{first} and {} more points", n - 1),
+        }
+    };
+    messages.into_iter().map(|(message, rows)| (points(&rows), message)).collect()
+}
+
+/// One line per failure message ([`failures`]).
+fn failure_lines(report: &CompareReport, o: &mut String) {
+    for (points, message) in failures(report) {
+        let _ = writeln!(o, "   {points}: {message}");
     }
 }
 
@@ -382,9 +391,11 @@ pub fn html(report: &CompareReport, charts: &[(&str, String)]) -> String {
     );
     o.push_str(super::environment::STYLE);
     o.push_str("</style>\n</head>\n<body>\n");
+    // `--tcp-only`: no RDMA series.
+    let title = if report.series.iter().any(|s| !s.tcp) { "RDMA vs TCP" } else { "TCP" };
     let _ = writeln!(
         o,
-        "<h1>RDMA vs TCP</h1>\n<p>Server <b>{}</b>, started {}, {} ({} points, {} failed). Data: \
+        "<h1>{title}</h1>\n<p>Server <b>{}</b>, started {}, {} ({} points, {} failed). Data: \
          <a href=\"results.json\">results.json</a>, <a href=\"results.csv\">results.csv</a>.</p>",
         escape(&report.server),
         escape(&report.started),
@@ -431,6 +442,15 @@ pub fn html(report: &CompareReport, charts: &[(&str, String)]) -> String {
             o.push_str("</tr>\n");
         }
         o.push_str("</table>\n");
+    }
+    // Each failure's reason in the page, not only in its cell's tooltip.
+    let failed = failures(report);
+    if !failed.is_empty() {
+        o.push_str("<h2>Failures</h2>\n<ul class=\"fail\">\n");
+        for (points, message) in failed {
+            let _ = writeln!(o, "<li><b>{}</b>: {}</li>", escape(&points), escape(message));
+        }
+        o.push_str("</ul>\n");
     }
     o.push_str("</body>\n</html>\n");
     o
@@ -531,6 +551,26 @@ mod tests {
             ],
             "{t}"
         );
+    }
+
+    #[test]
+    fn the_page_lists_each_failures_reason_not_only_its_tooltip() {
+        let mut r = report();
+        r.rows[3].error = Some(Error::new(crate::error::ErrorKind::Refused, "<b>late</b>"));
+        let page = html(&r, &[]);
+        let list = &page[page.find("<h2>Failures</h2>").expect("a failures section")..];
+        assert!(
+            list.contains("<li><b>b_bw 2 B</b>: the peer stopped: &quot;boom&quot;</li>"),
+            "{list}"
+        );
+        assert!(list.contains("<li><b>b_bw 65536 B</b>: &lt;b&gt;late&lt;/b&gt;</li>"), "{list}");
+        assert!(page.contains("<h1>RDMA vs TCP</h1>"));
+        // No RDMA series (--tcp-only): the page says what it compares; no failure, no list.
+        let mut tcp = report();
+        tcp.rows[2].error = None;
+        tcp.series.iter_mut().for_each(|s| s.tcp = true);
+        let page = html(&tcp, &[]);
+        assert!(page.contains("<h1>TCP</h1>") && !page.contains("Failures"), "{page}");
     }
 
     #[test]
