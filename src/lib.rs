@@ -141,8 +141,10 @@ fn test(t: TestArgs, out: &mut dyn Write) -> Result<u8, Error> {
     outcome.report.stopped = results::Stopped::of(signal, outcome.error.as_ref());
     let status = perf::finish::finish(&t.spec, outcome, &t.output, store, out)?;
     // Stopped by a signal: the shell's status for it (130 for SIGINT, 143 for SIGTERM),
-    // once the results so far are out.
-    Ok(signal.map_or(status, |s| 128 + s as u8))
+    // once the results so far are out. Not a --run_infinitely run: a signal is how it
+    // ends, its summary the run's (exit 0, as documented since it was built).
+    let infinite = t.spec.rdma().is_some_and(|r| r.run_infinitely);
+    Ok(signal.filter(|_| !infinite).map_or(status, |s| 128 + s as u8))
 }
 
 /// The `--json` document in place while the run goes: valid, failed, `unfinished`.
