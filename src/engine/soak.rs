@@ -66,11 +66,22 @@ impl SoakWatch {
     /// Watches `device`'s `port` too: `selection`'s counters (`-W`'s, else all of them),
     /// its link.
     pub(crate) fn watch_port(&mut self, device: &str, port: u8, selection: &CounterSelection) {
-        let counters = PortCounters::open(device, port, selection).ok().map(|c| {
+        self.watch_port_at(Path::new(SYSFS_DEVICES), device, port, selection);
+    }
+
+    /// As [`watch_port`](Self::watch_port), the devices under `devices`.
+    fn watch_port_at(
+        &mut self,
+        devices: &Path,
+        device: &str,
+        port: u8,
+        selection: &CounterSelection,
+    ) {
+        let counters = PortCounters::open_at(devices, device, port, selection).ok().map(|c| {
             let now = c.snapshot();
             (c, now)
         });
-        let device = Path::new(SYSFS_DEVICES).join(device);
+        let device = devices.join(device);
         let link = LinkState::read(&device, port);
         self.port = Some(PortWatch { counters, device, port, link });
     }
@@ -274,5 +285,54 @@ mod tests {
         );
         assert_eq!(r.len(), 3, "{r:?}");
         assert!(SoakWatch::new(&IntervalLines { json_lines: None, ..lines }).is_none());
+    }
+
+    #[test]
+    fn a_watched_port_gives_its_moved_counters_and_a_link_change() {
+        let root = std::env::temp_dir().join(format!("rdmabench-soak-{}", std::process::id()));
+        let port = root.join("rxe0/ports/1");
+        let write = |name: &str, text: &str| {
+            let path = port.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write("hw_counters/sent_pkts", "100\n");
+        write("hw_counters/out_of_seq_request", "0\n");
+        write("state", "4: ACTIVE\n");
+        write("rate", "10 Gb/sec (1X QDR)\n");
+        let lines = IntervalLines {
+            every: std::time::Duration::from_secs(1),
+            text: false,
+            json_lines: Some("f.jsonl".into()),
+            gbits: false,
+            to_stderr: false,
+            min_bw: None,
+        };
+        let mut watch = SoakWatch::new(&lines).unwrap();
+        watch.watch_port_at(&root, "rxe0", 1, &CounterSelection::All);
+        let mut calm = Map::new();
+        write("hw_counters/sent_pkts", "1100\n");
+        watch.judge(&mut calm, 1e9, "T1");
+        assert_eq!(calm["verdict"]["pass"], true, "{calm:?}");
+        assert_eq!(calm["counters"]["changes"], json!({ "hw_counters/sent_pkts": 1000 }));
+        assert_eq!(
+            calm["link"],
+            json!({ "state": "ACTIVE", "rate": "10 Gb/sec (1X QDR)", "pcie": null, "changed": null })
+        );
+        write("hw_counters/out_of_seq_request", "4\n");
+        write("state", "1: DOWN\n");
+        let mut troubled = Map::new();
+        watch.judge(&mut troubled, 1e9, "T2");
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(troubled["counters"]["changes"], json!({ "hw_counters/out_of_seq_request": 4 }));
+        assert_eq!(troubled["link"]["changed"], "state ACTIVE → DOWN at T2");
+        assert_eq!(
+            troubled["verdict"]["reasons"],
+            json!([
+                "error counters moved on rxe0/1: hw_counters/out_of_seq_request +4",
+                "link changed: state ACTIVE → DOWN at T2"
+            ])
+        );
+        assert_eq!(watch.take_tally(), Some(IntervalVerdicts { judged: 2, failed: 1 }));
     }
 }
