@@ -1,6 +1,7 @@
 //! A soak's verdict per interval (issue #54): over TCP on 127.0.0.1, each `--json-lines`
 //! record of the whole run's interval carries a verdict against `--min-bw`, and the run's
-//! own verdict fails naming how many intervals failed.
+//! own verdict fails naming how many intervals failed; a qualify profile's stability
+//! limits judge a point's spread.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -89,4 +90,48 @@ fn several_streams_are_judged_together() {
     assert_eq!(whole[0]["bytes"].as_u64(), Some(first_of(1) + first_of(2)), "{records:?}");
     let n = whole.len();
     assert_eq!(doc["results"][0]["interval_verdicts"]["judged"], n, "{doc}");
+}
+
+/// A qualify profile's stability limits judge a TCP point's spread against `serve`: one
+/// point's impossible CV fails it by name, the same point with loose limits passes.
+#[test]
+fn qualify_judges_a_points_spread() {
+    let port = common::free_port();
+    let dir = common::scratch("rdmabench-soak-qualify");
+    let profile = dir.join(format!("spread-{port}.toml"));
+    let point = |name: &str, cv: &str, low: f64| {
+        format!(
+            "[[test]]\nname = \"{name}\"\ntest = \"tcp_bw\"\nsizes = [\"128K\"]\nduration = 3\n\
+             max_cv = \"{cv}\"\nmin_low_ratio = {low}\n\n"
+        )
+    };
+    let text = format!(
+        "repeats = 1\n\n{}{}",
+        point("tight", "0.001%", 0.01),
+        point("loose", "100%", 0.01)
+    );
+    std::fs::write(&profile, text).unwrap();
+    let out_dir = dir.join(format!("out-{port}"));
+    let serve = common::spawn(false, &["serve", "-p", &port]);
+    common::wait_listening(&port);
+    let (p, o) = (profile.display().to_string(), out_dir.display().to_string());
+    let args = ["qualify", &p, "--server", "127.0.0.1", "-p", &port, "--no-store", "--out", &o];
+    let out = finish(common::spawn(false, &args), Duration::from_secs(90));
+    let _ = std::process::Command::new("kill").arg(serve.id().to_string()).status();
+    let _ = finish(serve, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1), "the tight point fails: {}", err(&out));
+    let doc = read_json(&out_dir.join("qualify.json"), &out);
+    let points = doc["points"].as_array().unwrap();
+    let judged = |k: usize, threshold: &str| {
+        let j = points[k]["judgements"].as_array().unwrap();
+        j.iter().find(|j| j["threshold"] == threshold).cloned().unwrap_or_else(|| panic!("{doc}"))
+    };
+    let cv = points[0]["median"]["cv"].as_f64().unwrap();
+    assert!(cv > 0.00001 && cv < 1.0, "{doc}");
+    assert_eq!(judged(0, "max_cv")["pass"], false, "{doc}");
+    assert_eq!(judged(0, "max_cv")["observed"], format!("{:.2}%", cv * 100.0));
+    assert_eq!(judged(0, "min_low_ratio")["pass"], true, "{doc}");
+    assert!(common::text(&out).contains("max_cv: "), "named in the table: {}", common::text(&out));
+    assert_eq!(judged(1, "max_cv")["pass"], true, "{doc}");
+    assert!(points[1]["judgements"].as_array().unwrap().iter().all(|j| j["pass"] == true), "{doc}");
 }
