@@ -135,3 +135,42 @@ fn qualify_judges_a_points_spread() {
     assert_eq!(judged(1, "max_cv")["pass"], true, "{doc}");
     assert!(points[1]["judgements"].as_array().unwrap().iter().all(|j| j["pass"] == true), "{doc}");
 }
+
+/// A soak point: each run's intervals kept in qualify.json, judged (`intervals`), and
+/// drawn in report.html as a chart of the runs over their seconds.
+#[test]
+fn a_qualify_soak_keeps_judges_and_draws_its_intervals() {
+    let port = common::free_port();
+    let dir = common::scratch("rdmabench-soak-qualify");
+    let profile = dir.join(format!("soak-{port}.toml"));
+    let text = "repeats = 2\n\n[[test]]\ntest = \"tcp_bw\"\nsizes = [\"128K\"]\nduration = 3\nsoak = true\n";
+    std::fs::write(&profile, text).unwrap();
+    let out_dir = dir.join(format!("soak-out-{port}"));
+    let serve = common::spawn(false, &["serve", "-p", &port]);
+    common::wait_listening(&port);
+    let (p, o) = (profile.display().to_string(), out_dir.display().to_string());
+    let args = ["qualify", &p, "--server", "127.0.0.1", "-p", &port, "--no-store", "--out", &o];
+    let out = finish(common::spawn(false, &args), Duration::from_secs(90));
+    let _ = std::process::Command::new("kill").arg(serve.id().to_string()).status();
+    let _ = finish(serve, Duration::from_secs(10));
+    let doc = read_json(&out_dir.join("qualify.json"), &out);
+    let point = &doc["points"][0];
+    let runs = point["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{doc}");
+    let mut judged = 0;
+    for run in runs {
+        let intervals = run["intervals"].as_array().unwrap();
+        assert!(intervals.len() >= 3, "a record a second: {run}");
+        assert!(intervals.iter().all(|i| i[1].as_f64().unwrap() > 0.0), "{run}");
+        judged += intervals.len();
+    }
+    let j = point["judgements"].as_array().unwrap();
+    let soak = j.iter().find(|j| j["threshold"] == "intervals").unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(soak["pass"], true, "{doc}");
+    assert_eq!(soak["observed"], format!("0 of {judged} failed"), "{doc}");
+    assert!(out_dir.join("soak/tcp_bw_128K-2.jsonl").exists(), "the records kept");
+    let page = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    let chart = &page[page.find(r#"id="soak-0""#).expect("the soak's chart")..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert_eq!(chart.matches("<polyline").count(), 2, "a line per run: {chart}");
+}

@@ -51,6 +51,9 @@ pub struct ProfileTest {
     pub specs: Vec<TestSpec>,
     /// What each median must reach.
     pub limits: Limits,
+    /// `soak = true`: each run keeps its intervals (`--json-lines`' records, judged each),
+    /// drawn in report.html.
+    pub soak: bool,
 }
 
 /// A test's thresholds.
@@ -123,6 +126,7 @@ struct RawTest {
     max_cv: Option<Percent>,
     min_low_ratio: Option<f64>,
     max_spike: Option<f64>,
+    soak: Option<bool>,
 }
 
 /// `65536` or `"64K"`.
@@ -403,6 +407,10 @@ fn test(t: &RawTest, line: usize) -> Result<ProfileTest, String> {
     if limits.min_low_ratio.is_some_and(|r| !(r > 0.0 && r <= 1.0)) {
         return Err("min_low_ratio: the lowest interval over the median, above 0, at most 1".into());
     }
+    let soak = t.soak.unwrap_or(false);
+    if soak && !(kind.measure == Measure::Bw && t.duration.is_some()) {
+        return Err(format!("soak: a bandwidth test with a duration, not {}", t.test));
+    }
     if limits.max_spike.is_some_and(|s| !(s >= 1.0 && s.is_finite())) {
         return Err("max_spike: the highest over the median, 1 or more".into());
     }
@@ -415,7 +423,7 @@ fn test(t: &RawTest, line: usize) -> Result<ProfileTest, String> {
     if name.is_empty() {
         return Err("name: empty once its control characters are dropped".into());
     }
-    Ok(ProfileTest { name, line, specs, limits })
+    Ok(ProfileTest { name, line, specs, limits, soak })
 }
 
 #[cfg(test)]

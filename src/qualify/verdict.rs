@@ -18,6 +18,10 @@ pub struct Run {
     pub result: Option<SizeResult>,
     /// Why the run failed, if it did.
     pub error: Option<Error>,
+    /// A soak's whole intervals as it recorded them: `[end_s, bytes_per_sec]` each
+    /// (empty for a point that is no soak).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<[f64; 2]>,
 }
 
 /// The medians of a point's successful runs (`None`: no run measured it).
@@ -180,6 +184,23 @@ pub fn judge(limits: &Limits, runs: &[Run], median: &Median, link: &LinkRate) ->
     out
 }
 
+/// A soak's `intervals` judgement: every run's every interval passed its verdict
+/// (`--json-lines`': no counter of trouble moved, the link held).
+pub fn soak_intervals(runs: &[Run]) -> Judgement {
+    let verdicts = runs.iter().filter_map(|r| r.result.as_ref()?.interval_verdicts);
+    let (judged, failed) = verdicts.fold((0, 0), |(j, f), v| (j + v.judged, f + v.failed));
+    Judgement {
+        threshold: "intervals".into(),
+        limit: "every interval passes".into(),
+        observed: if judged == 0 {
+            "not measured (no interval judged)".into()
+        } else {
+            format!("{failed} of {judged} failed")
+        },
+        pass: judged > 0 && failed == 0,
+    }
+}
+
 /// The stability limits judged on the runs' median `stability` figures: a run too short
 /// for a spread (fewer than two intervals) has none, and fails as not measured.
 fn judge_stability(limits: &Limits, median: &Median) -> Vec<Judgement> {
@@ -336,12 +357,20 @@ mod tests {
 
     fn bw_run(mib: f64) -> Run {
         let bw = BwStats { avg_bytes_per_sec: mib * MIB, msg_rate: mib, ..Default::default() };
-        Run { result: Some(SizeResult { bw: Some(bw), ..Default::default() }), error: None }
+        Run {
+            result: Some(SizeResult { bw: Some(bw), ..Default::default() }),
+            error: None,
+            intervals: Vec::new(),
+        }
     }
 
     fn lat_run(us: f64) -> Run {
         let lat = LatStats { t_typical_us: us, p99_us: us * 2.0, ..Default::default() };
-        Run { result: Some(SizeResult { lat: Some(lat), ..Default::default() }), error: None }
+        Run {
+            result: Some(SizeResult { lat: Some(lat), ..Default::default() }),
+            error: None,
+            intervals: Vec::new(),
+        }
     }
 
     /// A bandwidth run whose intervals spread by `cv`, the lowest `low` and the highest
@@ -466,6 +495,7 @@ mod tests {
             Run {
                 result: None,
                 error: Some(Error::new(ErrorKind::PeerSilent, "the peer went quiet")),
+                intervals: Vec::new(),
             },
         ];
         let m = Median::of(&runs);
@@ -504,7 +534,11 @@ mod tests {
         let c = compare(&faster, &slower, Percent(10.0)).unwrap();
         assert_eq!(c.stats.verdict, Verdict::Better);
         assert!(c.regression("write_lat 2").is_none());
-        slower.push(Run { result: None, error: Some(Error::new(ErrorKind::PeerSilent, "x")) });
+        slower.push(Run {
+            result: None,
+            error: Some(Error::new(ErrorKind::PeerSilent, "x")),
+            intervals: Vec::new(),
+        });
         assert_eq!(compare(&slower, &faster, Percent(10.0)).unwrap().runs.len(), 3);
         // Bandwidth against latency: nothing to compare.
         assert!(compare(&now, &faster, Percent(10.0)).is_none());
