@@ -143,9 +143,17 @@ fn a_qualify_soak_keeps_judges_and_draws_its_intervals() {
     let port = common::free_port();
     let dir = common::scratch("rdmabench-soak-qualify");
     let profile = dir.join(format!("soak-{port}.toml"));
-    let text = "repeats = 2\n\n[[test]]\ntest = \"tcp_bw\"\nsizes = [\"128K\"]\nduration = 3\nsoak = true\n";
+    let soak = "test = \"tcp_bw\"\nsizes = [\"128K\"]\nduration = 3\nsoak = true\n";
+    // The same soak with a floor no interval reaches: every interval fails it.
+    let text = format!(
+        "repeats = 2\n\n[[test]]\n{soak}\n[[test]]\nname = \"floored\"\n{soak}min_bw = \"1000000 GB/s\"\n"
+    );
     std::fs::write(&profile, text).unwrap();
     let out_dir = dir.join(format!("soak-out-{port}"));
+    // An earlier qualification's records in the same --out are not this one's.
+    std::fs::create_dir_all(out_dir.join("soak")).unwrap();
+    let stale = r#"{"stream":null,"end_s":1.0,"bytes_per_sec":1.0}"#;
+    std::fs::write(out_dir.join("soak/tcp_bw_128K-1.jsonl"), format!("{stale}\n")).unwrap();
     let serve = common::spawn(false, &["serve", "-p", &port]);
     common::wait_listening(&port);
     let (p, o) = (profile.display().to_string(), out_dir.display().to_string());
@@ -154,6 +162,7 @@ fn a_qualify_soak_keeps_judges_and_draws_its_intervals() {
     let _ = std::process::Command::new("kill").arg(serve.id().to_string()).status();
     let _ = finish(serve, Duration::from_secs(10));
     let doc = read_json(&out_dir.join("qualify.json"), &out);
+    assert_eq!(doc["points"].as_array().unwrap().len(), 2, "{doc}");
     let point = &doc["points"][0];
     let runs = point["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2, "{doc}");
@@ -161,7 +170,7 @@ fn a_qualify_soak_keeps_judges_and_draws_its_intervals() {
     for run in runs {
         let intervals = run["intervals"].as_array().unwrap();
         assert!(intervals.len() >= 3, "a record a second: {run}");
-        assert!(intervals.iter().all(|i| i[1].as_f64().unwrap() > 0.0), "{run}");
+        assert!(intervals.iter().all(|i| i[1].as_f64().unwrap() > 1.0), "none stale: {run}");
         judged += intervals.len();
     }
     let j = point["judgements"].as_array().unwrap();
@@ -169,6 +178,21 @@ fn a_qualify_soak_keeps_judges_and_draws_its_intervals() {
     assert_eq!(soak["pass"], true, "{doc}");
     assert_eq!(soak["observed"], format!("0 of {judged} failed"), "{doc}");
     assert!(out_dir.join("soak/tcp_bw_128K-2.jsonl").exists(), "the records kept");
+    let floored = doc["points"][1]["judgements"].as_array().unwrap();
+    let soak = floored.iter().find(|j| j["threshold"] == "intervals").unwrap();
+    let n = doc["points"][1]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["intervals"].as_array().unwrap().len())
+        .sum::<usize>();
+    assert_eq!(
+        (&soak["pass"], &soak["observed"]),
+        (&false.into(), &format!("{n} of {n} failed").into()),
+        "{doc}"
+    );
+    let records = std::fs::read_to_string(out_dir.join("soak/floored_128K-1.jsonl")).unwrap();
+    assert!(records.contains("is below --min-bw 953674316"), "the floor in MiB/s: {records}");
     let page = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
     let chart = &page[page.find(r#"id="soak-0""#).expect("the soak's chart")..];
     let chart = &chart[..chart.find("</svg>").unwrap()];

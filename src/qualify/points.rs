@@ -10,11 +10,12 @@ use std::time::Instant;
 use super::baseline::Baseline;
 use super::profile::{Profile, ProfileTest};
 use super::report::{Point, QualifyReport, Sides};
-use super::threshold::LinkRate;
+use super::threshold::{Bandwidth, Floor, LinkRate};
 use super::verdict::{self, Median, Run};
 use crate::compare::run_point;
 use crate::engine::Side;
 use crate::error::Error;
+use crate::measure::MIB;
 use crate::progress::Progress;
 use crate::spec::{IntervalLines, Link, Local, TestSpec};
 use crate::stats::Verdict;
@@ -59,7 +60,7 @@ pub(super) fn run_points(
             let clock = Instant::now();
             let mut runs = Vec::with_capacity(min);
             let gone = runner.measure(
-                (spec, test.soak),
+                (spec, test),
                 &id,
                 &mut runs,
                 (min, max),
@@ -85,15 +86,8 @@ pub(super) fn run_points(
         let (id, mut runs, seconds) = (p.id.clone(), p.runs.clone(), p.seconds);
         let target = runs.len() + profile.repeats as usize;
         let clock = Instant::now();
-        let gone = runner.measure(
-            (spec, test.soak),
-            &id,
-            &mut runs,
-            (target, target),
-            None,
-            report,
-            &mut link,
-        );
+        let gone =
+            runner.measure((spec, test), &id, &mut runs, (target, target), None, report, &mut link);
         let mut point = point(test, &id, spec, runs, &link);
         point.seconds = seconds + clock.elapsed().as_secs_f64();
         point.confirmation_runs = profile.repeats;
@@ -113,7 +107,7 @@ impl Runner<'_> {
     #[allow(clippy::too_many_arguments)]
     fn measure(
         &self,
-        (spec, soak): (&TestSpec, bool),
+        (spec, test): (&TestSpec, &ProfileTest),
         id: &str,
         runs: &mut Vec<Run>,
         (min, max): (usize, usize),
@@ -128,9 +122,19 @@ impl Runner<'_> {
                 break;
             }
             self.progress.running(id);
-            let records = soak.then(|| self.soak_dir.join(soak_file(id, runs.len() + 1)));
+            let records = test.soak.then(|| self.soak_dir.join(soak_file(id, runs.len() + 1)));
             let outcome = match &records {
-                Some(path) => run_point(spec, &self.side, &soak_local(self.local, path)),
+                Some(path) => {
+                    // The point's floor holds each second too, where it is a figure here
+                    // (a TCP point's link is known only after its first run).
+                    let tcp = matches!(spec.link, Link::Tcp(_));
+                    let floor = test.limits.min_bw.and_then(|b| match (b, b.floor(link)) {
+                        (Bandwidth::OfLink(_), _) if tcp => None,
+                        (_, Ok(Floor::Bytes(f))) => Some(f / MIB),
+                        _ => None,
+                    });
+                    run_point(spec, &self.side, &soak_local(self.local, path, floor))
+                }
                 None => run_point(spec, &self.side, self.local),
             };
             self.progress.done_one();
@@ -164,19 +168,22 @@ fn soak_file(id: &str, run: usize) -> String {
     format!("{name}-{run}.jsonl")
 }
 
-/// `local` with `--json-lines` to `path`: every second's interval recorded and judged.
-fn soak_local(local: &Local, path: &Path) -> Local {
+/// `local` with `--json-lines` to `path`: every second's interval recorded and judged,
+/// against `floor` MiB/s if given.
+fn soak_local(local: &Local, path: &Path, floor: Option<f64>) -> Local {
+    // Emptied first: an earlier qualification's records in the same --out are not this
+    // run's. A folder or file that cannot be made loses the records only: the run goes on.
     if let Some(dir) = path.parent() {
-        // A folder that cannot be made loses the records only: the run goes on.
         let _ = std::fs::create_dir_all(dir);
     }
+    let _ = crate::files::create(path);
     let lines = IntervalLines {
         every: std::time::Duration::from_secs(1),
         text: false,
         json_lines: Some(path.to_path_buf()),
         gbits: false,
         to_stderr: false,
-        min_bw: None,
+        min_bw: floor,
     };
     Local { interval_lines: Some(lines), ..local.clone() }
 }
