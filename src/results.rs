@@ -47,10 +47,22 @@ pub struct SizeResult {
     /// `--run_infinitely`: the intervals this summary adds up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intervals: Option<u64>,
+    /// `--json-lines`: this side's verdicts of the size's intervals; never the peer's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_verdicts: Option<IntervalVerdicts>,
     /// Every latency sample in run order, ns (`-H`, `-U`, on the measuring side): printed,
     /// never sent or written (JSON keeps the histogram).
     #[serde(skip)]
     pub samples_ns: Option<Vec<u64>>,
+}
+
+/// How many of a size's intervals `--json-lines` judged, and how many of them failed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntervalVerdicts {
+    /// Intervals judged (the whole run's, not each stream's).
+    pub judged: u64,
+    /// Of those, the ones whose verdict failed.
+    pub failed: u64,
 }
 
 /// The outcome of `--validate` for one size.

@@ -425,6 +425,11 @@ fn size_result(rng: &mut Rng) -> SizeResult {
         received_bytes: maybe(rng, 30, Rng::next),
         cpu: Default::default(),
         // A peer's counters travel (never shown: each side shows its own port's).
+        // A peer's interval verdicts travel too (never judged: each side judges its own).
+        interval_verdicts: maybe(rng, 10, |r| rdmabench::results::IntervalVerdicts {
+            judged: r.below(1000),
+            failed: r.below(1000),
+        }),
         counters: maybe(rng, 10, |r| rdmabench::counters::CounterChanges {
             port: "rxe0/1".into(),
             changes: [("hw_counters/sent_pkts".to_string(), r.next())].into(),

@@ -212,6 +212,7 @@ fn qualification(profile: &str, firmware: &str, tcp: f64) -> QualifyReport {
             ..Default::default()
         }),
         error: None,
+        intervals: Vec::new(),
     };
     let lat = |us: f64| Run {
         result: Some(SizeResult {
@@ -219,6 +220,7 @@ fn qualification(profile: &str, firmware: &str, tcp: f64) -> QualifyReport {
             ..Default::default()
         }),
         error: None,
+        intervals: Vec::new(),
     };
     let point = |id: &str, runs: Vec<Run>| Point {
         id: id.into(),

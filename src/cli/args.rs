@@ -364,8 +364,9 @@ pub struct ReportArgs {
     #[arg(long = "interval", value_name = "SECS")]
     pub interval: Option<f64>,
     /// Bandwidth tests: append one JSON record per interval (--interval's, else 1 s) to
-    /// FILE as the run goes, on the sending side: its time (RFC 3339), bytes, bandwidth
-    /// and message rate (docs/json.md#json-lines).
+    /// FILE as the run goes, on the sending side: its time (RFC 3339), bytes, bandwidth,
+    /// message rate and a verdict (below --min-bw, error counters moved, link changed;
+    /// any failed interval fails the run) (docs/json.md#json-lines).
     #[arg(long = "json-lines", value_name = "FILE")]
     pub json_lines: Option<PathBuf>,
 }

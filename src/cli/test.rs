@@ -83,6 +83,7 @@ impl ReportArgs {
             json_lines: self.json_lines.clone(),
             gbits: self.report_gbits,
             to_stderr: self.json.as_deref().is_some_and(|j| j.as_os_str() == "-"),
+            min_bw: self.min_bw,
         }))
     }
 }
@@ -200,6 +201,10 @@ impl PerfArgs {
             .limits(self.report.output(kind.measure == Measure::Bw, self.host.is_some())?, kind)?;
         output.samples = self.sample_order(&spec)?;
         local.keep_samples = output.samples.is_some();
+        if let Some(lines) = &mut local.interval_lines {
+            // -w/--limit_bw is the same floor.
+            lines.min_bw = output.min_bw;
+        }
         Ok(TestArgs { spec, host: self.host.clone(), local, output, perftest: self.perftest })
     }
 

@@ -8,7 +8,7 @@ use std::io::Write;
 use crate::error::Error;
 use crate::measure::{BwStats, Stability};
 use crate::perf::report;
-use crate::results::{RunReport, SizeResult};
+use crate::results::{IntervalVerdicts, RunReport, SizeResult};
 use crate::session::protocol::{Channel, Message};
 use crate::transport::Connection;
 
@@ -89,6 +89,8 @@ struct Summary {
     /// Each interval's average, bytes/s, for the run's stability (8 bytes an interval:
     /// a day of 5 s intervals is 140 KB).
     rates: Vec<f64>,
+    /// `--json-lines`' verdicts of every interval's own intervals.
+    verdicts: Option<IntervalVerdicts>,
 }
 
 impl Summary {
@@ -108,6 +110,11 @@ impl Summary {
         }
         if let Some(b) = r.received_bytes {
             self.received = Some(self.received.unwrap_or(0) + b);
+        }
+        if let Some(v) = r.interval_verdicts {
+            let sum = self.verdicts.get_or_insert_with(IntervalVerdicts::default);
+            sum.judged += v.judged;
+            sum.failed += v.failed;
         }
     }
 
@@ -133,6 +140,7 @@ impl Summary {
             received_bytes: self.received,
             intervals: Some(self.intervals),
             stability: Stability::of_intervals(&self.rates, self.interval_ns, 0),
+            interval_verdicts: self.verdicts,
             ..Default::default()
         }
     }

@@ -1,11 +1,16 @@
 //! `--interval`'s lines (iperf3's `-i`): a bandwidth loop's marks printed as the run
 //! goes, on the sending side, one line each; TCP streams send theirs to the thread that
-//! started them, which prints them marked with the stream's number.
+//! started them, which prints them marked with the stream's number. `--json-lines`
+//! records the same marks, each whole interval judged by the run's [`SoakWatch`].
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::mpsc::Sender;
 use std::time::Instant;
 
+use serde_json::{json, Map, Value};
+
+use super::soak::SoakWatch;
 use crate::measure::MIB;
 use crate::perf::loops::{IntervalMark, Pulse};
 use crate::spec::IntervalLines;
@@ -15,18 +20,18 @@ pub(crate) struct IntervalPrinter<'a, P> {
     inner: P,
     lines: Option<&'a IntervalLines>,
     size: u64,
-    stream: Option<usize>,
+    watch: Option<&'a mut SoakWatch>,
 }
 
 impl<'a, P: Pulse> IntervalPrinter<'a, P> {
-    /// Around `inner`, for messages of `size` bytes; `stream`: TCP stream k of several.
+    /// Around `inner`, for messages of `size` bytes; `watch` judges each interval.
     pub(crate) fn new(
         inner: P,
         lines: Option<&'a IntervalLines>,
         size: u64,
-        stream: Option<usize>,
+        watch: Option<&'a mut SoakWatch>,
     ) -> Self {
-        IntervalPrinter { inner, lines, size, stream }
+        IntervalPrinter { inner, lines, size, watch }
     }
 }
 
@@ -37,39 +42,111 @@ impl<P: Pulse> Pulse for IntervalPrinter<'_, P> {
     }
     fn interval(&mut self, mark: IntervalMark) {
         let Some(lines) = self.lines else { return };
-        tell(lines, &mark, self.size, self.stream);
+        tell(lines, &mark, self.size, None, self.watch.as_deref_mut());
     }
 }
 
 /// An interval that ended: its line printed (`--interval`), its record appended
-/// (`--json-lines`). A closed pipe or a full disk ends no run: the table and JSON still
-/// come.
-pub(crate) fn tell(lines: &IntervalLines, mark: &IntervalMark, size: u64, stream: Option<usize>) {
+/// (`--json-lines`; judged by `watch`, given for the whole run's intervals, not a
+/// stream's of several). A closed pipe or a full disk ends no run: the table and JSON
+/// still come.
+pub(crate) fn tell(
+    lines: &IntervalLines,
+    mark: &IntervalMark,
+    size: u64,
+    stream: Option<usize>,
+    watch: Option<&mut SoakWatch>,
+) {
     if lines.text {
         print_line(lines, &interval_line(mark, size, lines.gbits, stream));
     }
-    if let Some(path) = &lines.json_lines {
-        let record = interval_record(mark, size, stream, &crate::stamp::utc_now_millis());
-        let _ = crate::files::append_line(path, &record);
+    record(lines, mark, size, stream, watch);
+}
+
+/// An interval's `--json-lines` record appended, judged by `watch` if given.
+pub(crate) fn record(
+    lines: &IntervalLines,
+    mark: &IntervalMark,
+    size: u64,
+    stream: Option<usize>,
+    watch: Option<&mut SoakWatch>,
+) {
+    let Some(path) = &lines.json_lines else { return };
+    let time = crate::stamp::utc_now_millis();
+    let mut record = interval_record(mark, size, stream, &time);
+    if let Some(watch) = watch {
+        watch.judge(&mut record, bytes_per_sec(mark, size), &time);
     }
+    let _ = crate::files::append_line(path, &Value::Object(record).to_string());
+}
+
+fn bytes_per_sec(mark: &IntervalMark, size: u64) -> f64 {
+    let secs = mark.end_ns.saturating_sub(mark.start_ns).max(1) as f64 / 1e9;
+    mark.messages.saturating_mul(size) as f64 / secs
 }
 
 /// One `--json-lines` record: `{"time", "stream", "start_s", "end_s", "messages",
-/// "bytes", "bytes_per_sec", "msg_rate"}` on one line.
-fn interval_record(mark: &IntervalMark, size: u64, stream: Option<usize>, time: &str) -> String {
+/// "bytes", "bytes_per_sec", "msg_rate"}`.
+fn interval_record(
+    mark: &IntervalMark,
+    size: u64,
+    stream: Option<usize>,
+    time: &str,
+) -> Map<String, Value> {
     let secs = mark.end_ns.saturating_sub(mark.start_ns).max(1) as f64 / 1e9;
-    let bytes = mark.messages.saturating_mul(size);
-    serde_json::json!({
+    let record = json!({
         "time": time,
         "stream": stream,
         "start_s": mark.start_ns as f64 / 1e9,
         "end_s": mark.end_ns as f64 / 1e9,
         "messages": mark.messages,
-        "bytes": bytes,
-        "bytes_per_sec": bytes as f64 / secs,
+        "bytes": mark.messages.saturating_mul(size),
+        "bytes_per_sec": bytes_per_sec(mark, size),
         "msg_rate": mark.messages as f64 / secs,
-    })
-    .to_string()
+    });
+    match record {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+/// Several streams' k-th intervals added up as each stream's arrives: the whole run's
+/// k-th interval once every stream has told its own (a stream's marks come in order).
+pub(crate) struct StreamSums {
+    /// Marks seen from each stream.
+    seen: Vec<usize>,
+    /// The intervals some streams have told, from the oldest: how many, their sum.
+    partial: VecDeque<(usize, IntervalMark)>,
+    /// The index of `partial`'s first.
+    first: usize,
+}
+
+impl StreamSums {
+    pub(crate) fn new(streams: usize) -> Self {
+        StreamSums { seen: vec![0; streams], partial: VecDeque::new(), first: 0 }
+    }
+
+    /// Stream `k`'s next mark; the whole interval it completes, if it does.
+    pub(crate) fn add(&mut self, k: usize, mark: IntervalMark) -> Option<IntervalMark> {
+        let index = *self.seen.get(k)?;
+        self.seen[k] += 1;
+        let at = index.checked_sub(self.first)?;
+        while self.partial.len() <= at {
+            let empty = IntervalMark { start_ns: u64::MAX, end_ns: 0, messages: 0 };
+            self.partial.push_back((0, empty));
+        }
+        let (told, sum) = &mut self.partial[at];
+        *told += 1;
+        sum.start_ns = sum.start_ns.min(mark.start_ns);
+        sum.end_ns = sum.end_ns.max(mark.end_ns);
+        sum.messages += mark.messages;
+        // Only the stream that told last can complete the oldest, and only it.
+        if self.partial.front().is_some_and(|(told, _)| *told == self.seen.len()) {
+            self.first += 1;
+            return self.partial.pop_front().map(|(_, sum)| sum);
+        }
+        None
+    }
 }
 
 /// Prints one interval line where `lines` says.
@@ -149,7 +226,9 @@ mod tests {
     #[test]
     fn a_record_is_one_line_of_json_with_its_time() {
         let mark = IntervalMark { start_ns: 1_000_000_000, end_ns: 1_500_000_000, messages: 1024 };
-        let record = interval_record(&mark, 1024, Some(2), "2026-12-05T13:45:01.250Z");
+        let record =
+            Value::Object(interval_record(&mark, 1024, Some(2), "2026-12-05T13:45:01.250Z"))
+                .to_string();
         assert!(!record.contains('\n'), "{record}");
         let r: serde_json::Value = serde_json::from_str(&record).unwrap();
         assert_eq!((&r["time"], &r["stream"]), (&"2026-12-05T13:45:01.250Z".into(), &2.into()));
@@ -160,7 +239,21 @@ mod tests {
             (r["bytes_per_sec"].as_f64(), r["msg_rate"].as_f64()),
             (Some(2_097_152.0), Some(2048.0))
         );
-        let one = interval_record(&mark, 1024, None, "t");
+        let one = Value::Object(interval_record(&mark, 1024, None, "t")).to_string();
         assert!(one.contains("\"stream\":null"), "{one}");
+    }
+
+    #[test]
+    fn several_streams_make_a_whole_interval_once_each_has_told_its_own() {
+        let mark = |start_ns, end_ns, messages| IntervalMark { start_ns, end_ns, messages };
+        let mut sums = StreamSums::new(2);
+        assert_eq!(sums.add(0, mark(0, 1_000, 10)), None);
+        // Stream 0 runs ahead by an interval: nothing whole until stream 1 tells its first.
+        assert_eq!(sums.add(0, mark(1_000, 2_000, 20)), None);
+        assert_eq!(sums.add(1, mark(0, 1_010, 5)), Some(mark(0, 1_010, 15)));
+        assert_eq!(sums.add(1, mark(1_010, 2_000, 7)), Some(mark(1_000, 2_000, 27)));
+        assert_eq!(sums.add(1, mark(2_000, 3_000, 1)), None);
+        assert_eq!(sums.add(0, mark(2_000, 3_005, 2)), Some(mark(2_000, 3_005, 3)));
+        assert_eq!(sums.add(7, mark(0, 1, 1)), None, "no such stream");
     }
 }

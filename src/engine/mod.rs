@@ -18,6 +18,7 @@ pub use crate::perf::pattern;
 pub mod results;
 pub use crate::spec::role;
 pub mod session;
+mod soak;
 pub mod step;
 pub mod threads;
 

@@ -45,6 +45,12 @@ pub fn run<B: Backend>(
     print_header(ctx, report, &setup, out)?;
     let mut step = Step::new(ctx.spec, ctx.local, ctx.client());
     step.counters = counters;
+    if let (Some(watch), Attachment::Device { name, port }) =
+        (step.soak.get_mut(), &setup.attachment)
+    {
+        let all = crate::counters::CounterSelection::All;
+        watch.watch_port(name, *port, ctx.local.counters.as_ref().unwrap_or(&all));
+    }
     for c in &setup.conns {
         step.check(c.capabilities())?;
     }

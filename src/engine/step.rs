@@ -2,6 +2,7 @@
 //! loop this side's [`Role`] calls for, then the results exchanged
 //! ([`super::results`]). Generic over the connection; nothing here knows the backend.
 
+use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use crate::counters::PortCounters;
@@ -19,6 +20,7 @@ use crate::transport::{Capabilities, Connection, Op};
 
 use super::intervals::IntervalPrinter;
 use super::results::ThisSide;
+use super::soak::SoakWatch;
 use super::threads::{bw_send_threads, per_connection};
 use crate::perf::pattern::{fill_pattern, slots_for};
 use crate::spec::role::Role;
@@ -39,6 +41,8 @@ pub struct Step<'a> {
     pub mhz: Option<f64>,
     /// This side's port counters, read around each size (`-W`).
     pub counters: Option<PortCounters>,
+    /// `--json-lines`: what judges each interval (borrowed by the size running).
+    pub(crate) soak: RefCell<Option<SoakWatch>>,
 }
 
 impl<'a> Step<'a> {
@@ -65,6 +69,7 @@ impl<'a> Step<'a> {
             op,
             mhz: crate::measure::cpu::cpu_mhz(),
             counters: None,
+            soak: RefCell::new(local.interval_lines.as_ref().and_then(SoakWatch::new)),
         }
     }
 
@@ -129,6 +134,7 @@ impl<'a> Step<'a> {
             .as_ref()
             .zip(counters_before)
             .map(|(c, before)| c.changes(&before, &c.snapshot()));
+        shown.interval_verdicts = self.soak.borrow_mut().as_mut().and_then(SoakWatch::take_tally);
         Ok(shown)
     }
 
@@ -264,20 +270,24 @@ impl<'a> Step<'a> {
         let posted = self.queues.receives_per_connection(conns.len(), plan.iters);
         if self.role.sends {
             let lines = self.local.interval_lines.as_ref();
-            let printing = |pulse| IntervalPrinter::new(pulse, lines, u64::from(size), None);
+            let mut soak = self.soak.borrow_mut();
+            let watch = soak.as_mut();
+            let printing =
+                |pulse, watch| IntervalPrinter::new(pulse, lines, u64::from(size), watch);
             let outcome = if C::BLOCKING_POLL {
                 // TCP: the receiver reads every byte, so it never only waits.
                 debug_assert!(!self.role.heartbeat);
-                bw_send_threads(conns, &plan, &self.local.pin, lines)
+                bw_send_threads(conns, &plan, &self.local.pin, lines, watch)
             } else if self.role.receives {
                 // send_bw -b: this side also receives, on the same queue pairs.
                 let mut recv = loops::Reposting::new(conns.len(), plan.iters, posted, size, slots);
-                loops::bw_send(conns, &plan, Clock::start(), &mut recv, printing(loops::NoPulse))
+                let pulse = printing(loops::NoPulse, watch);
+                loops::bw_send(conns, &plan, Clock::start(), &mut recv, pulse)
             } else if self.role.heartbeat {
-                let beat = IntervalPrinter::new(Heartbeat::new(ch), lines, u64::from(size), None);
+                let beat = IntervalPrinter::new(Heartbeat::new(ch), lines, u64::from(size), watch);
                 loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv, beat)
             } else {
-                let pulse = printing(loops::NoPulse);
+                let pulse = printing(loops::NoPulse, watch);
                 loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv, pulse)
             }?;
             if self.spec.receives() && plan.duration.is_some() {

@@ -4,7 +4,8 @@
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
-use super::intervals::{tell, MarkSender};
+use super::intervals::{record, tell, MarkSender, StreamSums};
+use super::soak::SoakWatch;
 use crate::perf::loops::{self, BwOutcome, BwPlan, Clock, IntervalMark, LoopError};
 use crate::spec::IntervalLines;
 use crate::transport::{Connection, TransportError};
@@ -74,24 +75,34 @@ pub fn per_connection_watching<C: Connection + Send, T: Send>(
 /// aggregate as the QPs of one loop do.
 /// With `lines`, each stream's interval lines are printed by this thread as they come
 /// (numbered when there are several): this thread may hold the output's lock for the
-/// whole run, which a stream's thread would wait for.
-pub fn bw_send_threads<C: Connection + Send>(
+/// whole run, which a stream's thread would wait for. `watch` judges the whole run's
+/// intervals: with several streams, each once every stream has told its own.
+pub(crate) fn bw_send_threads<C: Connection + Send>(
     conns: &mut [C],
     plan: &BwPlan,
     cpus: &[usize],
     lines: Option<&IntervalLines>,
+    mut watch: Option<&mut SoakWatch>,
 ) -> Result<BwOutcome, LoopError> {
     let clock = Clock::start();
     let several = conns.len() > 1;
+    let mut sums = StreamSums::new(conns.len());
     let (tx, rx) = std::sync::mpsc::channel();
     let each = |k: usize, conn: &mut C| {
         let pulse = MarkSender::new(tx.clone(), k);
         loops::bw_send(std::slice::from_mut(conn), plan, clock, &mut loops::NoRecv, pulse)
     };
-    let watch = |all_ended: &dyn Fn() -> bool| {
+    let printer = |all_ended: &dyn Fn() -> bool| {
         let Some(lines) = lines else { return };
-        let print = |(k, mark): (usize, IntervalMark)| {
-            tell(lines, &mark, u64::from(plan.size), several.then_some(k + 1));
+        let size = u64::from(plan.size);
+        let mut print = |(k, mark): (usize, IntervalMark)| {
+            if !several {
+                return tell(lines, &mark, size, None, watch.as_deref_mut());
+            }
+            tell(lines, &mark, size, Some(k + 1), None);
+            if let Some(whole) = sums.add(k, mark) {
+                record(lines, &whole, size, None, watch.as_deref_mut());
+            }
         };
         loop {
             match rx.recv_timeout(Duration::from_millis(50)) {
@@ -102,7 +113,7 @@ pub fn bw_send_threads<C: Connection + Send>(
         }
         rx.try_iter().for_each(print);
     };
-    let outcomes = per_connection_watching(conns, cpus, each, watch)?;
+    let outcomes = per_connection_watching(conns, cpus, each, printer)?;
     let mut all = BwOutcome { recorders: Vec::new(), windowed: Vec::new(), intervals: Vec::new() };
     for o in outcomes {
         all.recorders.extend(o.recorders);

@@ -46,6 +46,11 @@ pub fn port_state(ibdev_path: &Path, port: u8) -> Option<(String, Option<String>
     Some((word("state")?, word("phys_state")))
 }
 
+/// Port `port`'s signalling rate as sysfs words it (`100 Gb/sec (4X EDR)`).
+pub fn port_rate(ibdev_path: &Path, port: u8) -> Option<String> {
+    read_trimmed(&ibdev_path.join("ports").join(port.to_string()).join("rate"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,6 +43,12 @@ pub fn verdict(output: &Output, results: &[SizeResult]) -> Verdict {
                 ));
             }
         }
+        if let Some(v) = r.interval_verdicts.filter(|v| v.failed > 0) {
+            failures.push(format!(
+                "{} B: {} of {} intervals failed their verdict (--json-lines)",
+                r.size, v.failed, v.judged
+            ));
+        }
         if let Some(v) = &r.validation {
             if v.corrupted_bytes > 0 {
                 failures.push(format!(
@@ -224,7 +230,7 @@ fn tcp_header(spec: &TestSpec, p: &EffectiveParams, t: &TcpEffective) -> String 
 mod tests {
     use super::*;
     use crate::measure::{BwStats, LatStats, MIB};
-    use crate::results::Validation;
+    use crate::results::{IntervalVerdicts, Validation};
 
     const WRITE_BW: TestKind = TestKind { verb: Verb::Write, measure: Measure::Bw };
     const READ_LAT: TestKind = TestKind { verb: Verb::Read, measure: Measure::Lat };
@@ -345,5 +351,15 @@ mod tests {
         );
         let rate = Output { min_msg_rate: Some(0.004), ..Default::default() };
         assert!(verdict(&rate, &[bw_result(100.0 * MIB)]).pass);
+    }
+
+    #[test]
+    fn failed_intervals_fail_the_run_and_are_counted() {
+        let mut soaked = bw_result(200.0 * MIB);
+        soaked.interval_verdicts = Some(IntervalVerdicts { judged: 10, failed: 3 });
+        let v = verdict(&Output::default(), &[soaked.clone()]);
+        assert_eq!(v.failures, ["65536 B: 3 of 10 intervals failed their verdict (--json-lines)"]);
+        soaked.interval_verdicts = Some(IntervalVerdicts { judged: 10, failed: 0 });
+        assert!(verdict(&Output::default(), &[soaked]).pass);
     }
 }

@@ -80,8 +80,14 @@ pub fn qualify(args: &Options, out: &mut dyn Write) -> Result<u8, Error> {
         Some(why) => LinkRate::NoPhysicalLink(why),
         None => rdma_link_gbps(local.device.as_deref()).into(),
     };
-    let stopped =
-        points::run_points(&mut report, &profile, local, &link, baseline.as_ref(), args.quiet);
+    let stopped = points::run_points(
+        &mut report,
+        &profile,
+        local,
+        &link,
+        baseline.as_ref(),
+        (&args.out, args.quiet),
+    );
     finish(&mut report, profile.tolerance, baseline.as_ref());
     let stored = store.as_mut().map(|s| baseline::record(s, &mut report));
     write_files(args, &report)?;

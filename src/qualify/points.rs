@@ -4,18 +4,20 @@
 //! slow spell of the host (minutes long in a TCG lab) cannot make a regression out of
 //! runs taken back to back. The verdict is judged on all of its runs.
 
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::baseline::Baseline;
 use super::profile::{Profile, ProfileTest};
 use super::report::{Point, QualifyReport, Sides};
-use super::threshold::LinkRate;
+use super::threshold::{Bandwidth, Floor, LinkRate};
 use super::verdict::{self, Median, Run};
 use crate::compare::run_point;
 use crate::engine::Side;
 use crate::error::Error;
+use crate::measure::MIB;
 use crate::progress::Progress;
-use crate::spec::{Link, Local, TestSpec};
+use crate::spec::{IntervalLines, Link, Local, TestSpec};
 use crate::stats::Verdict;
 
 /// What every run of the qualification shares.
@@ -24,6 +26,8 @@ struct Runner<'a> {
     local: &'a Local,
     profile: &'a Profile,
     progress: Progress,
+    /// Where a soak's runs append their interval records (`OUT/soak`).
+    soak_dir: PathBuf,
 }
 
 /// Runs every point into `report.points` (see the module doc). A server that is gone
@@ -35,7 +39,7 @@ pub(super) fn run_points(
     local: &Local,
     link_rate: &LinkRate,
     baseline: Option<&Baseline>,
-    quiet: bool,
+    (out, quiet): (&Path, bool),
 ) -> Result<(), Error> {
     let total =
         profile.tests.iter().map(|t| t.specs.len()).sum::<usize>() * profile.repeats as usize;
@@ -44,6 +48,7 @@ pub(super) fn run_points(
         local,
         profile,
         progress: Progress::new(total, quiet),
+        soak_dir: out.join("soak"),
     };
     let was = |id: &str| baseline.and_then(|b| b.report.points.iter().find(|q| q.id == id));
     let mut measured = Vec::new();
@@ -55,7 +60,7 @@ pub(super) fn run_points(
             let clock = Instant::now();
             let mut runs = Vec::with_capacity(min);
             let gone = runner.measure(
-                spec,
+                (spec, test),
                 &id,
                 &mut runs,
                 (min, max),
@@ -81,7 +86,8 @@ pub(super) fn run_points(
         let (id, mut runs, seconds) = (p.id.clone(), p.runs.clone(), p.seconds);
         let target = runs.len() + profile.repeats as usize;
         let clock = Instant::now();
-        let gone = runner.measure(spec, &id, &mut runs, (target, target), None, report, &mut link);
+        let gone =
+            runner.measure((spec, test), &id, &mut runs, (target, target), None, report, &mut link);
         let mut point = point(test, &id, spec, runs, &link);
         point.seconds = seconds + clock.elapsed().as_secs_f64();
         point.confirmation_runs = profile.repeats;
@@ -101,7 +107,7 @@ impl Runner<'_> {
     #[allow(clippy::too_many_arguments)]
     fn measure(
         &self,
-        spec: &TestSpec,
+        (spec, test): (&TestSpec, &ProfileTest),
         id: &str,
         runs: &mut Vec<Run>,
         (min, max): (usize, usize),
@@ -116,7 +122,21 @@ impl Runner<'_> {
                 break;
             }
             self.progress.running(id);
-            let outcome = run_point(spec, &self.side, self.local);
+            let records = test.soak.then(|| self.soak_dir.join(soak_file(id, runs.len() + 1)));
+            let outcome = match &records {
+                Some(path) => {
+                    // The point's floor holds each second too, where it is a figure here
+                    // (a TCP point's link is known only after its first run).
+                    let tcp = matches!(spec.link, Link::Tcp(_));
+                    let floor = test.limits.min_bw.and_then(|b| match (b, b.floor(link)) {
+                        (Bandwidth::OfLink(_), _) if tcp => None,
+                        (_, Ok(Floor::Bytes(f))) => Some(f / MIB),
+                        _ => None,
+                    });
+                    run_point(spec, &self.side, &soak_local(self.local, path, floor))
+                }
+                None => run_point(spec, &self.side, self.local),
+            };
             self.progress.done_one();
             if let Some(env) = &outcome.report.environment {
                 if matches!(spec.link, Link::Tcp(_)) {
@@ -131,6 +151,7 @@ impl Runner<'_> {
             runs.push(Run {
                 result: outcome.report.results.into_iter().next(),
                 error: outcome.error,
+                intervals: records.map_or_else(Vec::new, |path| soak_intervals(&path)),
             });
             if gone.is_some() {
                 return gone;
@@ -138,6 +159,45 @@ impl Runner<'_> {
         }
         None
     }
+}
+
+/// `write_bw 64K`'s run 2: `write_bw_64K-2.jsonl`.
+fn soak_file(id: &str, run: usize) -> String {
+    let name: String =
+        id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    format!("{name}-{run}.jsonl")
+}
+
+/// `local` with `--json-lines` to `path`: every second's interval recorded and judged,
+/// against `floor` MiB/s if given.
+fn soak_local(local: &Local, path: &Path, floor: Option<f64>) -> Local {
+    // Emptied first: an earlier qualification's records in the same --out are not this
+    // run's. A folder or file that cannot be made loses the records only: the run goes on.
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = crate::files::create(path);
+    let lines = IntervalLines {
+        every: std::time::Duration::from_secs(1),
+        text: false,
+        json_lines: Some(path.to_path_buf()),
+        gbits: false,
+        to_stderr: false,
+        min_bw: floor,
+    };
+    Local { interval_lines: Some(lines), ..local.clone() }
+}
+
+/// A soak's whole intervals (`stream` null) from its records: `[end_s, bytes_per_sec]`.
+fn soak_intervals(path: &Path) -> Vec<[f64; 2]> {
+    let Ok(text) = crate::files::read_text(path, crate::files::BASELINE_LIMIT) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["stream"].is_null())
+        .filter_map(|r| Some([r["end_s"].as_f64()?, r["bytes_per_sec"].as_f64()?]))
+        .collect()
 }
 
 /// Whether `runs` against the baseline's `was` come to `verdict`.
@@ -148,7 +208,10 @@ fn judged(runs: &[Run], was: &[Run], profile: &Profile, verdict: Verdict) -> boo
 /// One point judged on its thresholds.
 fn point(test: &ProfileTest, id: &str, spec: &TestSpec, runs: Vec<Run>, link: &LinkRate) -> Point {
     let median = Median::of(&runs);
-    let judgements = verdict::judge(&test.limits, &runs, &median, link);
+    let mut judgements = verdict::judge(&test.limits, &runs, &median, link);
+    if test.soak {
+        judgements.push(verdict::soak_intervals(&runs));
+    }
     Point {
         id: id.to_string(),
         test: test.name.clone(),

@@ -51,6 +51,9 @@ pub struct ProfileTest {
     pub specs: Vec<TestSpec>,
     /// What each median must reach.
     pub limits: Limits,
+    /// `soak = true`: each run keeps its intervals (`--json-lines`' records, judged each),
+    /// drawn in report.html.
+    pub soak: bool,
 }
 
 /// A test's thresholds.
@@ -66,6 +69,12 @@ pub struct Limits {
     pub max_lat_p99: Option<Latency>,
     /// `max_cpu_per_gb`: CPU-seconds per GB moved, on each side.
     pub max_cpu_per_gb: Option<f64>,
+    /// `max_cv`: the result's coefficient of variation (its `stability`), at most.
+    pub max_cv: Option<Percent>,
+    /// `min_low_ratio`: the lowest interval over the median interval, at least (bandwidth).
+    pub min_low_ratio: Option<f64>,
+    /// `max_spike`: the highest interval or slowest iteration over the median, at most.
+    pub max_spike: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -114,6 +123,10 @@ struct RawTest {
     max_lat_avg: Option<Latency>,
     max_lat_p99: Option<Latency>,
     max_cpu_per_gb: Option<f64>,
+    max_cv: Option<Percent>,
+    min_low_ratio: Option<f64>,
+    max_spike: Option<f64>,
+    soak: Option<bool>,
 }
 
 /// `65536` or `"64K"`.
@@ -370,6 +383,9 @@ fn test(t: &RawTest, line: usize) -> Result<ProfileTest, String> {
         max_lat_avg: t.max_lat_avg,
         max_lat_p99: t.max_lat_p99,
         max_cpu_per_gb: t.max_cpu_per_gb,
+        max_cv: t.max_cv,
+        min_low_ratio: t.min_low_ratio,
+        max_spike: t.max_spike,
     };
     let lat_limits = limits.max_lat_typical.or(limits.max_lat_avg).or(limits.max_lat_p99).is_some();
     match kind.measure {
@@ -379,7 +395,24 @@ fn test(t: &RawTest, line: usize) -> Result<ProfileTest, String> {
         Measure::Lat if limits.min_bw.is_some() => {
             return Err(format!("min_bw: {} measures latency", t.test))
         }
+        Measure::Lat if limits.min_low_ratio.is_some() => {
+            return Err(format!(
+                "min_low_ratio: {} measures latency (its lowest is its fastest iteration: \
+                 max_spike limits its slowest)",
+                t.test
+            ))
+        }
         _ => {}
+    }
+    if limits.min_low_ratio.is_some_and(|r| !(r > 0.0 && r <= 1.0)) {
+        return Err("min_low_ratio: the lowest interval over the median, above 0, at most 1".into());
+    }
+    let soak = t.soak.unwrap_or(false);
+    if soak && !(kind.measure == Measure::Bw && t.duration.is_some()) {
+        return Err(format!("soak: a bandwidth test with a duration, not {}", t.test));
+    }
+    if limits.max_spike.is_some_and(|s| !(s >= 1.0 && s.is_finite())) {
+        return Err("max_spike: the highest over the median, 1 or more".into());
     }
     if limits.max_cpu_per_gb.is_some_and(|c| !(c > 0.0 && c.is_finite())) {
         return Err("max_cpu_per_gb: a positive number of CPU-seconds per GB".into());
@@ -390,7 +423,7 @@ fn test(t: &RawTest, line: usize) -> Result<ProfileTest, String> {
     if name.is_empty() {
         return Err("name: empty once its control characters are dropped".into());
     }
-    Ok(ProfileTest { name, line, specs, limits })
+    Ok(ProfileTest { name, line, specs, limits, soak })
 }
 
 #[cfg(test)]
@@ -466,6 +499,37 @@ mod tests {
         let e = err("[[test]\n");
         assert!(e.starts_with("profile p.toml line 1:"), "{e}");
         assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn stability_limits_are_read_and_checked() {
+        let p = parse(
+            "[[test]]\ntest = \"write_bw\"\nduration = 5\nmax_cv = \"5%\"\nmin_low_ratio = 0.8\nmax_spike = 1.5\n\n[[test]]\ntest = \"write_lat\"\nmax_cv = \"10%\"\nmax_spike = 3\n",
+            "p.toml",
+            "p",
+        )
+        .unwrap();
+        let l = &p.tests[0].limits;
+        assert_eq!(
+            (l.max_cv, l.min_low_ratio, l.max_spike),
+            (Some(Percent(5.0)), Some(0.8), Some(1.5))
+        );
+        assert_eq!(p.tests[1].limits.max_spike, Some(3.0));
+        let e = err("[[test]]\ntest = \"write_lat\"\nmin_low_ratio = 0.5\n");
+        assert!(
+            e.contains("line 1") && e.contains("min_low_ratio: write_lat measures latency"),
+            "{e}"
+        );
+        for bad in [
+            "min_low_ratio = 0",
+            "min_low_ratio = 1.5",
+            "max_spike = 0.5",
+            "max_cv = \"150%\"",
+            "max_cv = 5",
+        ] {
+            let e = err(&format!("[[test]]\ntest = \"write_bw\"\n{bad}\n"));
+            assert!(e.starts_with("profile p.toml line "), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::verdict::{Judgement, Median, Run};
 use crate::doctor::{DoctorReport, Status};
 use crate::environment::Environment;
 use crate::measure::MIB;
-use crate::report::svg::{escape, size_label};
+use crate::report::svg::{escape, render_time, size_label, TimeChart};
 
 /// qualify.json (docs/json.md#qualify).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -124,6 +124,31 @@ impl Point {
     /// Every threshold held and nothing regressed.
     pub fn pass(&self) -> bool {
         self.judgements.iter().all(|j| j.pass) && self.regressions.is_empty()
+    }
+}
+
+/// Each soak point's intervals over its runs, a chart each (`id="soak-N"`, N the
+/// point's place in the table).
+fn soak_html(o: &mut String, r: &QualifyReport) {
+    let soaks =
+        r.points.iter().enumerate().filter(|(_, p)| p.runs.iter().any(|r| !r.intervals.is_empty()));
+    for (n, (k, p)) in soaks.enumerate() {
+        if n == 0 {
+            o.push_str("<h2>Soak</h2>\n");
+        }
+        let lines: Vec<(String, Vec<(f64, f64)>)> = p
+            .runs
+            .iter()
+            .enumerate()
+            .map(|(i, run)| {
+                let points = run.intervals.iter().map(|[t, bps]| (*t, bps / MIB)).collect();
+                (format!("run {}", i + 1), points)
+            })
+            .collect();
+        let title = format!("{}: each second's bandwidth", p.id);
+        let id = format!("soak-{k}");
+        let chart = TimeChart { id: &id, title: &title, y_label: "MiB/s", lines: &lines };
+        o.push_str(&render_time(&chart));
     }
 }
 
@@ -324,7 +349,9 @@ pub fn html(r: &QualifyReport) -> String {
             escape(&reasons(p))
         );
     }
-    o.push_str("</table>\n<h2>Doctor</h2>\n<table id=\"doctor\">\n<tr><th>status</th><th>check</th><th>observed</th><th>expected</th><th>fix</th></tr>\n");
+    o.push_str("</table>\n");
+    soak_html(&mut o, r);
+    o.push_str("<h2>Doctor</h2>\n<table id=\"doctor\">\n<tr><th>status</th><th>check</th><th>observed</th><th>expected</th><th>fix</th></tr>\n");
     for c in &r.doctor.checks {
         let class = match c.status {
             Status::Pass => "pass",
@@ -528,5 +555,25 @@ pub(crate) mod tests {
         );
         assert!(differences(Some(&was), Some(&was)).is_empty());
         assert!(differences(None, Some(&now)).is_empty());
+    }
+
+    #[test]
+    fn a_soak_point_has_its_chart_and_no_other_point_does() {
+        let mut r = report();
+        assert!(!html(&r).contains("<h2>Soak</h2>"));
+        let run = |intervals: Vec<[f64; 2]>| Run { result: None, error: None, intervals };
+        r.points[1].runs = vec![
+            run(vec![[1.0, 100.0 * MIB], [2.0, 50.0 * MIB], [3.0, 100.0 * MIB]]),
+            run(vec![[1.0, 90.0 * MIB], [2.0, 95.0 * MIB]]),
+        ];
+        let page = html(&r);
+        assert_eq!(page.matches("<h2>Soak</h2>").count(), 1, "{page}");
+        let chart = &page[page
+            .find(r#"<svg xmlns="http://www.w3.org/2000/svg" id="soak-1""#)
+            .expect("the chart")..];
+        let chart = &chart[..chart.find("</svg>").unwrap()];
+        assert_eq!(chart.matches("<polyline").count(), 2, "a line per run: {chart}");
+        assert!(chart.contains(">run 2</text>") && chart.contains("each second"), "{chart}");
+        assert_eq!(page.matches("<svg").count(), 1, "{page}");
     }
 }

@@ -18,6 +18,10 @@ pub struct Run {
     pub result: Option<SizeResult>,
     /// Why the run failed, if it did.
     pub error: Option<Error>,
+    /// A soak's whole intervals as it recorded them: `[end_s, bytes_per_sec]` each
+    /// (empty for a point that is no soak).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<[f64; 2]>,
 }
 
 /// The medians of a point's successful runs (`None`: no run measured it).
@@ -37,6 +41,15 @@ pub struct Median {
     pub cpu_client_s_per_gb: Option<f64>,
     /// Server CPU-seconds per GB.
     pub cpu_server_s_per_gb: Option<f64>,
+    /// The runs' coefficient of variation (their `stability`'s `cv`: 0.05 is 5 %).
+    #[serde(default)]
+    pub cv: Option<f64>,
+    /// The runs' lowest interval over their median interval (bandwidth).
+    #[serde(default)]
+    pub low_ratio: Option<f64>,
+    /// The runs' highest interval or slowest iteration over the median (`spike`).
+    #[serde(default)]
+    pub spike: Option<f64>,
 }
 
 /// The median of `values` (the mean of the middle two for an even count).
@@ -59,6 +72,15 @@ impl Median {
             lat_p99_us: m(&|r| r.lat.as_ref().map(|l| l.p99_us)),
             cpu_client_s_per_gb: m(&|r| r.cpu.client.and_then(|c| c.cpu_s_per_gb)),
             cpu_server_s_per_gb: m(&|r| r.cpu.server.and_then(|c| c.cpu_s_per_gb)),
+            cv: m(&|r| r.stability.as_ref().map(|s| s.cv)),
+            low_ratio: m(&|r| {
+                let bandwidth = r.bw.is_some();
+                r.stability
+                    .as_ref()
+                    .filter(|s| bandwidth && s.median > 0.0)
+                    .map(|s| s.lowest / s.median)
+            }),
+            spike: m(&|r| r.stability.as_ref().map(|s| s.spike)),
         }
     }
 }
@@ -156,6 +178,56 @@ pub fn judge(limits: &Limits, runs: &[Run], median: &Median, link: &LinkRate) ->
             limit: format!("{max} CPU-s/GB"),
             observed: seen.join(", "),
             pass: sides.iter().all(|(_, v)| v.is_some_and(|v| v <= max)),
+        });
+    }
+    out.extend(judge_stability(limits, median));
+    out
+}
+
+/// A soak's `intervals` judgement: every run's every interval passed its verdict
+/// (`--json-lines`': no counter of trouble moved, the link held).
+pub fn soak_intervals(runs: &[Run]) -> Judgement {
+    let verdicts = runs.iter().filter_map(|r| r.result.as_ref()?.interval_verdicts);
+    let (judged, failed) = verdicts.fold((0, 0), |(j, f), v| (j + v.judged, f + v.failed));
+    Judgement {
+        threshold: "intervals".into(),
+        limit: "every interval passes".into(),
+        observed: if judged == 0 {
+            "not measured (no interval judged)".into()
+        } else {
+            format!("{failed} of {judged} failed")
+        },
+        pass: judged > 0 && failed == 0,
+    }
+}
+
+/// The stability limits judged on the runs' median `stability` figures: a run too short
+/// for a spread (fewer than two intervals) has none, and fails as not measured.
+fn judge_stability(limits: &Limits, median: &Median) -> Vec<Judgement> {
+    let missing = || "not measured (no stability: fewer than two intervals)".to_string();
+    let mut out = Vec::new();
+    if let Some(max) = limits.max_cv {
+        out.push(Judgement {
+            threshold: "max_cv".into(),
+            limit: max.to_string(),
+            observed: median.cv.map_or_else(missing, |cv| format!("{:.2}%", cv * 100.0)),
+            pass: median.cv.is_some_and(|cv| cv * 100.0 <= max.0),
+        });
+    }
+    if let Some(min) = limits.min_low_ratio {
+        out.push(Judgement {
+            threshold: "min_low_ratio".into(),
+            limit: format!("{min} of the median interval"),
+            observed: median.low_ratio.map_or_else(missing, |r| format!("{r:.3}")),
+            pass: median.low_ratio.is_some_and(|r| r >= min),
+        });
+    }
+    if let Some(max) = limits.max_spike {
+        out.push(Judgement {
+            threshold: "max_spike".into(),
+            limit: format!("{max}× the median"),
+            observed: median.spike.map_or_else(missing, |s| format!("{s:.3}×")),
+            pass: median.spike.is_some_and(|s| s <= max),
         });
     }
     out
@@ -285,12 +357,90 @@ mod tests {
 
     fn bw_run(mib: f64) -> Run {
         let bw = BwStats { avg_bytes_per_sec: mib * MIB, msg_rate: mib, ..Default::default() };
-        Run { result: Some(SizeResult { bw: Some(bw), ..Default::default() }), error: None }
+        Run {
+            result: Some(SizeResult { bw: Some(bw), ..Default::default() }),
+            error: None,
+            intervals: Vec::new(),
+        }
     }
 
     fn lat_run(us: f64) -> Run {
         let lat = LatStats { t_typical_us: us, p99_us: us * 2.0, ..Default::default() };
-        Run { result: Some(SizeResult { lat: Some(lat), ..Default::default() }), error: None }
+        Run {
+            result: Some(SizeResult { lat: Some(lat), ..Default::default() }),
+            error: None,
+            intervals: Vec::new(),
+        }
+    }
+
+    /// A bandwidth run whose intervals spread by `cv`, the lowest `low` and the highest
+    /// `high` of a median of 100.
+    fn steady_run(cv: f64, low: f64, high: f64) -> Run {
+        let mut run = bw_run(100.0);
+        let stability = crate::measure::Stability {
+            samples: 10,
+            cv,
+            lowest: low,
+            median: 100.0,
+            highest: high,
+            spike: high / 100.0,
+            ..Default::default()
+        };
+        run.result.as_mut().unwrap().stability = Some(stability);
+        run
+    }
+
+    fn failed(j: &[Judgement]) -> Vec<&str> {
+        j.iter().filter(|j| !j.pass).map(|j| j.threshold.as_str()).collect()
+    }
+
+    #[test]
+    fn stability_limits_judge_the_runs_median_spread() {
+        let runs = [
+            steady_run(0.02, 90.0, 104.0),
+            steady_run(0.08, 40.0, 180.0),
+            steady_run(0.03, 85.0, 110.0),
+        ];
+        let m = Median::of(&runs);
+        // Medians: CV 3 %, lowest/median 0.85, spike 1.10.
+        assert_eq!((m.cv, m.low_ratio, m.spike), (Some(0.03), Some(0.85), Some(1.1)));
+        let limits = Limits {
+            max_cv: Some(Percent(5.0)),
+            min_low_ratio: Some(0.8),
+            max_spike: Some(1.2),
+            ..Default::default()
+        };
+        let j = judge(&limits, &runs, &m, &LinkRate::Unknown);
+        assert!(failed(&j).is_empty(), "{j:?}");
+        let tight = Limits {
+            max_cv: Some(Percent(2.5)),
+            min_low_ratio: Some(0.9),
+            max_spike: Some(1.05),
+            ..Default::default()
+        };
+        let j = judge(&tight, &runs, &m, &LinkRate::Unknown);
+        assert_eq!(failed(&j), ["max_cv", "min_low_ratio", "max_spike"]);
+        let seen: Vec<String> = j[1..]
+            .iter()
+            .map(|j| format!("{}: {} (limit {})", j.threshold, j.observed, j.limit))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                "max_cv: 3.00% (limit 2.5%)",
+                "min_low_ratio: 0.850 (limit 0.9 of the median interval)",
+                "max_spike: 1.100× (limit 1.05× the median)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_run_without_a_spread_fails_a_stability_limit_as_not_measured() {
+        let runs = [bw_run(100.0), bw_run(110.0)];
+        let limits = Limits { max_cv: Some(Percent(5.0)), ..Default::default() };
+        let j = judge(&limits, &runs, &Median::of(&runs), &LinkRate::Unknown);
+        assert_eq!(failed(&j), ["max_cv"]);
+        assert!(j[1].observed.starts_with("not measured"), "{j:?}");
     }
 
     #[test]
@@ -345,6 +495,7 @@ mod tests {
             Run {
                 result: None,
                 error: Some(Error::new(ErrorKind::PeerSilent, "the peer went quiet")),
+                intervals: Vec::new(),
             },
         ];
         let m = Median::of(&runs);
@@ -383,7 +534,11 @@ mod tests {
         let c = compare(&faster, &slower, Percent(10.0)).unwrap();
         assert_eq!(c.stats.verdict, Verdict::Better);
         assert!(c.regression("write_lat 2").is_none());
-        slower.push(Run { result: None, error: Some(Error::new(ErrorKind::PeerSilent, "x")) });
+        slower.push(Run {
+            result: None,
+            error: Some(Error::new(ErrorKind::PeerSilent, "x")),
+            intervals: Vec::new(),
+        });
         assert_eq!(compare(&slower, &faster, Percent(10.0)).unwrap().runs.len(), 3);
         // Bandwidth against latency: nothing to compare.
         assert!(compare(&now, &faster, Percent(10.0)).is_none());

@@ -251,6 +251,100 @@ fn series(o: &mut String, chart: &Chart, f: &Frame, k: usize, line: &Line) {
     );
 }
 
+/// A time series chart: each line's points are (seconds, value), on linear axes from 0.
+pub struct TimeChart<'a> {
+    /// `id` of the `<svg>` element.
+    pub id: &'a str,
+    /// Title above the plot.
+    pub title: &'a str,
+    /// Value axis label, with its unit.
+    pub y_label: &'a str,
+    /// The lines: legend text and points.
+    pub lines: &'a [(String, Vec<(f64, f64)>)],
+}
+
+/// Renders `chart` as an SVG document (a soak's intervals over its run).
+pub fn render_time(chart: &TimeChart) -> String {
+    let all = || {
+        chart
+            .lines
+            .iter()
+            .flat_map(|(_, p)| p.iter())
+            .filter(|(t, v)| t.is_finite() && v.is_finite())
+    };
+    let t_max = all().map(|p| p.0).fold(0.0f64, f64::max).max(1.0);
+    let v_max = all().map(|p| p.1).fold(0.0f64, f64::max);
+    let (t_step, v_step) =
+        (nice_step(t_max, 8.0), nice_step(if v_max > 0.0 { v_max } else { 1.0 }, 5.0));
+    let v_top = (v_max / v_step).ceil().max(1.0) * v_step;
+    let x = |t: f64| LEFT + t / t_max * PLOT_W;
+    let y = |v: f64| TOP + PLOT_H - v / v_top * PLOT_H;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" id="{}" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#,
+        escape(chart.id)
+    );
+    let _ = writeln!(o, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
+    let _ = writeln!(
+        o,
+        r#"<text x="{LEFT}" y="22" font-size="15" font-weight="bold">{}</text>"#,
+        escape(chart.title)
+    );
+    for k in 0..=((v_top / v_step).round() as usize) {
+        let (v, yv) = (k as f64 * v_step, y(k as f64 * v_step));
+        let _ = writeln!(
+            o,
+            r##"<line x1="{LEFT}" y1="{yv:.1}" x2="{:.1}" y2="{yv:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT + PLOT_W,
+            LEFT - 6.0,
+            yv + 4.0,
+            fmt_value(v)
+        );
+    }
+    for k in 0..=((t_max / t_step).floor() as usize) {
+        let xt = x(k as f64 * t_step);
+        let _ = writeln!(
+            o,
+            r#"<text x="{xt:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            TOP + PLOT_H + 16.0,
+            fmt_value(k as f64 * t_step)
+        );
+    }
+    let _ = writeln!(
+        o,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{PLOT_W}" height="{PLOT_H}" fill="none" stroke="#444"/><text x="{:.1}" y="{:.1}" text-anchor="middle">seconds since the run's loop started</text><text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"##,
+        LEFT + PLOT_W / 2.0,
+        H - 16.0,
+        TOP + PLOT_H / 2.0,
+        escape(chart.y_label)
+    );
+    for (k, (label, points)) in chart.lines.iter().enumerate() {
+        let color = COLORS[k % COLORS.len()];
+        let path: Vec<String> = points
+            .iter()
+            .filter(|(t, v)| t.is_finite() && v.is_finite())
+            .map(|&(t, v)| format!("{:.1},{:.1}", x(t), y(v)))
+            .collect();
+        let _ = writeln!(
+            o,
+            r#"<polyline class="series" fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+            path.join(" ")
+        );
+        let (lx, ly) = (LEFT + PLOT_W + 14.0, TOP + 10.0 + k as f64 * 20.0);
+        let _ = writeln!(
+            o,
+            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
+            lx + 22.0,
+            lx + 28.0,
+            ly + 4.0,
+            escape(label)
+        );
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,5 +395,25 @@ mod tests {
             lines: &lines,
         });
         assert!(log.contains(">1000<") || log.contains(">100<"), "decade ticks");
+    }
+
+    #[test]
+    fn a_time_chart_draws_each_run_over_its_seconds() {
+        let lines = [
+            ("run 1".to_string(), vec![(1.0, 100.0), (2.0, 50.0), (4.0, 100.0)]),
+            ("run <2>".to_string(), vec![(1.0, 90.0), (4.0, 95.0)]),
+        ];
+        let svg =
+            render_time(&TimeChart { id: "soak-1", title: "t", y_label: "MiB/s", lines: &lines });
+        assert_eq!(svg.matches("<polyline").count(), 2, "{svg}");
+        // 4 s across the plot's width, 100 at the top of a 0–100 axis.
+        let right = LEFT + PLOT_W;
+        assert!(
+            svg.contains(&format!(r#"points="{:.1},{:.1} "#, LEFT + PLOT_W / 4.0, TOP)),
+            "{svg}"
+        );
+        assert!(svg.contains(&format!("{right:.1},{TOP:.1}\"")), "{svg}");
+        assert!(svg.contains(&format!(",{:.1} ", TOP + PLOT_H / 2.0)), "the dip to 50: {svg}");
+        assert!(svg.contains("run &lt;2&gt;") && svg.contains(r#"id="soak-1""#), "{svg}");
     }
 }

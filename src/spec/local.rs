@@ -67,6 +67,8 @@ pub struct IntervalLines {
     pub gbits: bool,
     /// On stderr (stdout carries the JSON: `--json -`).
     pub to_stderr: bool,
+    /// `--min-bw` (the report's unit): each `--json-lines` record's floor.
+    pub min_bw: Option<f64>,
 }
 
 impl Default for Local {
