@@ -5,7 +5,7 @@
 //! run, 2026-12-05, failed all 3 of 3 intervals without a floor, so something of
 //! trouble moved every second: both sides share rxe0 and two TCG vCPUs there. Loss on
 //! the data path needs two hosts: rxe on `lo` loops its packets back under any qdisc,
-//! so the lossy soak is `hosts_a_soak_flags_the_intervals_of_loss` in lab_hosts.rs.)
+//! so the lossy soak is `trial_hosts_a_soak_flags_the_intervals_of_loss` in lab_hosts.rs.)
 
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use common::{err, finish, text};
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
-fn lab_write_bw_soak_records_carry_the_ports_counters_and_link() {
+fn trial_lab_write_bw_soak_records_carry_the_ports_counters_and_link() {
     let port = common::free_port();
     let dir = common::scratch("rdmabench-lab-soak");
     let lines = dir.join(format!("soak-{port}.jsonl"));
