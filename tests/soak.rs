@@ -117,8 +117,10 @@ fn qualify_judges_a_points_spread() {
     let (p, o) = (profile.display().to_string(), out_dir.display().to_string());
     let args = ["qualify", &p, "--server", "127.0.0.1", "-p", &port, "--no-store", "--out", &o];
     let out = finish(common::spawn(false, &args), Duration::from_secs(90));
-    let _ = std::process::Command::new("kill").arg(serve.id().to_string()).status();
-    let _ = finish(serve, Duration::from_secs(10));
+    // Child::kill: no kill(1) under wine.
+    let mut serve = serve;
+    let _ = serve.kill();
+    let _ = serve.wait();
     assert_eq!(out.status.code(), Some(1), "the tight point fails: {}", err(&out));
     let doc = read_json(&out_dir.join("qualify.json"), &out);
     let points = doc["points"].as_array().unwrap();
@@ -159,8 +161,10 @@ fn a_qualify_soak_keeps_judges_and_draws_its_intervals() {
     let (p, o) = (profile.display().to_string(), out_dir.display().to_string());
     let args = ["qualify", &p, "--server", "127.0.0.1", "-p", &port, "--no-store", "--out", &o];
     let out = finish(common::spawn(false, &args), Duration::from_secs(90));
-    let _ = std::process::Command::new("kill").arg(serve.id().to_string()).status();
-    let _ = finish(serve, Duration::from_secs(10));
+    // Child::kill: no kill(1) under wine.
+    let mut serve = serve;
+    let _ = serve.kill();
+    let _ = serve.wait();
     let doc = read_json(&out_dir.join("qualify.json"), &out);
     assert_eq!(doc["points"].as_array().unwrap().len(), 2, "{doc}");
     let point = &doc["points"][0];
