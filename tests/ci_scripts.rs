@@ -189,8 +189,21 @@ fn a_bench_with_a_missed_target_exits_1_and_records_it() {
     fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A small tree for ci/floors: a floor table, and src/ files with the given texts.
+/// The rules besides the floors, as docs/architecture.md's sections: `serve/` has a front
+/// door; system paths only in `util/`, clap only in `cli/`.
+const RULES: &str =
+    "## Front doors\n\n| room | its door |\n|---|---|\n| `serve/` | `ServeOptions` |\n\n\
+     ## Only here\n\n| what | only in | why |\n|---|---|---|\n\
+     | `sysfs` | `util/` | one reader |\n| `clap` | `cli/` | flags |\n\n";
+
+/// A small tree for ci/floors: a floor table, the rules of [`RULES`], and src/ files with
+/// the given texts.
 fn floors_tree(name: &str, files: &[(&str, &str)]) -> PathBuf {
+    floors_tree_ruled(name, RULES, files)
+}
+
+/// [`floors_tree`] with `rules` (sections of docs/architecture.md) in place of [`RULES`].
+fn floors_tree_ruled(name: &str, rules: &str, files: &[(&str, &str)]) -> PathBuf {
     let dir = scratch(name);
     fs::create_dir_all(dir.join("docs")).unwrap();
     fs::write(
@@ -198,7 +211,10 @@ fn floors_tree(name: &str, files: &[(&str, &str)]) -> PathBuf {
         "# Architecture\n\n## Floors\n\n| floor | rooms | what |\n|---|---|---|\n\
          | 1 top | `lib.rs` `cli/` | the command line |\n\
          | 2 commands | `serve/` `compare.rs` | commands |\n\
-         | 3 ground | `model.rs` `util/` | the model |\n\n## Next\n\n| floor | rooms |\n|---|---|\n| x | `nothing/` |\n",
+         | 3 ground | `model.rs` `util/` | the model |\n\n"
+            .to_string()
+            + rules
+            + "## Next\n\n| floor | rooms |\n|---|---|\n| x | `nothing/` |\n",
     )
     .unwrap();
     for (path, text) in files {
@@ -294,6 +310,154 @@ fn floors_fail_circles_across_folders_and_unexplained_ones_within_a_folder() {
     let dir = floors_tree("floors-twins", &files);
     let out = floors(&dir);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn floors_fail_a_circle_in_one_folder_once_circles_have_their_section() {
+    // The twins that say they are one idea split for length: allowed without the section.
+    let mut files = SOUND.to_vec();
+    files[6] = ("util/mod.rs", "//! Helpers.\npub mod time;\npub mod twin;\n");
+    files[7] =
+        ("util/time.rs", "//! Time: one idea split for length (twin.rs).\nuse super::twin::b;\n");
+    files.push((
+        "util/twin.rs",
+        "//! Twin: one idea split for length (time.rs).\npub fn b() { super::time::now() }\n",
+    ));
+    let circles = RULES.to_string() + "## Circles\n\nNone, not even inside a folder.\n\n";
+    let dir = floors_tree_ruled("floors-no-twins", &circles, &files);
+    let stderr = text(&floors(&dir).stderr);
+    assert!(
+        stderr.contains(
+            "circle in one folder: src/util/time.rs, src/util/twin.rs \
+             (move what both need into a file of its own)"
+        ),
+        "{stderr}"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+    // What both need in a file of its own: no circle.
+    files[7] = ("util/time.rs", "//! Time.\nuse super::both::b;\n");
+    files[8] = ("util/twin.rs", "//! Twin.\nuse super::both::b;\n");
+    files.push(("util/both.rs", "//! Both.\npub fn b() {}\n"));
+    let dir = floors_tree_ruled("floors-no-twins-fixed", &circles, &files);
+    let out = floors(&dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn floors_fail_a_reach_past_a_front_door() {
+    // SOUND passes with the door in place: cli/ imports `crate::serve::ServeOptions` (the
+    // door itself), and serve/client.rs's own `super::` imports are inside the room.
+    let mut files = SOUND.to_vec();
+    files[4] = ("compare.rs", "//! Compare.\nuse crate::serve::client::Conn;\n");
+    let dir = floors_tree("floors-door", &files);
+    let out = floors(&dir);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "src/compare.rs:2: reaches crate::serve::client::Conn past `serve`'s front door (serve/mod.rs)"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("ci/floors: src/").count(), 1, "only the one reach: {stderr}");
+    fs::remove_dir_all(&dir).unwrap();
+    // A path in code, not only in a `use`, is a reach too.
+    files[4] = ("compare.rs", "//! Compare.\nfn f() {\n    crate::serve::client::run();\n}\n");
+    let dir = floors_tree("floors-door-path", &files);
+    let stderr = text(&floors(&dir).stderr);
+    assert!(
+        stderr.contains("src/compare.rs:3: reaches crate::serve::client::run past"),
+        "{stderr}"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+    // Without the section the rule sleeps.
+    let dir = floors_tree_ruled("floors-door-dormant", "", &files);
+    let out = floors(&dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn floors_fail_a_system_path_outside_its_room() {
+    let mut files = SOUND.to_vec();
+    files[4] = (
+        "compare.rs",
+        "//! Compare.\nuse crate::model::Report;\n\nconst P: &str = \"/sys/class/net\";\n\
+         const Q: &str = \"sys/class/infiniband\"; // read under a root\n\
+         const R: &str = \"reading cat /proc/meminfo: {e}\";\n",
+    );
+    let dir = floors_tree("floors-sysfs", &files);
+    let out = floors(&dir);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    for found in [
+        "src/compare.rs:4: names the system path \"/sys/class/net\" outside `util/`",
+        "src/compare.rs:5: names the system path \"sys/class/infiniband\" outside `util/`",
+        "src/compare.rs:6: names the system path \"/proc/meminfo\" outside `util/`",
+    ] {
+        assert!(stderr.contains(found), "{found}: {stderr}");
+    }
+    assert_eq!(stderr.matches("ci/floors: src/").count(), 3, "{stderr}");
+    fs::remove_dir_all(&dir).unwrap();
+    // Each of these passes: the literal in its room, in a test module, in a `tests.rs`,
+    // in a comment, and a path that only ends in `sys/`.
+    files[7] =
+        ("util/time.rs", "//! Time.\nconst P: &str = \"/sys/class/net\";\npub fn now() {}\n");
+    files[4] = (
+        "compare.rs",
+        "//! Compare: reads nothing under /sys/class/net.\nuse crate::model::Report;\n\
+         // not \"/sys/class/net\" either\nconst D: &str = \"docs/sys/notes\";\n\
+         #[cfg(test)]\nmod tests {\n    const P: &str = \"/sys/class/net\";\n}\n",
+    );
+    files.push(("serve/tests.rs", "//! Tests.\nconst P: &str = \"/proc/meminfo\";\n"));
+    let dir = floors_tree("floors-sysfs-allowed", &files);
+    let out = floors(&dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn floors_fail_clap_outside_cli() {
+    let mut files = SOUND.to_vec();
+    files[2] = (
+        "serve/mod.rs",
+        "//! Serve, not clap::Parser in a comment.\nmod client;\nuse clap::Parser;\npub struct ServeOptions;\n",
+    );
+    files[4] = ("compare.rs", "//! Compare.\n#[derive(clap::Args)]\npub struct Options;\n");
+    let dir = floors_tree("floors-clap", &files);
+    let out = floors(&dir);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("src/serve/mod.rs:3: uses clap outside `cli/`"), "{stderr}");
+    assert!(stderr.contains("src/compare.rs:2: uses clap outside `cli/`"), "{stderr}");
+    assert_eq!(stderr.matches("ci/floors: src/").count(), 2, "{stderr}");
+    fs::remove_dir_all(&dir).unwrap();
+    // In cli/, clap is at home.
+    let mut files = SOUND.to_vec();
+    files[1] = ("cli/mod.rs", "//! Flags.\nuse clap::Parser;\nuse crate::serve::ServeOptions;\n");
+    let dir = floors_tree("floors-clap-home", &files);
+    let out = floors(&dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn floors_fail_a_rules_table_naming_what_is_not_there() {
+    let rules = "## Front doors\n\n| room |\n|---|\n| `srve/` |\n\n\
+                 ## Only here\n\n| what | only in |\n|---|---|\n| `sysfz` | `util/` |\n| `clap` | `clli/` |\n\n";
+    let dir = floors_tree_ruled("floors-rules-typo", rules, SOUND);
+    let out = floors(&dir);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    for found in [
+        "## Front doors names `srve`, which has no floor",
+        "## Only here names `sysfz`, which ci/floors cannot find (it knows `sysfs`, `clap`)",
+        "## Only here names `clli`, which has no floor",
+    ] {
+        assert!(stderr.contains(found), "{found}: {stderr}");
+    }
     fs::remove_dir_all(&dir).unwrap();
 }
 
