@@ -426,7 +426,7 @@ fn wait_for_records(path: &std::path::Path, n: usize) -> usize {
 /// retries), those from two intervals after pass, and the run fails counting them.
 #[test]
 #[ignore = "hosts: needs two lab hosts (ci/lab-vm --nodes 2)"]
-fn trial_hosts_a_soak_flags_the_intervals_of_loss() {
+fn hosts_a_soak_flags_the_intervals_of_loss() {
     nodes::addresses();
     let (port, args) = ("18760", ["-s", "65536", "-D", "30", "--timeout", "20"]);
     let mut server_args = vec!["write-bw", "-p", port];
