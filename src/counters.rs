@@ -171,6 +171,12 @@ impl CounterChanges {
             .map(|(n, v)| (n.as_str(), *v))
     }
 
+    /// The counters of trouble that moved and show a fault, not only RC's recovery
+    /// ([`counts_recovery`]): what fails a soak's interval.
+    pub fn faults(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.troubles().filter(|(n, _)| !counts_recovery(n))
+    }
+
     /// The lines under a size's result: the changes, and a warning when trouble moved.
     pub fn lines(&self) -> String {
         let mut o = format!("   counters {}:", self.port);
@@ -203,6 +209,24 @@ pub fn counts_trouble(name: &str) -> bool {
     n.split('_').any(|w| words.iter().any(|t| w.starts_with(t)))
         || n.contains("out_of_seq")
         || n.contains("out_of_buffer")
+}
+
+/// Whether a counter of trouble counts RC recovering rather than a fault: retries and
+/// retransmissions (soft-RoCE's `completer_retry_err`, mlx5's `local_ack_timeout_err`,
+/// `roce_adp_retrans`), requests seen twice (`duplicate_request`), and receiver-not-ready
+/// NAKs (`rcvd_rnr_err`, `rnr_nak_retry_err`), unless the retries ran out (`exceeded`).
+/// A retry by the ACK timer fires whenever an ACK is later than the timeout, lost or only
+/// slow: under the lab's emulation soft-RoCE retries 10–40 times a second on a link that
+/// loses nothing, and the responder counts each retransmitted request as a duplicate. A
+/// lost packet that the receiver sees shows in the counters of faults: out-of-sequence
+/// requests and sequence NAKs (`out_of_seq_request`, `rcvd_seq_err`, mlx5's
+/// `out_of_sequence`, `packet_seq_err`); so do errors, discards and a link downed.
+pub fn counts_recovery(name: &str) -> bool {
+    let n = name.rsplit('/').next().unwrap_or(name).to_ascii_lowercase();
+    let words = ["retr", "duplicate", "rnr"];
+    !n.contains("exceed")
+        && (n.split('_').any(|w| words.iter().any(|t| w.starts_with(t)))
+            || n.contains("ack_timeout"))
 }
 
 /// Every counter file of a port that reads as a number, `folder/name` each, sorted.
@@ -416,5 +440,60 @@ mod tests {
         ] {
             assert!(!counts_trouble(n), "{n}");
         }
+    }
+
+    #[test]
+    fn retries_and_duplicates_are_recovery_and_gaps_and_errors_are_faults() {
+        for n in [
+            "hw_counters/completer_retry_err",
+            "hw_counters/duplicate_request",
+            "hw_counters/rcvd_rnr_err",
+            "hw_counters/send_rnr_err",
+            "hw_counters/local_ack_timeout_err",
+            "hw_counters/rnr_nak_retry_err",
+            "hw_counters/roce_adp_retrans",
+            "hw_counters/retransmits",
+        ] {
+            assert!(counts_trouble(n) && counts_recovery(n), "{n}");
+        }
+        for n in [
+            "hw_counters/out_of_seq_request",
+            "hw_counters/rcvd_seq_err",
+            "hw_counters/out_of_sequence",
+            "hw_counters/packet_seq_err",
+            "hw_counters/implied_nak_seq_err",
+            "hw_counters/retry_exceeded_err",
+            "hw_counters/retry_rnr_exceeded_err",
+            "hw_counters/send_err",
+            "counters/link_downed",
+            "counters/symbol_error",
+            "counters/port_rcv_errors",
+            "counters/port_xmit_discards",
+        ] {
+            assert!(counts_trouble(n) && !counts_recovery(n), "{n}");
+        }
+        // What the lab's soft-RoCE moved in a clean second: retries and duplicates only,
+        // so no fault; a lossy second adds the gaps.
+        let clean = CounterChanges {
+            port: "rxe0/1".into(),
+            changes: [
+                ("hw_counters/ack_deferred", 1),
+                ("hw_counters/completer_retry_err", 26),
+                ("hw_counters/duplicate_request", 208),
+                ("hw_counters/sent_pkts", 19456),
+            ]
+            .map(|(n, v)| (n.to_string(), v))
+            .into(),
+        };
+        assert_eq!(clean.troubles().count(), 2);
+        assert_eq!(clean.faults().count(), 0);
+        let mut lossy = clean.clone();
+        lossy.changes.insert("hw_counters/out_of_seq_request".into(), 4);
+        lossy.changes.insert("hw_counters/rcvd_seq_err".into(), 3);
+        let faults: Vec<_> = lossy.faults().collect();
+        assert_eq!(
+            faults,
+            [("hw_counters/out_of_seq_request", 4), ("hw_counters/rcvd_seq_err", 3)]
+        );
     }
 }

@@ -24,6 +24,12 @@ pub const EXIT_VERDICT: u8 = 1;
 /// refused by older peers).
 pub const OVERTIME: &str = "the test ran past";
 
+/// How the error begins that a one-shot server's control channel gives when a
+/// termination signal stops it ([`crate::session::protocol::Channel::stop_on_signal`]):
+/// its own run drops it (a stop, not a failure: `stopped` says what), its client is
+/// told it as the server's leaving (kind `peer_closed`).
+pub const STOPPED: &str = "stopped by a signal";
+
 /// Why a run failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

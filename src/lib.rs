@@ -119,14 +119,15 @@ fn test(t: TestArgs, out: &mut dyn Write) -> Result<u8, Error> {
         files::create(path)
             .map_err(|e| Error::io(format!("--json-lines {}: {e}", path.display())))?;
     }
+    // Ctrl-C (or SIGTERM, SIGHUP) stops the run where it stands, the results so far
+    // printed and written; a second one ends it at once. A client cuts its window or
+    // sweep; a one-shot server stops waiting for its client, or leaves its test (its
+    // client is told). perftest's server keeps the default: Ctrl-C ends it.
+    if t.host.is_some() || !t.perftest {
+        let _ = ffi::os::watch_termination_once();
+    }
     let side = match &t.host {
-        Some(host) => {
-            // A client's Ctrl-C (or SIGTERM) stops its run where it stands, the results so
-            // far printed and written; a second one ends it at once. (A server waiting for
-            // its client keeps the default: Ctrl-C ends it.) No signals: as before.
-            let _ = ffi::os::watch_termination_once();
-            engine::Side::Client { host: host.clone() }
-        }
+        Some(host) => engine::Side::Client { host: host.clone() },
         None => engine::Side::Server,
     };
     // --output: the figures alone, no header (as perftest's).
@@ -138,6 +139,12 @@ fn test(t: TestArgs, out: &mut dyn Write) -> Result<u8, Error> {
         engine::run(&t.spec, &side, &t.local, t.output.report_gbits, header)
     };
     let signal = ffi::os::termination_signal();
+    // A server's wait that the signal ended is the stop, not a failure.
+    if signal.is_some()
+        && outcome.error.as_ref().is_some_and(|e| e.message.contains(error::STOPPED))
+    {
+        outcome.error = None;
+    }
     outcome.report.stopped = results::Stopped::of(signal, outcome.error.as_ref());
     let status = perf::finish::finish(&t.spec, outcome, &t.output, store, out)?;
     // Stopped by a signal: the shell's status for it (130 for SIGINT, 143 for SIGTERM),

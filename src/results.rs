@@ -150,6 +150,11 @@ impl Stopped {
         }
     }
 
+    /// Whether a termination signal stopped the run.
+    pub fn by_signal(self) -> bool {
+        matches!(self, Stopped::Interrupted | Stopped::Terminated | Stopped::Hangup)
+    }
+
     /// Its name in the JSON and the text: `interrupted`, …
     pub fn name(self) -> &'static str {
         match self {

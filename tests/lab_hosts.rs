@@ -421,12 +421,16 @@ fn wait_for_records(path: &std::path::Path, n: usize) -> usize {
 }
 
 /// A soak with loss in its middle (issue #54): a `write-bw -D 30` client here, 2 % of
-/// its frames dropped for five of its intervals. The records before pass, one during
-/// fails naming the counters of trouble that moved on this side's port (the requester's
-/// retries), those from two intervals after pass, and the run fails counting them.
+/// its frames dropped for four of its intervals. The records before the loss pass, those
+/// of the loss fail naming the counters of a fault that moved on this side's port (the
+/// sequence NAKs node 2 sent back: `rcvd_seq_err`), those from two intervals after it
+/// pass, and the run fails counting them. The clean intervals pass whatever soft-RoCE's
+/// ACK timer did (`completer_retry_err`, a retry now and then at no loss). The fault is
+/// set here, not over ssh: the client's busy polling leaves this 1-vCPU guest's ssh
+/// seconds behind.
 #[test]
 #[ignore = "hosts: needs two lab hosts (ci/lab-vm --nodes 2)"]
-fn trial_hosts_a_soak_flags_the_intervals_of_loss() {
+fn hosts_a_soak_flags_the_intervals_of_loss() {
     nodes::addresses();
     let (port, args) = ("18760", ["-s", "65536", "-D", "30", "--timeout", "20"]);
     let mut server_args = vec!["write-bw", "-p", port];
@@ -439,11 +443,19 @@ fn trial_hosts_a_soak_flags_the_intervals_of_loss() {
     let mut client_args = vec!["write-bw", "-p", port, "--json-lines", l, "--json", j, &peer];
     client_args.extend_from_slice(&args);
     let _faults = Faults;
+    let fault = |action: &[&str]| {
+        let done = std::process::Command::new(format!("{}/ci/lab-fault", repo()))
+            .args(action)
+            .status()
+            .unwrap();
+        assert!(done.success(), "ci/lab-fault {action:?}");
+        records(&lines).len()
+    };
     let client = spawn(true, &client_args);
-    let before = wait_for_records(&lines, 6);
-    nodes::on(1, &format!("{}/ci/lab-fault loss 2", repo()), MINUTE);
-    let during = wait_for_records(&lines, before + 5);
-    nodes::on(1, &format!("{}/ci/lab-fault clear", repo()), MINUTE);
+    let calm = wait_for_records(&lines, 6);
+    let lossy = fault(&["loss", "2"]);
+    wait_for_records(&lines, lossy + 4);
+    let cleared = fault(&["clear"]);
     let out = finish(client, 3 * MINUTE);
     let ending = server.wait(MINUTE);
     let all = records(&lines);
@@ -451,17 +463,18 @@ fn trial_hosts_a_soak_flags_the_intervals_of_loss() {
     for (k, r) in all.iter().enumerate() {
         eprintln!("{k}: {} {}", r["verdict"], r["counters"]["changes"]);
     }
+    eprintln!("records: {calm} before the loss, {lossy} as it began, {cleared} as it ended");
     assert_eq!(out.status.code(), Some(1), "a failed verdict: {}", err(&out));
     assert_eq!(ending.status, 0, "server: {}", ending.stderr);
-    assert!(all.len() >= during + 4, "calm intervals after the loss: {}", all.len());
-    assert!(all[..before].iter().all(passed), "before the loss");
-    let lossy: Vec<&Value> = all[before..=during].iter().filter(|r| !passed(r)).collect();
-    assert!(!lossy.is_empty(), "an interval of the loss fails");
-    for r in &lossy {
+    assert!(all.len() >= cleared + 4, "calm intervals after the loss: {}", all.len());
+    assert!(all[..calm].iter().all(passed), "before the loss");
+    let failed: Vec<&Value> = all[calm..=cleared].iter().filter(|r| !passed(r)).collect();
+    assert!(!failed.is_empty(), "an interval of the loss fails");
+    for r in &failed {
         let reasons = r["verdict"]["reasons"].to_string();
         assert!(reasons.contains("error counters moved on rxe0/1: hw_counters/"), "{reasons}");
     }
-    assert!(all[during + 2..].iter().all(passed), "after the loss");
+    assert!(all[cleared + 2..].iter().all(passed), "after the loss");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let failed = all.iter().filter(|r| !passed(r)).count();
     let counted = format!("{failed} of {} intervals failed their verdict", all.len());

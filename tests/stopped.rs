@@ -214,3 +214,53 @@ fn sigint_ends_a_latency_duration_run_with_the_samples_so_far() {
     assert!(doc["results"][0]["lat"]["samples"].as_u64().unwrap() > 0, "{doc}");
     assert!(server.status.success(), "server: {}", err(&server));
 }
+
+/// A one-shot server's Ctrl-C while its client measures (`tcp-bw -D 20`) ends it at
+/// once with its summary, like a client's: exit 130, `stopped: interrupted` under its
+/// table, `--json` whole with `stopped` and no error. Its client is told the server left.
+#[test]
+fn sigint_ends_a_one_shot_server_mid_run_with_its_summary() {
+    let port = common::free_port();
+    let (sjson, cjson) =
+        (scratch(&format!("srv-{port}.json")), scratch(&format!("cli-{port}.json")));
+    let lines = scratch(&format!("srv-{port}.jsonl"));
+    let (s, c, l) =
+        (sjson.display().to_string(), cjson.display().to_string(), lines.display().to_string());
+    let server = common::spawn(false, &["tcp-bw", "-p", &port, "--timeout", "20", "--json", &s]);
+    let args = ["tcp-bw", "127.0.0.1", "-p", &port, "-D", "20", "--json", &c, "--json-lines", &l];
+    let client = common::spawn(false, &args);
+    wait_for_records(&lines, 3);
+    signal(&server, "INT");
+    let start = std::time::Instant::now();
+    let out = finish(server, Duration::from_secs(15));
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(3), "at once, not at the run's end: {took:?}");
+    assert_eq!(out.status.code(), Some(130), "stderr: {}\nstdout: {}", err(&out), text(&out));
+    assert!(text(&out).contains("stopped: interrupted"), "{}", text(&out));
+    let doc = read(&sjson, &out);
+    assert_eq!(doc["stopped"], "interrupted", "{doc}");
+    assert!(doc["error"].is_null(), "a stop, not a failure: {doc}");
+    assert_eq!(doc["role"], "server", "{doc}");
+    let client = finish(client, Duration::from_secs(30));
+    assert_eq!(client.status.code(), Some(2), "stderr: {}", err(&client));
+    let cdoc = read(&cjson, &client);
+    assert_eq!(cdoc["stopped"], "peer_gone", "{cdoc}");
+}
+
+/// Waiting for its client, a one-shot server's Ctrl-C ends the wait: exit 130, and its
+/// `--json` says `interrupted` (not `unfinished`) with no results.
+#[test]
+fn sigint_ends_a_one_shot_server_waiting_for_its_client() {
+    let port = common::free_port();
+    let json = scratch(&format!("waiting-{port}.json"));
+    let j = json.display().to_string();
+    let server = common::spawn(false, &["tcp-bw", "-p", &port, "--timeout", "30", "--json", &j]);
+    std::thread::sleep(Duration::from_millis(700));
+    signal(&server, "INT");
+    let out = finish(server, Duration::from_secs(5));
+    assert_eq!(out.status.code(), Some(130), "stderr: {}\nstdout: {}", err(&out), text(&out));
+    assert!(text(&out).contains("stopped: interrupted"), "{}", text(&out));
+    let doc = read(&json, &out);
+    assert_eq!(doc["stopped"], "interrupted", "{doc}");
+    assert!(doc["error"].is_null() && doc["results"] == serde_json::json!([]), "{doc}");
+}

@@ -88,7 +88,7 @@ pub fn run(
         Side::Server => {
             device_present(spec, local)?;
             let listener = ControlListener::bind(local.bind, local.port)?;
-            serve_one(&listener, spec, local, gbits, &mut report, out)
+            serve_one(&listener, spec, local, (gbits, true), &mut report, out)
         }
     });
     Outcome { report, error: result.err() }
@@ -126,21 +126,27 @@ pub fn serve_on(
     out: &mut dyn Write,
 ) -> Outcome {
     let mut report = new_report(spec, false);
-    let result =
-        spec.validate().and_then(|()| serve_one(listener, spec, local, false, &mut report, out));
+    let result = spec
+        .validate()
+        .and_then(|()| serve_one(listener, spec, local, (false, false), &mut report, out));
     Outcome { report, error: result.err() }
 }
 
-/// The one-shot server's test: its client, the same parameters, the session.
+/// The one-shot server's test: its client, the same parameters, the session. `gbits`:
+/// the header's units; `stops`: a termination signal ends its waits for the client
+/// ([`Channel::stop_on_signal`]; the command line's server, not a mesh rank's).
 fn serve_one(
     listener: &ControlListener,
     spec: &TestSpec,
     local: &Local,
-    gbits: bool,
+    (gbits, stops): (bool, bool),
     report: &mut RunReport,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let (mut ch, theirs) = accept_client(listener, local, out)?;
+    if stops {
+        ch.stop_on_signal();
+    }
     let spec = if local.follows_client && follows_client(spec, &theirs) { &theirs } else { spec };
     let diff = mismatches(&theirs, spec);
     if !diff.is_empty() {

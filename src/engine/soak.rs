@@ -1,7 +1,7 @@
 //! A soak's verdict per interval (`--json-lines`, #54): each whole interval's record also
 //! carries this side's port counters that moved since the last record, its link as it
 //! stands (state, rate, PCIe link: re-read each interval, a change named with its time)
-//! and a verdict, failed below `--min-bw`, when a counter of trouble moved, or when the
+//! and a verdict, failed below `--min-bw`, when a counter of a fault moved, or when the
 //! link changed. The reads are a few dozen sysfs files once an interval, on the thread
 //! that prints the intervals (a verbs loop's own, between two polls): never per operation.
 
@@ -127,7 +127,8 @@ impl SoakWatch {
 }
 
 /// Why an interval fails: its bandwidth (`rate`, in the report's unit) below `floor`,
-/// a counter of trouble that `moved`, its link `changed`. Empty: it passes.
+/// a counter of a fault that `moved` ([`CounterChanges::faults`]: RC's retries and
+/// duplicates alone fail nothing), its link `changed`. Empty: it passes.
 pub(crate) fn interval_reasons(
     rate: f64,
     floor: Option<f64>,
@@ -141,7 +142,7 @@ pub(crate) fn interval_reasons(
         reasons.push(format!("bandwidth {rate:.2} {unit} is below --min-bw {min}"));
     }
     if let Some(moved) = moved {
-        let troubles: Vec<String> = moved.troubles().map(|(n, v)| format!("{n} +{v}")).collect();
+        let troubles: Vec<String> = moved.faults().map(|(n, v)| format!("{n} +{v}")).collect();
         if !troubles.is_empty() {
             reasons.push(format!(
                 "error counters moved on {}: {}",
@@ -234,6 +235,20 @@ mod tests {
             ["error counters moved on rxe0/1: hw_counters/out_of_seq_request +3, \
               hw_counters/seq_naks +2"]
         );
+    }
+
+    #[test]
+    fn retries_and_duplicates_alone_fail_no_interval() {
+        // A clean second of the lab's soft-RoCE: the ACK timer fired, nothing was lost.
+        let c = moved(&[
+            ("hw_counters/completer_retry_err", 26),
+            ("hw_counters/duplicate_request", 208),
+            ("hw_counters/sent_pkts", 19456),
+        ]);
+        assert!(interval_reasons(500.0, None, false, Some(&c), None).is_empty());
+        let c = moved(&[("hw_counters/completer_retry_err", 26), ("hw_counters/rcvd_seq_err", 1)]);
+        let r = interval_reasons(500.0, None, false, Some(&c), None);
+        assert_eq!(r, ["error counters moved on rxe0/1: hw_counters/rcvd_seq_err +1"]);
     }
 
     #[test]

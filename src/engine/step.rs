@@ -311,12 +311,13 @@ impl<'a> Step<'a> {
             };
             let received = if C::BLOCKING_POLL {
                 // Each stream ends by itself (its sender's end of stream).
+                let role = self.role;
                 per_connection(conns, &self.local.pin, |_, conn| {
-                    loops::bw_recv(std::slice::from_mut(conn), &plan, || false)
+                    loops::bw_recv(std::slice::from_mut(conn), &plan, || stopped(role))
                 })
                 .map(|counts| counts.concat())
             } else {
-                loops::bw_recv(conns, &plan, || ch.has_pending())
+                loops::bw_recv(conns, &plan, || ch.has_pending() || stopped(self.role))
             }?;
             local.iterations = received.first().copied().unwrap_or(0);
             local.received_bytes = Some(received.iter().sum::<u64>() * u64::from(size));
@@ -382,6 +383,13 @@ impl<'a> Step<'a> {
         };
         Ok(Some(rec?))
     }
+}
+
+/// Whether a server's receiving loop ends for a termination signal (a one-shot
+/// server's Ctrl-C): its client is told at the result exchange that follows. A client's
+/// receiver keeps receiving: its sender, the server, ends the run.
+fn stopped(role: Role) -> bool {
+    !role.client && loops::stop_requested()
 }
 
 /// Bandwidth of each QP and the total, from what a sender recorded.

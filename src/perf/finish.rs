@@ -51,6 +51,9 @@ pub fn finish(
                 print_table(spec, &report, output, out)?;
             }
         }
+    } else if let Some(stopped) = report.stopped.filter(|s| s.by_signal()) {
+        // Stopped before a test began (a one-shot server waiting for its client).
+        write_text(out, &format!(" stopped: {}\n", stopped_line(stopped)))?;
     }
     if let Some(path) = &output.json {
         crate::report::write_json(path, &crate::report::to_json(&report))?;

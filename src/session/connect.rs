@@ -150,6 +150,11 @@ where
             let why = format!("no client said hello on port {port} in time (--timeout)");
             break Err(Error::new(ErrorKind::PeerUnreachable, why));
         }
+        if ffi::os::termination_signal().is_some() {
+            // Ctrl-C (once the process watches for it): no client is coming.
+            let why = format!("{} while waiting for a client", crate::error::STOPPED);
+            break Err(Error::new(ErrorKind::PeerClosed, why));
+        }
         match listener.accept_now() {
             Ok(Some((stream, peer))) => {
                 if reading.len() >= MAX_HELLOS {

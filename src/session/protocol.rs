@@ -135,6 +135,11 @@ pub enum ProtocolError {
         /// The limit, from the session's start.
         limit: RunLimit,
     },
+    /// This side was stopped by a termination signal ([`Channel::stop_on_signal`]).
+    Stopped {
+        /// What we waited for.
+        waiting_for: &'static str,
+    },
     /// Not our protocol, another version, or a malformed message.
     Invalid(String),
     /// The peer sent an error message.
@@ -158,6 +163,9 @@ impl std::fmt::Display for ProtocolError {
             }
             ProtocolError::Gone => f.write_str("the peer closed the control connection"),
             ProtocolError::Overtime { limit } => write!(f, "{} {limit}", crate::error::OVERTIME),
+            ProtocolError::Stopped { waiting_for } => {
+                write!(f, "{} (waiting for {waiting_for})", crate::error::STOPPED)
+            }
             ProtocolError::Invalid(why) => write!(f, "control channel: {why}"),
             ProtocolError::Peer(e) => write!(f, "the peer stopped: {e}"),
             ProtocolError::Io(e) => write!(f, "control channel: {e}"),
@@ -171,7 +179,10 @@ impl From<ProtocolError> for Error {
     fn from(e: ProtocolError) -> Self {
         let kind = match &e {
             ProtocolError::Timeout { .. } => ErrorKind::PeerSilent,
-            ProtocolError::Closed { .. } | ProtocolError::Gone => ErrorKind::PeerClosed,
+            // A side stopped by a signal goes away: to its peer, the peer's leaving.
+            ProtocolError::Closed { .. } | ProtocolError::Gone | ProtocolError::Stopped { .. } => {
+                ErrorKind::PeerClosed
+            }
             ProtocolError::Invalid(_) | ProtocolError::Overtime { .. } => ErrorKind::Refused,
             // The peer's own reason: its kind, when it says one.
             ProtocolError::Peer(peer) => peer.kind,
@@ -185,6 +196,10 @@ impl From<ProtocolError> for Error {
     }
 }
 
+/// How often a wait of a channel that [stops on a signal](Channel::stop_on_signal) looks
+/// for one.
+pub const SIGNAL_POLL: Duration = Duration::from_millis(100);
+
 /// One end of the control channel.
 pub struct Channel {
     stream: TcpStream,
@@ -193,6 +208,8 @@ pub struct Channel {
     end: Option<(Instant, RunLimit)>,
     /// Largest payload read now: [`MAX_FRAME`], or less while a stranger is let in.
     max_frame: u32,
+    /// Whether a termination signal ends a wait ([`Channel::stop_on_signal`]).
+    stop_on_signal: bool,
 }
 
 impl Channel {
@@ -204,7 +221,14 @@ impl Channel {
         stream.set_nodelay(true).map_err(ProtocolError::Io)?;
         stream.set_read_timeout(Some(timeout)).map_err(ProtocolError::Io)?;
         stream.set_write_timeout(Some(timeout)).map_err(ProtocolError::Io)?;
-        Ok(Channel { stream, timeout, end: None, max_frame: MAX_FRAME })
+        Ok(Channel { stream, timeout, end: None, max_frame: MAX_FRAME, stop_on_signal: false })
+    }
+
+    /// From now on a termination signal (once the process watches for them) ends any wait
+    /// for the peer within [`SIGNAL_POLL`], with [`ProtocolError::Stopped`]: a one-shot
+    /// server stopped while its client measures ends at once, with what it has.
+    pub fn stop_on_signal(&mut self) {
+        self.stop_on_signal = true;
     }
 
     /// Waits `timeout` for each message from now on (the handshake may have had less).
@@ -329,12 +353,18 @@ impl Channel {
             if left.is_zero() {
                 return Err(timeout);
             }
-            self.stream.set_read_timeout(Some(left)).map_err(ProtocolError::Io)?;
+            let wait = if self.stop_on_signal { left.min(SIGNAL_POLL) } else { left };
+            self.stream.set_read_timeout(Some(wait)).map_err(ProtocolError::Io)?;
             match self.stream.read(&mut buf[filled..]) {
                 Ok(0) => return Err(ProtocolError::Closed { waiting_for }),
                 Ok(n) => filled += n,
                 Err(e) => match e.kind() {
                     io::ErrorKind::Interrupted => {}
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut if self.stop_on_signal => {
+                        if ffi::os::termination_signal().is_some() {
+                            return Err(ProtocolError::Stopped { waiting_for });
+                        }
+                    }
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => return Err(timeout),
                     io::ErrorKind::UnexpectedEof
                     | io::ErrorKind::ConnectionReset

@@ -480,7 +480,7 @@ pub struct RecvPlan {
 
 /// The receiving side of send_bw (and TCP), after [`post_receives`]: reposts and counts
 /// arrivals until `iters` per QP arrived, the sender's end marker came, or `stop` says
-/// so (checked every few ms).
+/// so (checked every few ms; after each message where a poll blocks).
 pub fn bw_recv<C: Connection>(
     conns: &mut [C],
     plan: &RecvPlan,
@@ -525,7 +525,8 @@ pub fn bw_recv<C: Connection>(
             return Ok(recv.received);
         }
         spins = spins.wrapping_add(1);
-        if spins % 65536 == 0 && stop() {
+        // A blocking poll (TCP's) waited for a message already: `stop` every time.
+        if (C::BLOCKING_POLL || spins % 65536 == 0) && stop() {
             return Ok(recv.received);
         }
         stall.idle("messages from the sender")?;
