@@ -1,4 +1,4 @@
-//! The other commands' flags (`devices`, `doctor`, `qualify`, `serve`, `compare`,
+//! The other commands' flags (`devices`, `doctor`, `health`, `qualify`, `serve`, `compare`,
 //! `completions`, `manpages`), each turned into its command's own options.
 
 use clap::Args;
@@ -70,6 +70,53 @@ pub struct DoctorArgs {
     /// verbs elsewhere.
     #[arg(long = "backend", value_enum, value_name = "API")]
     pub backend: Option<BackendArg>,
+}
+
+#[doc = concat!("`rdmabench health`.")]
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// A device (all its ports) or DEVICE:PORT to test; repeat for several (default:
+    /// every port of every device).
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE[:PORT]")]
+    pub ports: Vec<String>,
+    /// Seconds of loopback write bandwidth (64 KiB) per port.
+    #[arg(short = 'D', long = "duration", value_name = "SECS", default_value_t = 2,
+          value_parser = clap::value_parser!(u64).range(1..=60))]
+    pub seconds: u64,
+    /// Round trips of loopback write latency (2 bytes) per port.
+    #[arg(short = 'n', long = "iters", value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(5..=1_000_000))]
+    pub lat_iters: u64,
+    /// The loopbacks' first control-channel TCP port (two per RDMA port, in turn).
+    #[arg(short = 'p', long = "port", value_name = "PORT", default_value_t = crate::health::DEFAULT_BASE_PORT)]
+    pub base_port: u16,
+    /// Seconds to wait at each step of a loopback.
+    #[arg(long = "timeout", value_name = "SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+    /// Absolute floors from a qualify profile (built-in name or TOML file): its
+    /// write_bw min_bw and write_lat max_lat_typical (default: write_bw ≥ 90% link).
+    #[arg(long = "profile", value_name = "PROFILE")]
+    pub profile: Option<String>,
+    /// Also write the report as JSON to FILE (/usr/share/doc/rdmabench/docs/json.md); `-`:
+    /// stdout, the text then on stderr.
+    #[arg(long = "json", value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+}
+
+impl HealthArgs {
+    /// The flags as `health`'s options.
+    pub fn options(&self) -> crate::health::HealthOptions {
+        crate::health::HealthOptions {
+            ports: self.ports.clone(),
+            base_port: self.base_port,
+            seconds: self.seconds,
+            lat_iters: self.lat_iters,
+            timeout: self.timeout,
+            profile: self.profile.clone(),
+            json: self.json.clone(),
+        }
+    }
 }
 
 #[doc = concat!("`rdmabench qualify`.")]

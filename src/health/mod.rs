@@ -1,0 +1,234 @@
+//! `rdmabench health`: every RDMA port of this host at once, judged in seconds (issue
+//! #58, docs/health.md). Per port: the facts before (doctor's checks), a loopback
+//! write bandwidth and latency test pinned to the port's NUMA node, the counters of
+//! trouble before and after, and the facts again after; each problem a [`Finding`]
+//! with a stable [`Code`], and one line per host: `HOST | Healthy` or
+//! `HOST | CODE …`. [`probe`] reads and measures, [`judge`] decides, [`output`] prints.
+
+pub mod codes;
+pub mod judge;
+pub mod output;
+pub mod probe;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use codes::{Code, Finding};
+
+use crate::counters::CounterChanges;
+use crate::error::Error;
+use crate::qualify::threshold::{Bandwidth, Latency};
+
+/// What `rdmabench health` is asked.
+#[derive(Clone, Debug)]
+pub struct HealthOptions {
+    /// The ports to test: `DEVICE` (all its ports) or `DEVICE:PORT`; empty: every port
+    /// of every device.
+    pub ports: Vec<String>,
+    /// The first control-channel TCP port of the loopbacks (two per RDMA port).
+    pub base_port: u16,
+    /// Seconds of loopback bandwidth per port.
+    pub seconds: u64,
+    /// Round trips of loopback latency per port.
+    pub lat_iters: u64,
+    /// Seconds to wait at each step of a loopback.
+    pub timeout: u64,
+    /// A qualify profile (built-in name or file) whose `write_bw` `min_bw` and
+    /// `write_lat` `max_lat_typical` are the absolute floors; `None`: the defaults.
+    pub profile: Option<String>,
+    /// Also write the report as JSON (`-`: stdout, the text then on stderr).
+    pub json: Option<PathBuf>,
+}
+
+impl Default for HealthOptions {
+    fn default() -> Self {
+        HealthOptions {
+            ports: Vec::new(),
+            base_port: DEFAULT_BASE_PORT,
+            seconds: 2,
+            lat_iters: 1000,
+            timeout: 10,
+            profile: None,
+            json: None,
+        }
+    }
+}
+
+/// The loopbacks' first control port, by default (beside `serve`'s 18520).
+pub const DEFAULT_BASE_PORT: u16 = 18600;
+
+/// The default floor: loopback write bandwidth at 90 % of the port's data rate (after
+/// line encoding), as Azure's HPC checks hold a 200G port to 190 Gb/s.
+pub const DEFAULT_MIN_BW: Bandwidth = Bandwidth::OfLink(90.0);
+
+/// What `health --json` writes (docs/json.md#health).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HealthReport {
+    /// JSON schema version.
+    pub schema_version: u32,
+    /// Always `health`.
+    pub kind: String,
+    /// When the run started, UTC.
+    pub started: String,
+    /// Every host, sorted by name (one alone outside a job).
+    pub hosts: Vec<HostHealth>,
+}
+
+impl HealthReport {
+    /// Whether every host is healthy.
+    pub fn healthy(&self) -> bool {
+        self.hosts.iter().all(|h| h.healthy)
+    }
+}
+
+/// One host's verdict and what it rests on.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HostHealth {
+    /// Host name.
+    pub host: String,
+    /// No finding.
+    pub healthy: bool,
+    /// What is wrong, first cause first.
+    pub findings: Vec<Finding>,
+    /// Every port tested.
+    pub ports: Vec<PortHealth>,
+    /// The floors the loopbacks were judged against.
+    pub floors: Floors,
+    /// Seconds each phase took on this host.
+    pub phases: Phases,
+}
+
+/// Seconds per phase.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Phases {
+    /// Reading the facts and counters before.
+    pub facts_before: f64,
+    /// Every port's loopbacks (at once).
+    pub loopback: f64,
+    /// Reading the counters and facts after.
+    pub facts_after: f64,
+}
+
+/// One port's record.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PortHealth {
+    /// `DEVICE/PORT`.
+    pub subject: String,
+    /// Adapter generation, where known.
+    pub model: Option<String>,
+    /// The NUMA node the loopback ran on (`None`: not pinned, the device has none).
+    pub numa_node: Option<u32>,
+    /// The port before the test.
+    pub before: LinkFacts,
+    /// And after it.
+    pub after: LinkFacts,
+    /// The loopback's figures.
+    pub loopback: Loopback,
+    /// Every counter that moved over the test (`None`: the port keeps none).
+    pub counters: Option<CounterChanges>,
+}
+
+/// What the port was, as the homogeneity and link-change rules compare it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkFacts {
+    /// `ACTIVE`, `DOWN`, …
+    pub state: String,
+    /// `LinkUp`, `Disabled`, …
+    pub phys_state: String,
+    /// `InfiniBand` or `Ethernet`.
+    pub link_layer: String,
+    /// Nominal Gb/s.
+    pub rate_gbps: Option<f64>,
+    /// Data rate after line encoding, Gb/s (`None`: no physical link, or unknown).
+    pub data_gbps: Option<f64>,
+    /// Active MTU, bytes.
+    pub active_mtu: Option<u32>,
+    /// The card's PCIe link, `8 GT/s x8`.
+    pub pcie: Option<String>,
+    /// Firmware version.
+    pub firmware: Option<String>,
+}
+
+/// A port's loopback figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Loopback {
+    /// write_bw, 64 KiB messages, Gb/s.
+    pub bw_gbps: Option<f64>,
+    /// write_lat, 2 bytes, typical (median) one-way µs.
+    pub lat_us: Option<f64>,
+    /// Why it did not run or finish.
+    pub error: Option<String>,
+    /// Why it was not started (a port not ACTIVE: `port DOWN`).
+    pub skipped: Option<String>,
+    /// The bandwidth floor it was held to, Gb/s (`None`: none applied).
+    pub min_bw_gbps: Option<f64>,
+}
+
+/// The absolute floors and where they came from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Floors {
+    /// Least loopback write bandwidth (64 KiB).
+    pub min_bw: Option<Bandwidth>,
+    /// Most loopback write latency, typical µs (2 bytes).
+    pub max_lat: Option<Latency>,
+    /// `defaults` or `profile NAME`.
+    pub source: String,
+}
+
+impl Floors {
+    /// The profile's floors, or the defaults.
+    ///
+    /// # Errors
+    /// A profile that cannot be loaded, or one without a `write_bw` or `write_lat` test.
+    pub fn load(profile: Option<&str>) -> Result<Floors, Error> {
+        let Some(name) = profile else {
+            return Ok(Floors {
+                min_bw: Some(DEFAULT_MIN_BW),
+                max_lat: None,
+                source: "defaults".into(),
+            });
+        };
+        let p = crate::qualify::profile::load(name)?;
+        let limits = |id: &str| {
+            p.tests
+                .iter()
+                .find(|t| t.specs.first().is_some_and(|s| s.kind.id() == id))
+                .map(|t| &t.limits)
+        };
+        let (bw, lat) = (limits("write_bw"), limits("write_lat"));
+        if bw.is_none() && lat.is_none() {
+            return Err(Error::usage(format!(
+                "--profile {name}: no write_bw or write_lat test, whose min_bw and max_lat_typical health takes"
+            )));
+        }
+        Ok(Floors {
+            min_bw: bw.and_then(|l| l.min_bw),
+            max_lat: lat.and_then(|l| l.max_lat_typical),
+            source: format!("profile {}", p.name),
+        })
+    }
+}
+
+/// `rdmabench health` on this host: measures, judges, prints; 0 healthy, 1 not.
+///
+/// # Errors
+/// Bad options, no RDMA device, an output that cannot be written.
+pub fn command(options: &HealthOptions, out: &mut dyn Write) -> Result<u8, Error> {
+    let floors = Floors::load(options.profile.as_deref())?;
+    if let Some(path) = &options.json {
+        crate::report::prepare_json(path)?;
+    }
+    let started = crate::stamp::utc_now();
+    let host = probe::this_host(options, &floors, Duration::from_secs(options.timeout))?;
+    let report = HealthReport {
+        schema_version: crate::report::SCHEMA_VERSION,
+        kind: "health".into(),
+        started,
+        hosts: vec![host],
+    };
+    output::write(&report, options.json.as_deref(), out)?;
+    Ok(if report.healthy() { 0 } else { crate::error::EXIT_VERDICT })
+}
