@@ -6,6 +6,7 @@
 //! `HOST | CODE …`. [`probe`] reads and measures, [`judge`] decides, [`output`] prints.
 
 pub mod codes;
+pub mod job;
 pub mod judge;
 pub mod output;
 pub mod probe;
@@ -89,6 +90,8 @@ impl HealthReport {
 pub struct HostHealth {
     /// Host name.
     pub host: String,
+    /// Kernel release (the homogeneity rule compares it).
+    pub kernel: String,
     /// No finding.
     pub healthy: bool,
     /// What is wrong, first cause first.
@@ -231,4 +234,39 @@ pub fn command(options: &HealthOptions, out: &mut dyn Write) -> Result<u8, Error
     };
     output::write(&report, options.json.as_deref(), out)?;
     Ok(if report.healthy() { 0 } else { crate::error::EXIT_VERDICT })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floors_come_from_a_profiles_write_tests_or_the_defaults() {
+        let d = Floors::load(None).unwrap();
+        assert_eq!(
+            (d.min_bw, d.max_lat, d.source.as_str()),
+            (Some(DEFAULT_MIN_BW), None, "defaults")
+        );
+        let q = Floors::load(Some("quick")).unwrap();
+        assert_eq!(q.min_bw, Some(Bandwidth::OfLink(90.0)));
+        assert_eq!(q.source, "profile quick");
+        let dir =
+            std::env::temp_dir().join(format!("rdmabench-health-floors-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let own = dir.join("own.toml");
+        std::fs::write(
+            &own,
+            "[[test]]\ntest = \"write_bw\"\nsizes = [\"64K\"]\nmin_bw = \"40 Gb/s\"\n\
+             [[test]]\ntest = \"write_lat\"\nsizes = [2]\nmax_lat_typical = \"3 us\"\n",
+        )
+        .unwrap();
+        let o = Floors::load(own.to_str()).unwrap();
+        assert_eq!(o.min_bw, Some(Bandwidth::Absolute(40e9 / 8.0)));
+        assert_eq!(o.max_lat, Some(Latency(3.0)));
+        let tcp = dir.join("tcp.toml");
+        std::fs::write(&tcp, "[[test]]\ntest = \"tcp_bw\"\nsizes = [\"128K\"]\n").unwrap();
+        let e = Floors::load(tcp.to_str()).unwrap_err();
+        assert!(e.message.contains("no write_bw or write_lat test"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -112,3 +112,50 @@ pub fn write(report: &HealthReport, json: Option<&Path>, out: &mut dyn Write) ->
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::{Code, Finding, Floors, HostHealth, Phases};
+
+    fn host(name: &str, findings: Vec<Finding>) -> HostHealth {
+        HostHealth {
+            host: name.into(),
+            kernel: "6.1.0".into(),
+            healthy: findings.is_empty(),
+            findings,
+            ports: Vec::new(),
+            floors: Floors { min_bw: None, max_lat: None, source: "defaults".into() },
+            phases: Phases::default(),
+        }
+    }
+
+    #[test]
+    fn one_line_per_host_sorted_healthy_or_each_finding() {
+        let report = HealthReport {
+            schema_version: 2,
+            kind: "health".into(),
+            started: String::new(),
+            hosts: vec![
+                host(
+                    "node2",
+                    vec![
+                        Finding::new(
+                            Code::PortDown,
+                            "mlx4_0/2",
+                            "DOWN / Polling [ACTIVE / LinkUp]",
+                        ),
+                        Finding::new(Code::NotRun, "mlx4_0/1", "loopback: refused"),
+                    ],
+                ),
+                host("node1", Vec::new()),
+            ],
+        };
+        assert_eq!(
+            verdict_lines(&report),
+            "node1 | Healthy\n\
+             node2 | PORT_DOWN mlx4_0/2: DOWN / Polling [ACTIVE / LinkUp]; NOT_RUN mlx4_0/1: loopback: refused\n"
+        );
+        assert!(!report.healthy());
+    }
+}

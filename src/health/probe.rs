@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::counters::{CounterChanges, CounterSelection, PortCounters, Snapshot};
 use crate::doctor::checks::{self, NO_PHYSICAL_LINK};
-use crate::doctor::facts::{HostFacts, NicFacts, PortFacts};
+use crate::doctor::facts::{roce_mtu_for, HostFacts, NicFacts, PortFacts};
 use crate::doctor::{self, Check};
 use crate::engine::{self, Side};
 use crate::environment::Environment;
@@ -46,11 +46,33 @@ impl Target {
     }
 }
 
-/// This host's facts as doctor reads them, with the verbs query's active MTUs.
+/// This host's facts as doctor reads them, and each port's active MTU: a RoCE port's
+/// from its netdev's MTU, as the kernel derives it; the verbs query's only where an
+/// InfiniBand port needs it (it opens every device: 15 s under the lab's TCG, where
+/// sysfs alone takes a few).
 fn read_facts() -> HostFacts {
     let mut facts = HostFacts::read(&SystemTree::new(Path::new("/")));
-    if let Ok(inv) = inventory::collect(None, Backend::Verbs) {
-        doctor::overlay(&mut facts, &inv);
+    let netdev_mtu = |p: &PortFacts| {
+        let name = p.gids.iter().find_map(|g| g.netdev.as_deref())?;
+        facts.netdev(name)?.mtu
+    };
+    let derived: Vec<Vec<Option<u32>>> = facts
+        .nics
+        .iter()
+        .map(|n| n.ports.iter().map(|p| netdev_mtu(p).and_then(roce_mtu_for)).collect())
+        .collect();
+    for (nic, mtus) in facts.nics.iter_mut().zip(derived) {
+        for (p, mtu) in nic.ports.iter_mut().zip(mtus) {
+            if p.link_layer == "Ethernet" {
+                p.active_mtu = mtu;
+            }
+        }
+    }
+    let infiniband = facts.nics.iter().flat_map(|n| &n.ports).any(|p| p.link_layer != "Ethernet");
+    if infiniband {
+        if let Ok(inv) = inventory::collect(None, Backend::Verbs) {
+            doctor::overlay(&mut facts, &inv);
+        }
     }
     facts
 }
@@ -135,8 +157,10 @@ pub fn this_host(
         });
     }
     let findings: Vec<Finding> = codes::sorted(findings);
+    let env = Environment::host();
     Ok(HostHealth {
-        host: Environment::host().hostname,
+        host: env.hostname,
+        kernel: env.kernel,
         healthy: findings.is_empty(),
         findings,
         ports,
@@ -261,15 +285,27 @@ fn loopback(t: &Target, o: &HealthOptions, timeout: Duration) -> Loopback {
         ..Local::default()
     };
     let write = |measure| TestKind { verb: Verb::Write, measure };
-    let bw_req =
-        RdmaRequest { size: Some(BW_SIZE), duration: Some(o.seconds), ..Default::default() };
+    // A completion per message (perftest's moderation is 100): `-D`'s window counts the
+    // messages completed within it, and a slow port must still complete some.
+    let bw_req = RdmaRequest {
+        size: Some(BW_SIZE),
+        duration: Some(o.seconds),
+        cq_mod: Some(1),
+        ..Default::default()
+    };
     let lat_req =
         RdmaRequest { size: Some(LAT_SIZE), iters: Some(o.lat_iters), ..Default::default() };
     let mut lb = Loopback::default();
     let bw =
         rules::rdma(write(Measure::Bw), &bw_req).and_then(|s| pair(&s, &local(t.control), address));
     match bw {
-        Ok(r) => lb.bw_gbps = r.bw.map(|b| b.avg_bytes_per_sec * 8.0 / 1e9),
+        Ok(r) if r.bw.is_some_and(|b| b.bytes > 0) => {
+            lb.bw_gbps = r.bw.map(|b| b.avg_bytes_per_sec * 8.0 / 1e9);
+        }
+        Ok(_) => {
+            lb.error = Some("write_bw: no message completed in the measured window".into());
+            return lb;
+        }
         Err(e) => {
             lb.error = Some(format!("write_bw: {e}"));
             return lb;
