@@ -102,6 +102,10 @@ pub struct HealthArgs {
     /// stdout, the text then on stderr.
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
+    /// Under mpirun/srun: a port below this fraction of the job's median loopback for its
+    /// model and rate, or a host both of whose ring pairs are, is named.
+    #[arg(long = "peer-fraction", value_name = "FRACTION", default_value_t = crate::health::DEFAULT_PEER_FRACTION)]
+    pub peer_fraction: f64,
 }
 
 impl HealthArgs {
@@ -115,6 +119,7 @@ impl HealthArgs {
             timeout: self.timeout,
             profile: self.profile.clone(),
             json: self.json.clone(),
+            peer_fraction: self.peer_fraction,
         }
     }
 }

@@ -79,6 +79,15 @@ pub fn judge(hosts: &[HostHealth], ring: &[RingPair], fraction: f64) -> Vec<(usi
     found.extend(below_median(hosts, fraction));
     let names: Vec<String> = hosts.iter().map(|h| h.host.clone()).collect();
     found.extend(neighbours(&names, ring, fraction));
+    // A ring pair that could not run: both ends named (which one failed, it cannot tell).
+    for p in ring {
+        let Some(e) = &p.error else { continue };
+        for (me, other) in [(p.a, p.b), (p.b, p.a)] {
+            let with = names.get(other).map_or("?", String::as_str);
+            let f = Finding::new(Code::NotRun, "host", format!("ring test with {with}: {e}"));
+            found.push((me, f));
+        }
+    }
     found
 }
 
@@ -271,6 +280,7 @@ mod tests {
             subject: "mlx5_0/1".into(),
             model: Some("ConnectX-6".into()),
             numa_node: Some(0),
+            address: None,
             before: facts.clone(),
             after: facts,
             loopback: Loopback { bw_gbps: Some(bw), lat_us: Some(1.5), ..Loopback::default() },

@@ -5,6 +5,7 @@
 //! with a stable [`Code`], and one line per host: `HOST | Healthy` or
 //! `HOST | CODE …`. [`probe`] reads and measures, [`judge`] decides, [`output`] prints.
 
+pub mod across;
 pub mod codes;
 pub mod job;
 pub mod judge;
@@ -42,6 +43,9 @@ pub struct HealthOptions {
     pub profile: Option<String>,
     /// Also write the report as JSON (`-`: stdout, the text then on stderr).
     pub json: Option<PathBuf>,
+    /// Across a job: a port below this fraction of its peers' median loopback, or a
+    /// host both of whose ring pairs are, is named.
+    pub peer_fraction: f64,
 }
 
 impl Default for HealthOptions {
@@ -54,9 +58,13 @@ impl Default for HealthOptions {
             timeout: 10,
             profile: None,
             json: None,
+            peer_fraction: DEFAULT_PEER_FRACTION,
         }
     }
 }
+
+/// The share of the job's median below which a port or a host is named.
+pub const DEFAULT_PEER_FRACTION: f64 = 0.8;
 
 /// The loopbacks' first control port, by default (beside `serve`'s 18520).
 pub const DEFAULT_BASE_PORT: u16 = 18600;
@@ -76,6 +84,9 @@ pub struct HealthReport {
     pub started: String,
     /// Every host, sorted by name (one alone outside a job).
     pub hosts: Vec<HostHealth>,
+    /// Across a job: the ring's pairs (host indices in the job's rank order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ring: Vec<job::RingPair>,
 }
 
 impl HealthReport {
@@ -113,6 +124,12 @@ pub struct Phases {
     pub loopback: f64,
     /// Reading the counters and facts after.
     pub facts_after: f64,
+    /// Across a job: the ring's rounds.
+    #[serde(default)]
+    pub ring: f64,
+    /// Across a job: rank 0 gathering the records.
+    #[serde(default)]
+    pub gather: f64,
 }
 
 /// One port's record.
@@ -124,6 +141,8 @@ pub struct PortHealth {
     pub model: Option<String>,
     /// The NUMA node the loopback ran on (`None`: not pinned, the device has none).
     pub numa_node: Option<u32>,
+    /// The address its loopback (and a job's ring) met at.
+    pub address: Option<std::net::IpAddr>,
     /// The port before the test.
     pub before: LinkFacts,
     /// And after it.
@@ -224,6 +243,14 @@ pub fn command(options: &HealthOptions, out: &mut dyn Write) -> Result<u8, Error
     if let Some(path) = &options.json {
         crate::report::prepare_json(path)?;
     }
+    if !(options.peer_fraction > 0.0 && options.peer_fraction < 1.0) {
+        return Err(Error::usage("--peer-fraction: a fraction between 0 and 1 (0.8: 80 %)"));
+    }
+    #[cfg(feature = "mesh")]
+    if crate::mesh::bootstrap::Mpi::launched() {
+        let boot = crate::mesh::bootstrap::Mpi::init()?;
+        return across::run(&boot, options, &floors, out);
+    }
     let started = crate::stamp::utc_now();
     let host = probe::this_host(options, &floors, Duration::from_secs(options.timeout))?;
     let report = HealthReport {
@@ -231,6 +258,7 @@ pub fn command(options: &HealthOptions, out: &mut dyn Write) -> Result<u8, Error
         kind: "health".into(),
         started,
         hosts: vec![host],
+        ring: Vec::new(),
     };
     output::write(&report, options.json.as_deref(), out)?;
     Ok(if report.healthy() { 0 } else { crate::error::EXIT_VERDICT })

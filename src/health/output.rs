@@ -150,6 +150,7 @@ mod tests {
                 ),
                 host("node1", Vec::new()),
             ],
+            ring: Vec::new(),
         };
         assert_eq!(
             verdict_lines(&report),

@@ -150,6 +150,7 @@ pub fn this_host(
             subject,
             model: t.nic.model.clone(),
             numa_node: t.nic.numa_node,
+            address: t.address.as_ref().ok().copied(),
             before,
             after,
             loopback: lb,
@@ -169,6 +170,7 @@ pub fn this_host(
             facts_before,
             loopback: loopback_s,
             facts_after: clock.elapsed().as_secs_f64(),
+            ..Phases::default()
         },
     })
 }
