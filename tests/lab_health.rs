@@ -31,8 +31,30 @@ fn verdicts(o: &Output) -> Vec<String> {
 #[test]
 #[ignore = "needs the soft-RoCE lab (ci/lab-vm)"]
 fn lab_health_is_healthy_on_rxe0_and_rxe1_at_once() {
-    let json = common::scratch("rdmabench-lab-health").join("health.json");
-    let o = health(&["-d", "rxe0", "-d", "rxe1", "-p", "19760", "--json", json.to_str().unwrap()]);
+    let dir = common::scratch("rdmabench-lab-health");
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let (json, store, prom) = (dir.join("health.json"), path("results.db"), path("health.prom"));
+    let (junit, csv, list) = (path("junit.xml"), path("health.csv"), path("unhealthy"));
+    let o = health(&[
+        "-d",
+        "rxe0",
+        "-d",
+        "rxe1",
+        "-p",
+        "19760",
+        "--json",
+        json.to_str().unwrap(),
+        "--store",
+        &store,
+        "--prometheus",
+        &prom,
+        "--junit",
+        &junit,
+        "--csv",
+        &csv,
+        "--hostlist",
+        &list,
+    ]);
     assert_eq!(o.status.code(), Some(0), "stdout: {}\nstderr: {}", text(&o), err(&o));
     let lines = verdicts(&o);
     assert_eq!(lines.len(), 1, "{}", text(&o));
@@ -56,8 +78,49 @@ fn lab_health_is_healthy_on_rxe0_and_rxe1_at_once() {
         let sent = p["counters"]["changes"]["hw_counters/sent_pkts"].as_u64().unwrap();
         assert!(sent > 0, "{p}");
     }
-    // The phases were timed, and the loopbacks ran at once: not one after the other.
     println!("phases: {}", host["phases"]);
+    // The other outputs say the same: no unhealthy host, a passing testcase, a Healthy
+    // row, the gauges, and the host's record in the store.
+    let name = host["host"].as_str().unwrap();
+    assert_eq!(std::fs::read_to_string(&list).unwrap(), "");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("tests=\"1\" failures=\"0\""), "{xml}");
+    assert_eq!(
+        std::fs::read_to_string(&csv).unwrap(),
+        format!("host,healthy,code,subject,detail\n{name},true,,,\n")
+    );
+    let metrics = std::fs::read_to_string(&prom).unwrap();
+    assert!(
+        metrics.contains(&format!("rdmabench_health_healthy{{host=\"{name}\"}} 1\n")),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "rdmabench_health_port_active{{host=\"{name}\",device=\"rxe1\",port=\"1\"}} 1\n"
+        )),
+        "{metrics}"
+    );
+    let history = |args: &[&str]| {
+        let child = common::rdmabench(true)
+            .arg("history")
+            .args(["--store", &store])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        finish(child, Duration::from_secs(60))
+    };
+    let listed = history(&["--host", name]);
+    assert_eq!(listed.status.code(), Some(0), "{}", err(&listed));
+    assert!(text(&listed).contains("health"), "{}", text(&listed));
+    let shown = history(&["--show", "1"]);
+    assert!(
+        text(&shown).contains(&format!("{name} | Healthy")),
+        "{}\n{}",
+        text(&shown),
+        err(&shown)
+    );
 }
 
 /// Sets rdv0 (rxe1's netdev) up again, and waits for rxe1 to be ACTIVE, whatever the
@@ -90,7 +153,7 @@ fn lab_health_names_a_port_whose_link_is_down() {
     let down = Command::new("ip").args(["link", "set", "rdv0", "down"]).status().unwrap();
     assert!(down.success());
     assert!(wait_state("DOWN"), "rxe1 did not go DOWN with rdv0");
-    let o = health(&["-d", "rxe1", "-p", "19770"]);
+    let o = health(&["-d", "rxe1", "-p", "19770", "--hostlist", "-", "--drain"]);
     assert_eq!(o.status.code(), Some(1), "stdout: {}\nstderr: {}", text(&o), err(&o));
     let lines = verdicts(&o);
     assert_eq!(lines.len(), 1, "{}", text(&o));
@@ -98,4 +161,11 @@ fn lab_health_names_a_port_whose_link_is_down() {
     assert!(verdict.starts_with("PORT_DOWN rxe1/1: DOWN / "), "{verdict}");
     assert!(verdict.ends_with("[ACTIVE / LinkUp]"), "{verdict}");
     assert!(text(&o).contains("skipped: port DOWN"), "{}", text(&o));
+    // The hostlist names the host; the drain line is printed, with the code as reason.
+    let host = lines[0].split_once(" | ").unwrap().0;
+    assert!(text(&o).lines().any(|l| l == host), "{}", text(&o));
+    let drain = format!(
+        "scontrol update NodeName={host} State=DRAIN Reason=\"rdmabench health: PORT_DOWN rxe1/1: "
+    );
+    assert!(text(&o).lines().any(|l| l.starts_with(&drain)), "{}", text(&o));
 }

@@ -102,6 +102,26 @@ pub struct HealthArgs {
     /// stdout, the text then on stderr.
     #[arg(long = "json", value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
+    /// Also write JUnit XML, a testcase per host, to FILE (`-`: stdout).
+    #[arg(long = "junit", value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
+    /// Also write CSV, a row per finding (and per healthy host), to FILE (`-`: stdout).
+    #[arg(long = "csv", value_name = "FILE")]
+    pub csv: Option<std::path::PathBuf>,
+    /// Write the unhealthy hosts, a name a line, to FILE (`-`: stdout).
+    #[arg(long = "hostlist", value_name = "FILE")]
+    pub hostlist: Option<std::path::PathBuf>,
+    /// Print `scontrol update NodeName=… State=DRAIN Reason=…` for each unhealthy host
+    /// (printed, never run).
+    #[arg(long = "drain")]
+    pub drain: bool,
+    /// Write each host's figures and codes in Prometheus' text format to FILE on that host
+    /// (node_exporter's textfile collector: DIR/rdmabench_health.prom).
+    #[arg(long = "prometheus", value_name = "FILE")]
+    pub prometheus: Option<std::path::PathBuf>,
+    /// Record every host's result in the results store at PATH (`history --host`).
+    #[arg(long = "store", value_name = "PATH")]
+    pub store: Option<std::path::PathBuf>,
     /// Under mpirun/srun: a port below this fraction of the job's median loopback for its
     /// model and rate, or a host both of whose ring pairs are, is named.
     #[arg(long = "peer-fraction", value_name = "FRACTION", default_value_t = crate::health::DEFAULT_PEER_FRACTION)]
@@ -119,6 +139,12 @@ impl HealthArgs {
             timeout: self.timeout,
             profile: self.profile.clone(),
             json: self.json.clone(),
+            junit: self.junit.clone(),
+            csv: self.csv.clone(),
+            hostlist: self.hostlist.clone(),
+            drain: self.drain,
+            prometheus: self.prometheus.clone(),
+            store: self.store.clone(),
             peer_fraction: self.peer_fraction,
         }
     }

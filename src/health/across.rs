@@ -72,11 +72,12 @@ pub fn run(
     }
     let mut host = host;
     host.phases.ring = clock.elapsed().as_secs_f64();
+    let own_host = host.host.clone();
     let record = Record { host, ring: led };
     let payload = serde_json::to_vec(&record).unwrap_or_default();
     if rank != 0 {
         boot.send_done(&payload);
-        return Ok(wait_go(boot));
+        return Ok(wait_go(boot, o, record.host));
     }
     let clock = Instant::now();
     let mut records: Vec<Option<Record>> = (0..n).map(|_| None).collect();
@@ -117,7 +118,7 @@ pub fn run(
         hosts,
         ring,
     };
-    let written = super::output::write(&report, o.json.as_deref(), out);
+    let written = super::finish(&report, o, out);
     let code = if written.is_err() {
         crate::error::EXIT_ERROR
     } else if report.healthy() {
@@ -125,18 +126,45 @@ pub fn run(
     } else {
         crate::error::EXIT_VERDICT
     };
-    boot.send_go(&[code]);
-    written.map(|()| code)
+    // The status, and with --prometheus every host's findings: each rank writes its own.
+    let mut go = vec![code];
+    if o.prometheus.is_some() {
+        let findings: Vec<(&str, &Vec<Finding>)> =
+            report.hosts.iter().map(|h| (h.host.as_str(), &h.findings)).collect();
+        go.extend(serde_json::to_vec(&findings).unwrap_or_default());
+    }
+    boot.send_go(&go);
+    let mine = report.hosts.iter().find(|h| h.host == own_host);
+    let prometheus = match (&o.prometheus, mine) {
+        (Some(path), Some(h)) => super::write_prometheus(path, h),
+        _ => Ok(()),
+    };
+    written.and(prometheus).map(|()| code)
 }
 
-/// A rank's exit status from rank 0 (2 if it never says).
-fn wait_go(boot: &impl Bootstrap) -> u8 {
-    loop {
+/// A rank's exit status from rank 0 (2 if it never says), and with --prometheus its
+/// host's file, with the job's findings.
+fn wait_go(boot: &impl Bootstrap, o: &HealthOptions, mut host: HostHealth) -> u8 {
+    let go = loop {
         if let Some(go) = boot.poll_go() {
-            return go.first().copied().unwrap_or(crate::error::EXIT_ERROR);
+            break go;
         }
         std::thread::sleep(Duration::from_millis(5));
+    };
+    let code = go.first().copied().unwrap_or(crate::error::EXIT_ERROR);
+    if let Some(path) = &o.prometheus {
+        let all: Vec<(String, Vec<Finding>)> =
+            serde_json::from_slice(go.get(1..).unwrap_or_default()).unwrap_or_default();
+        if let Some((_, findings)) = all.into_iter().find(|(h, _)| *h == host.host) {
+            host.healthy = findings.is_empty();
+            host.findings = findings;
+        }
+        if let Err(e) = super::write_prometheus(path, &host) {
+            eprintln!("rdmabench health: rank {}: {e}", boot.rank());
+            return crate::error::EXIT_ERROR;
+        }
     }
+    code
 }
 
 /// A host whose own test could not run: named with the error.

@@ -160,7 +160,9 @@ fn low_limit(others: &[f64], fraction: f64) -> (f64, f64) {
 
 /// `BELOW_MEDIAN`: ports whose loopback bandwidth is low among their model and rate.
 pub fn below_median(hosts: &[HostHealth], fraction: f64) -> Vec<(usize, Finding)> {
-    let mut groups: BTreeMap<(String, String), Vec<(usize, &str, f64)>> = BTreeMap::new();
+    // (model, rate) → (host, port, loopback Gb/s) of each port.
+    type Group<'a> = Vec<(usize, &'a str, f64)>;
+    let mut groups: BTreeMap<(String, String), Group<'_>> = BTreeMap::new();
     for (i, h) in hosts.iter().enumerate() {
         for p in &h.ports {
             let Some(bw) = p.loopback.bw_gbps.filter(|b| b.is_finite()) else { continue };

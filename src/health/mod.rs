@@ -7,6 +7,7 @@
 
 pub mod across;
 pub mod codes;
+pub mod formats;
 pub mod job;
 pub mod judge;
 pub mod output;
@@ -43,6 +44,18 @@ pub struct HealthOptions {
     pub profile: Option<String>,
     /// Also write the report as JSON (`-`: stdout, the text then on stderr).
     pub json: Option<PathBuf>,
+    /// JUnit XML (a testcase per host) to this file (`-`: stdout).
+    pub junit: Option<PathBuf>,
+    /// CSV (a row per finding) to this file (`-`: stdout).
+    pub csv: Option<PathBuf>,
+    /// The unhealthy hosts, a name a line, to this file (`-`: stdout).
+    pub hostlist: Option<PathBuf>,
+    /// Print Slurm's drain lines for the unhealthy hosts (never run).
+    pub drain: bool,
+    /// Each host's Prometheus text-format file, at this path on that host.
+    pub prometheus: Option<PathBuf>,
+    /// Record every host's result in this results store.
+    pub store: Option<PathBuf>,
     /// Across a job: a port below this fraction of its peers' median loopback, or a
     /// host both of whose ring pairs are, is named.
     pub peer_fraction: f64,
@@ -58,6 +71,12 @@ impl Default for HealthOptions {
             timeout: 10,
             profile: None,
             json: None,
+            junit: None,
+            csv: None,
+            hostlist: None,
+            drain: false,
+            prometheus: None,
+            store: None,
             peer_fraction: DEFAULT_PEER_FRACTION,
         }
     }
@@ -260,8 +279,94 @@ pub fn command(options: &HealthOptions, out: &mut dyn Write) -> Result<u8, Error
         hosts: vec![host],
         ring: Vec::new(),
     };
-    output::write(&report, options.json.as_deref(), out)?;
+    finish(&report, options, out)?;
+    if let Some(path) = &options.prometheus {
+        write_prometheus(path, &report.hosts[0])?;
+    }
     Ok(if report.healthy() { 0 } else { crate::error::EXIT_VERDICT })
+}
+
+/// The outputs of a finished report (rank 0's in a job): text, JSON, JUnit, CSV, the
+/// hostlist, the drain lines, the store.
+///
+/// # Errors
+/// An output that cannot be written, a store that refuses the runs.
+pub fn finish(report: &HealthReport, o: &HealthOptions, out: &mut dyn Write) -> Result<(), Error> {
+    output::write(report, o.json.as_deref(), out)?;
+    let seconds = report
+        .hosts
+        .iter()
+        .map(|h| {
+            h.phases.facts_before
+                + h.phases.loopback
+                + h.phases.facts_after
+                + h.phases.ring
+                + h.phases.gather
+        })
+        .fold(0.0, f64::max);
+    for (flag, path, text) in [
+        ("--junit", &o.junit, formats::junit(report, seconds)),
+        ("--csv", &o.csv, formats::csv(report)),
+        ("--hostlist", &o.hostlist, formats::hostlist(report)),
+    ] {
+        if let Some(path) = path {
+            crate::files::write_output(flag, path, &text)?;
+        }
+    }
+    if o.drain {
+        out.write_all(formats::drain(report).as_bytes())
+            .map_err(|e| Error::io(format!("writing output: {e}")))?;
+    }
+    if let Some(path) = &o.store {
+        let mut store = crate::store::Store::open(path)?;
+        for h in &report.hosts {
+            store.record(&stored(report, h))?;
+        }
+    }
+    Ok(())
+}
+
+/// One host's run as the store keeps it: its own report, its loopback figures as points.
+fn stored(report: &HealthReport, h: &HostHealth) -> crate::store::NewRun {
+    let alone = HealthReport { hosts: vec![h.clone()], ring: Vec::new(), ..report.clone() };
+    let first = h.ports.first();
+    let mut points = Vec::new();
+    for p in &h.ports {
+        for (point, figure, unit, value) in [
+            (format!("{} write_bw 64K", p.subject), "BW average", "Gb/s", p.loopback.bw_gbps),
+            (format!("{} write_lat 2", p.subject), "t_typical", "us", p.loopback.lat_us),
+        ] {
+            points.push(crate::store::PointRow {
+                point,
+                figure: figure.into(),
+                unit: unit.into(),
+                median: value,
+                runs: u32::from(value.is_some()),
+            });
+        }
+    }
+    crate::store::NewRun {
+        kind: "health".into(),
+        started: report.started.clone(),
+        host: h.host.clone(),
+        device: first.map(|p| p.subject.split('/').next().unwrap_or_default().to_string()),
+        firmware: first.and_then(|p| p.before.firmware.clone()),
+        profile: "health".into(),
+        server: None,
+        pass: h.healthy,
+        report: crate::report::to_json(&alone),
+        points,
+    }
+}
+
+/// This host's Prometheus file, written whole (beside, then renamed: the collector
+/// never reads half a file).
+///
+/// # Errors
+/// The file cannot be written.
+pub fn write_prometheus(path: &std::path::Path, h: &HostHealth) -> Result<(), Error> {
+    crate::files::write_whole(path, formats::prometheus(h).as_bytes())
+        .map_err(|e| Error::io(format!("--prometheus {}: {e}", path.display())))
 }
 
 #[cfg(test)]
