@@ -25,6 +25,13 @@ fn a_profile_without_floors_or_file_is_one_line_and_exit_2() {
         assert!(stderr.starts_with("rdmabench: ") && stderr.contains(says), "{stderr}");
         assert!(o.stdout.is_empty());
     }
+    // Two outputs on stdout cannot be told apart.
+    let o = Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+        .args(["health", "--json", "-", "--csv", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("only one output can be stdout"));
     // Flags out of range are usage errors too.
     let o =
         Command::new(env!("CARGO_BIN_EXE_rdmabench")).args(["health", "-D", "0"]).output().unwrap();

@@ -49,6 +49,13 @@ pub fn run(
     out: &mut dyn std::io::Write,
 ) -> Result<u8, Error> {
     let (rank, n) = (boot.rank(), boot.size());
+    // Rank 0's outputs only: the other hosts may not have its folders.
+    if let (0, Some(path)) = (rank, &o.json) {
+        if let Err(e) = crate::report::prepare_json(path) {
+            eprintln!("rdmabench health: rank 0: {e}");
+            boot.abort(2);
+        }
+    }
     let started = crate::stamp::utc_now();
     let timeout = Duration::from_secs(o.timeout);
     let host = probe::this_host(o, floors, timeout).unwrap_or_else(|e| failed_host(boot, &e));

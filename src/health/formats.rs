@@ -118,7 +118,8 @@ pub fn prometheus(h: &HostHealth) -> String {
         let n = h.findings.iter().filter(|f| f.code == code).count();
         let _ = writeln!(o, "rdmabench_health_findings{{host=\"{host}\",code=\"{code}\"}} {n}");
     }
-    let gauges: [(&str, &str, fn(&super::PortHealth) -> Option<f64>); 4] = [
+    type Figure = fn(&super::PortHealth) -> Option<f64>;
+    let gauges: [(&str, &str, Figure); 4] = [
         ("loopback_write_bw_gbps", "Loopback write bandwidth, 64 KiB, Gb/s.", |p| {
             p.loopback.bw_gbps
         }),

@@ -259,9 +259,13 @@ impl Floors {
 /// Bad options, no RDMA device, an output that cannot be written.
 pub fn command(options: &HealthOptions, out: &mut dyn Write) -> Result<u8, Error> {
     let floors = Floors::load(options.profile.as_deref())?;
-    if let Some(path) = &options.json {
-        crate::report::prepare_json(path)?;
-    }
+    let o = options;
+    crate::files::one_stdout(&[
+        ("--json", o.json.as_deref()),
+        ("--junit", o.junit.as_deref()),
+        ("--csv", o.csv.as_deref()),
+        ("--hostlist", o.hostlist.as_deref()),
+    ])?;
     if !(options.peer_fraction > 0.0 && options.peer_fraction < 1.0) {
         return Err(Error::usage("--peer-fraction: a fraction between 0 and 1 (0.8: 80 %)"));
     }
@@ -269,6 +273,9 @@ pub fn command(options: &HealthOptions, out: &mut dyn Write) -> Result<u8, Error
     if crate::mesh::bootstrap::Mpi::launched() {
         let boot = crate::mesh::bootstrap::Mpi::init()?;
         return across::run(&boot, options, &floors, out);
+    }
+    if let Some(path) = &options.json {
+        crate::report::prepare_json(path)?;
     }
     let started = crate::stamp::utc_now();
     let host = probe::this_host(options, &floors, Duration::from_secs(options.timeout))?;
