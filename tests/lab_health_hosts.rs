@@ -3,8 +3,10 @@
 //! (`ci/lab-fault --node 3 delay 50`) → node 3 alone unhealthy, `NEIGHBOUR_LOW`; node 3's
 //! MTU unlike the others' → node 3 named `CONFIG_UNLIKE`.
 //!
-//! Short: 3 s of write_bw (1.5 s measured: with 1 s, three 1-vCPU guests on a loaded host
-//! completed no 64 KiB loopback write in the 0.5 s window) and 50 round trips per test (a loopback per host, then the
+//! Short: 3 s of 4 KiB write_bw (1.5 s measured: with 1 s, three 1-vCPU guests on a
+//! loaded host completed no 64 KiB loopback write in the 0.5 s window, and 64 KiB writes
+//! across the lab switch failed IBV_WC_REM_INV_REQ_ERR, as in lab_mesh_hosts) and 50
+//! round trips per test (a loopback per host, then the
 //! ring's three pairs in three rounds). `--peer-fraction 0.2`: three TCG guests on two
 //! shared cores spread their own figures severalfold (mesh's lab tests saw 4–15 ms
 //! latencies), a 50 ms delay is past that.
@@ -38,7 +40,18 @@ fn health(json: &Path) -> Output {
         .args(["--host", "node1,node2,node3", "-np", "3", "--mca", "plm_rsh_agent", &agent])
         .args(["--mca", "oob_tcp_if_include", "198.18.1.0/24"])
         .args(["--mca", "btl_tcp_if_include", "198.18.1.0/24"])
-        .args([env!("CARGO_BIN_EXE_rdmabench"), "health", "-d", "rxe0", "-D", "3", "-n", "50"])
+        .args([
+            env!("CARGO_BIN_EXE_rdmabench"),
+            "health",
+            "-d",
+            "rxe0",
+            "-D",
+            "3",
+            "-s",
+            "4K",
+            "-n",
+            "50",
+        ])
         .args(["--timeout", "30", "--peer-fraction", "0.2", "--json", json.to_str().unwrap()])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -83,6 +83,9 @@ pub struct HealthArgs {
     #[arg(short = 'D', long = "duration", value_name = "SECS", default_value_t = 2,
           value_parser = clap::value_parser!(u64).range(1..=60))]
     pub seconds: u64,
+    /// The bandwidth tests' message size, bytes with K/M suffixes (4K … 1M).
+    #[arg(short = 's', long = "size", value_name = "BYTES", default_value = "64K", value_parser = health_size)]
+    pub size: u64,
     /// Round trips of loopback write latency (2 bytes) per port.
     #[arg(short = 'n', long = "iters", value_name = "N", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(5..=1_000_000))]
@@ -135,6 +138,7 @@ impl HealthArgs {
             ports: self.ports.clone(),
             base_port: self.base_port,
             seconds: self.seconds,
+            size: self.size,
             lat_iters: self.lat_iters,
             timeout: self.timeout,
             profile: self.profile.clone(),
@@ -312,6 +316,15 @@ impl ClientArgs {
             auth_key: self.auth_key.clone(),
         }
     }
+}
+
+/// `health -s`: a message size from 4 KiB to 1 MiB.
+fn health_size(text: &str) -> Result<u64, String> {
+    let size = parse_size(text).map_err(|e| e.to_string())?;
+    if !(4096..=1 << 20).contains(&size) {
+        return Err(format!("{text}: from 4K to 1M"));
+    }
+    Ok(size)
 }
 
 /// A folder option's value: `-` (stdout) is a file option's, and is refused here, not

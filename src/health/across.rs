@@ -238,7 +238,7 @@ fn meet(
     let bw = TestKind { verb: Verb::Write, measure: Measure::Bw };
     let lat = TestKind { verb: Verb::Write, measure: Measure::Lat };
     let bw_req = RdmaRequest {
-        size: Some(probe::BW_SIZE),
+        size: Some(o.size),
         duration: Some(o.seconds),
         cq_mod: Some(1),
         ..Default::default()

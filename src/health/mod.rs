@@ -35,6 +35,8 @@ pub struct HealthOptions {
     pub base_port: u16,
     /// Seconds of loopback bandwidth per port.
     pub seconds: u64,
+    /// The bandwidth tests' message size, bytes.
+    pub size: u64,
     /// Round trips of loopback latency per port.
     pub lat_iters: u64,
     /// Seconds to wait at each step of a loopback.
@@ -67,6 +69,7 @@ impl Default for HealthOptions {
             ports: Vec::new(),
             base_port: DEFAULT_BASE_PORT,
             seconds: 2,
+            size: probe::BW_SIZE,
             lat_iters: 1000,
             timeout: 10,
             profile: None,

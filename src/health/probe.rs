@@ -24,7 +24,7 @@ use crate::transport::Backend;
 use super::codes::{self, Finding};
 use super::{judge, Floors, HealthOptions, HostHealth, LinkFacts, Loopback, Phases, PortHealth};
 
-/// The loopback bandwidth test's message size: a bandwidth figure, not a message rate.
+/// The bandwidth tests' message size by default: a bandwidth figure, not a message rate.
 pub const BW_SIZE: u64 = 65536;
 /// The loopback latency test's message size.
 pub const LAT_SIZE: u64 = 2;
@@ -290,7 +290,7 @@ fn loopback(t: &Target, o: &HealthOptions, timeout: Duration) -> Loopback {
     // A completion per message (perftest's moderation is 100): `-D`'s window counts the
     // messages completed within it, and a slow port must still complete some.
     let bw_req = RdmaRequest {
-        size: Some(BW_SIZE),
+        size: Some(o.size),
         duration: Some(o.seconds),
         cq_mod: Some(1),
         ..Default::default()
