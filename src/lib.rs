@@ -3,7 +3,7 @@
 //! How a test flows, top down (docs/architecture.md, whose floors `ci/floors` checks:
 //! a module imports only its own floor or those below):
 //! - [`cli`]: clap flags, turned into a [`spec::TestOptions`] or a command's options once;
-//! - [`compare`], [`rails`], [`serve`], [`qualify`], [`mesh`], [`doctor`]: the commands,
+//! - [`compare`], [`rails`], [`serve`], [`qualify`], [`mesh`], [`doctor`], [`health`]: the commands,
 //!   each with its own options;
 //! - [`engine`]: runs a spec as client or server — the control [`session`], this
 //!   side's role, one size at a time — and returns a typed outcome ([`perftest`]: the
@@ -34,6 +34,7 @@ pub mod engine;
 pub mod environment;
 pub mod error;
 pub mod files;
+pub mod health;
 pub mod history;
 pub mod inventory;
 pub mod measure;
@@ -74,6 +75,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, Error> {
         Command::Serve(args) => serve::serve(&args.options(), out),
         Command::Compare(args) => compare::compare(&args.options(), out),
         Command::Doctor(args) => doctor(&args, out),
+        Command::Health(args) => health::command(&args.options(), out),
         Command::Qualify(args) => qualify::qualify(&args.options()?, out),
         Command::History(args) => history::history(&args.options()?, out),
         Command::Diff(args) => history::diff(&args.options(), out),

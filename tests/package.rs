@@ -74,9 +74,15 @@ fn package_holds_the_binary_man_pages_completions_and_docs() {
         "lib/systemd/system/rdmabench-serve.service".into(),
         "etc/rdmabench/serve.conf".into(),
     ];
-    for cmd in
-        TESTS.iter().chain(&["serve", "compare", "doctor", "qualify", "devices", "completions"])
-    {
+    for cmd in TESTS.iter().chain(&[
+        "serve",
+        "compare",
+        "doctor",
+        "health",
+        "qualify",
+        "devices",
+        "completions",
+    ]) {
         want.push(format!("usr/share/man/man1/rdmabench-{cmd}.1.gz"));
     }
     for path in &want {

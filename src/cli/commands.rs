@@ -1,4 +1,4 @@
-//! The other commands' flags (`devices`, `doctor`, `qualify`, `serve`, `compare`,
+//! The other commands' flags (`devices`, `doctor`, `health`, `qualify`, `serve`, `compare`,
 //! `completions`, `manpages`), each turned into its command's own options.
 
 use clap::Args;
@@ -70,6 +70,88 @@ pub struct DoctorArgs {
     /// verbs elsewhere.
     #[arg(long = "backend", value_enum, value_name = "API")]
     pub backend: Option<BackendArg>,
+}
+
+#[doc = concat!("`rdmabench health`.")]
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// A device (all its ports) or DEVICE:PORT to test; repeat for several (default:
+    /// every port of every device).
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE[:PORT]")]
+    pub ports: Vec<String>,
+    /// Seconds of loopback write bandwidth (64 KiB) per port.
+    #[arg(short = 'D', long = "duration", value_name = "SECS", default_value_t = 2,
+          value_parser = clap::value_parser!(u64).range(1..=60))]
+    pub seconds: u64,
+    /// The bandwidth tests' message size, bytes with K/M suffixes (4K … 1M).
+    #[arg(short = 's', long = "size", value_name = "BYTES", default_value = "64K", value_parser = health_size)]
+    pub size: u64,
+    /// Round trips of loopback write latency (2 bytes) per port.
+    #[arg(short = 'n', long = "iters", value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(5..=1_000_000))]
+    pub lat_iters: u64,
+    /// The loopbacks' first control-channel TCP port (two per RDMA port, in turn).
+    #[arg(short = 'p', long = "port", value_name = "PORT", default_value_t = crate::health::DEFAULT_BASE_PORT)]
+    pub base_port: u16,
+    /// Seconds to wait at each step of a loopback.
+    #[arg(long = "timeout", value_name = "SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+    /// Absolute floors from a qualify profile (built-in name or TOML file): its
+    /// write_bw min_bw and write_lat max_lat_typical (default: write_bw ≥ 90% link).
+    #[arg(long = "profile", value_name = "PROFILE")]
+    pub profile: Option<String>,
+    /// Also write the report as JSON to FILE (/usr/share/doc/rdmabench/docs/json.md); `-`:
+    /// stdout, the text then on stderr.
+    #[arg(long = "json", value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+    /// Also write JUnit XML, a testcase per host, to FILE (`-`: stdout).
+    #[arg(long = "junit", value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
+    /// Also write CSV, a row per finding (and per healthy host), to FILE (`-`: stdout).
+    #[arg(long = "csv", value_name = "FILE")]
+    pub csv: Option<std::path::PathBuf>,
+    /// Write the unhealthy hosts, a name a line, to FILE (`-`: stdout).
+    #[arg(long = "hostlist", value_name = "FILE")]
+    pub hostlist: Option<std::path::PathBuf>,
+    /// Print `scontrol update NodeName=… State=DRAIN Reason=…` for each unhealthy host
+    /// (printed, never run).
+    #[arg(long = "drain")]
+    pub drain: bool,
+    /// Write each host's figures and codes in Prometheus' text format to FILE on that host
+    /// (node_exporter's textfile collector: DIR/rdmabench_health.prom).
+    #[arg(long = "prometheus", value_name = "FILE")]
+    pub prometheus: Option<std::path::PathBuf>,
+    /// Record every host's result in the results store at PATH (`history --host`).
+    #[arg(long = "store", value_name = "PATH")]
+    pub store: Option<std::path::PathBuf>,
+    /// Under mpirun/srun: a port below this fraction of the job's median loopback for its
+    /// model and rate, or a host both of whose ring pairs are, is named.
+    #[arg(long = "peer-fraction", value_name = "FRACTION", default_value_t = crate::health::DEFAULT_PEER_FRACTION)]
+    pub peer_fraction: f64,
+}
+
+impl HealthArgs {
+    /// The flags as `health`'s options.
+    pub fn options(&self) -> crate::health::HealthOptions {
+        crate::health::HealthOptions {
+            ports: self.ports.clone(),
+            base_port: self.base_port,
+            seconds: self.seconds,
+            size: self.size,
+            lat_iters: self.lat_iters,
+            timeout: self.timeout,
+            profile: self.profile.clone(),
+            json: self.json.clone(),
+            junit: self.junit.clone(),
+            csv: self.csv.clone(),
+            hostlist: self.hostlist.clone(),
+            drain: self.drain,
+            prometheus: self.prometheus.clone(),
+            store: self.store.clone(),
+            peer_fraction: self.peer_fraction,
+        }
+    }
 }
 
 #[doc = concat!("`rdmabench qualify`.")]
@@ -234,6 +316,15 @@ impl ClientArgs {
             auth_key: self.auth_key.clone(),
         }
     }
+}
+
+/// `health -s`: a message size from 4 KiB to 1 MiB.
+fn health_size(text: &str) -> Result<u64, String> {
+    let size = parse_size(text).map_err(|e| e.to_string())?;
+    if !(4096..=1 << 20).contains(&size) {
+        return Err(format!("{text}: from 4K to 1M"));
+    }
+    Ok(size)
 }
 
 /// A folder option's value: `-` (stdout) is a file option's, and is refused here, not

@@ -12,8 +12,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 pub use args::{BackendArg, PerfArgs, ReportArgs, TcpArgs, TestArgs};
 pub use commands::{
-    ClientArgs, CompareArgs, CompletionsArgs, DevicesArgs, DoctorArgs, ManpagesArgs, QualifyArgs,
-    ServeArgs,
+    ClientArgs, CompareArgs, CompletionsArgs, DevicesArgs, DoctorArgs, HealthArgs, ManpagesArgs,
+    QualifyArgs, ServeArgs,
 };
 pub use history::{DiffArgs, HistoryArgs, StoreArgs};
 pub use mesh::MeshArgs;
@@ -85,6 +85,9 @@ enum RawCommand {
     /// Preflight: port, link rate, PCIe, NUMA, CPU governor and C-states, MTU, GIDs,
     /// memlock, firmware, IPoIB, NIC homogeneity; PASS/WARN/FAIL with the fix.
     Doctor(DoctorArgs),
+    /// Node health: every port's facts, a loopback write_bw and write_lat pinned to its
+    /// NUMA node, counters before and after; `HOST | Healthy` or `HOST | CODE …`.
+    Health(HealthArgs),
     /// Qualify a NIC, firmware or driver: doctor, then a profile's tests against `serve`,
     /// judged by thresholds and a baseline; table, JSON, JUnit XML, HTML.
     Qualify(QualifyArgs),
@@ -118,6 +121,8 @@ pub enum Command {
     Compare(Box<CompareArgs>),
     /// `rdmabench doctor`.
     Doctor(DoctorArgs),
+    /// `rdmabench health`.
+    Health(HealthArgs),
     /// `rdmabench qualify`.
     Qualify(Box<QualifyArgs>),
     /// `rdmabench history`.
@@ -152,6 +157,7 @@ impl From<RawCommand> for Command {
             RawCommand::Serve(a) => Command::Serve(a),
             RawCommand::Compare(a) => Command::Compare(Box::new(a)),
             RawCommand::Doctor(a) => Command::Doctor(a),
+            RawCommand::Health(a) => Command::Health(a),
             RawCommand::Qualify(a) => Command::Qualify(Box::new(a)),
             RawCommand::History(a) => Command::History(a),
             RawCommand::Diff(a) => Command::Diff(a),

@@ -24,7 +24,7 @@ fn deferred_subcommands_keep_their_own_line_and_build_only_when_parsed() {
         .collect();
     // Deferred: nothing but the name and the line until a subcommand is parsed.
     assert!(unbuilt.get_subcommands().all(|c| c.get_arguments().next().is_none()));
-    assert_eq!(abouts.len(), 20);
+    assert_eq!(abouts.len(), 21);
     let mut built = RawCli::command();
     built.build();
     for (name, about) in &abouts {

@@ -243,6 +243,22 @@ pub fn pcie_gbps(gts: f64, lanes: u32) -> f64 {
     gts * f64::from(lanes) * encoding
 }
 
+/// A port's data rate, Gb/s: its lanes at their speed after line encoding (4X FDR =
+/// 54.5), on Ethernet the link speed; `None` when `rate` did not say.
+pub fn data_gbps(p: &PortFacts) -> Option<f64> {
+    let from_lanes = p.lanes.and_then(|lanes| {
+        let lane = (1..=128u8)
+            .filter_map(decode::lane_speed)
+            .find(|s| Some(s.name) == p.speed.as_deref())?;
+        Some(f64::from(lanes) * lane.data_gbps)
+    });
+    if p.link_layer == "Ethernet" {
+        p.rate_gbps.or(from_lanes)
+    } else {
+        from_lanes
+    }
+}
+
 /// The port data rate the PCIe link must carry (the fastest port).
 fn port_data_gbps(nic: &NicFacts) -> Option<f64> {
     nic.ports

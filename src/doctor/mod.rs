@@ -149,7 +149,7 @@ fn no_device(root: &Path, wanted: Option<&str>) -> Check {
 }
 
 /// The verbs inventory's active MTUs into the sysfs facts.
-fn overlay(host: &mut facts::HostFacts, inv: &inventory::Inventory) {
+pub fn overlay(host: &mut facts::HostFacts, inv: &inventory::Inventory) {
     for nic in &mut host.nics {
         let Some(d) = inv.devices.iter().find(|d| d.name == nic.name) else { continue };
         for p in &mut nic.ports {

@@ -309,6 +309,15 @@ fn show(store: &Store, id: i64, json: bool, out: &mut dyn Write) -> Result<u8, E
         crate::report::to_json(&doc)
     } else if row.kind == "qualify" {
         report::table(&Baseline::parsed(source, &text)?.report)
+    } else if row.kind == "health" {
+        let doc: crate::health::HealthReport = serde_json::from_str(&text).map_err(|e| {
+            test_run::refused(&source, &format!("not a health JSON document ({e})"))
+        })?;
+        format!(
+            "run {id}: health, started {}\n{}",
+            row.started,
+            crate::health::output::render(&doc)
+        )
     } else {
         let run = TestRun::parse(&text).map_err(|why| test_run::refused(&source, &why))?;
         let mut o = format!(

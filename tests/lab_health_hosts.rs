@@ -1,0 +1,145 @@
+//! `rdmabench health` across three lab hosts (`ci/lab-vm --nodes 3`), one rank each under
+//! mpirun on node 1: healthy → exit 0 and three `Healthy` lines; node 3's link slowed
+//! (`ci/lab-fault --node 3 delay 50`) → node 3 alone unhealthy, `NEIGHBOUR_LOW`; node 3's
+//! MTU unlike the others' → node 3 named `CONFIG_UNLIKE`.
+//!
+//! Short: 3 s of 4 KiB write_bw (1.5 s measured: with 1 s, three 1-vCPU guests on a
+//! loaded host completed no 64 KiB loopback write in the 0.5 s window, and 64 KiB writes
+//! across the lab switch failed IBV_WC_REM_INV_REQ_ERR, as in lab_mesh_hosts) and 50
+//! round trips per test (a loopback per host, then the
+//! ring's three pairs in three rounds). `--peer-fraction 0.2`: three TCG guests on two
+//! shared cores spread their own figures severalfold (mesh's lab tests saw 4–15 ms
+//! latencies), a 50 ms delay is past that.
+#![cfg(unix)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::nodes;
+use common::{err, finish, read_json, text};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(600);
+
+fn three_nodes() {
+    let nodes = nodes::addresses();
+    assert!(nodes.len() >= 3, "a three-host test: run in `ci/lab-vm --nodes 3` ({nodes:?})");
+}
+
+/// `mpirun` of `rdmabench health` on nodes 1–3, MPI's own traffic on the lab link.
+fn health(json: &Path) -> Output {
+    three_nodes();
+    let config = std::env::var("RDMABENCH_LAB_SSH_CONFIG").expect("the lab's ssh config");
+    let agent = format!("ssh -F {config}");
+    let mut c = Command::new("mpirun");
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--host", "node1,node2,node3", "-np", "3", "--mca", "plm_rsh_agent", &agent])
+        .args(["--mca", "oob_tcp_if_include", "198.18.1.0/24"])
+        .args(["--mca", "btl_tcp_if_include", "198.18.1.0/24"])
+        .args([
+            env!("CARGO_BIN_EXE_rdmabench"),
+            "health",
+            "-d",
+            "rxe0",
+            "-D",
+            "3",
+            "-s",
+            "4K",
+            "-n",
+            "50",
+        ])
+        .args(["--timeout", "30", "--peer-fraction", "0.2", "--json", json.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    finish(c.spawn().unwrap(), LIMIT)
+}
+
+/// Each host's line: (host, verdict).
+fn lines(o: &Output) -> Vec<(String, String)> {
+    text(o)
+        .lines()
+        .filter_map(|l| l.split_once(" | "))
+        .map(|(h, v)| (h.to_string(), v.to_string()))
+        .collect()
+}
+
+fn codes(doc: &Value, host: &str) -> Vec<String> {
+    let h = doc["hosts"].as_array().unwrap().iter().find(|h| h["host"] == host).unwrap();
+    h["findings"].as_array().unwrap().iter().map(|f| f["code"].as_str().unwrap().into()).collect()
+}
+
+/// Node 3's link and MTU back as the lab made them, whatever the test did.
+struct Restore;
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = nodes::ssh(3).arg(format!("{}/ci/lab-fault clear", repo())).status();
+        let _ = nodes::ssh(3)
+            .arg("ip link set \"$RDMABENCH_LAB_NIC\" mtu \"$RDMABENCH_LAB_MTU\"")
+            .status();
+    }
+}
+
+fn repo() -> String {
+    std::env::current_dir().unwrap().to_str().unwrap().to_string()
+}
+
+#[test]
+#[ignore = "hosts: needs three lab hosts (ci/lab-vm --nodes 3)"]
+fn trial_hosts_health_of_three_healthy_nodes() {
+    let json = common::scratch("rdmabench-health-hosts").join("healthy.json");
+    let o = health(&json);
+    eprintln!("{}\n{}", text(&o), err(&o));
+    let doc = read_json(&json, &o);
+    let hosts: Vec<(String, String)> = lines(&o);
+    let names: Vec<&str> = hosts.iter().map(|(h, _)| h.as_str()).collect();
+    assert_eq!(names, ["node1", "node2", "node3"], "{}", text(&o));
+    for (h, v) in &hosts {
+        assert_eq!(v, "Healthy", "{h}: {v}");
+    }
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(doc["ring"].as_array().unwrap().len(), 3, "{}", doc["ring"]);
+    println!("phases: {}", doc["hosts"][0]["phases"]);
+}
+
+#[test]
+#[ignore = "hosts: needs three lab hosts (ci/lab-vm --nodes 3)"]
+fn trial_hosts_health_names_the_slowed_node_alone() {
+    three_nodes();
+    let _restore = Restore;
+    nodes::on(3, &format!("{}/ci/lab-fault delay 50", repo()), Duration::from_secs(60));
+    let json = common::scratch("rdmabench-health-hosts").join("slowed.json");
+    let o = health(&json);
+    eprintln!("{}\n{}", text(&o), err(&o));
+    let doc = read_json(&json, &o);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(codes(&doc, "node1"), Vec::<String>::new());
+    assert_eq!(codes(&doc, "node2"), Vec::<String>::new());
+    assert!(codes(&doc, "node3").contains(&"NEIGHBOUR_LOW".to_string()), "{}", text(&o));
+}
+
+#[test]
+#[ignore = "hosts: needs three lab hosts (ci/lab-vm --nodes 3)"]
+fn trial_hosts_health_names_the_node_configured_unlike_the_others() {
+    three_nodes();
+    let _restore = Restore;
+    // 1100 bytes: soft-RoCE's active MTU 512, where the others' 1500 give 1024.
+    nodes::on(3, "ip link set \"$RDMABENCH_LAB_NIC\" mtu 1100", Duration::from_secs(60));
+    let json = common::scratch("rdmabench-health-hosts").join("unlike.json");
+    let o = health(&json);
+    eprintln!("{}\n{}", text(&o), err(&o));
+    let doc = read_json(&json, &o);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let node3 = lines(&o).into_iter().find(|(h, _)| h == "node3").unwrap().1;
+    assert!(
+        node3.contains("CONFIG_UNLIKE host: Soft-RoCE (rxe) active MTU 512 [1024 on 2 of 3 hosts]"),
+        "{node3}"
+    );
+    assert!(!codes(&doc, "node1").contains(&"CONFIG_UNLIKE".to_string()), "{}", text(&o));
+    assert!(!codes(&doc, "node2").contains(&"CONFIG_UNLIKE".to_string()), "{}", text(&o));
+}
