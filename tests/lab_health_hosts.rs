@@ -91,7 +91,7 @@ fn repo() -> String {
 
 #[test]
 #[ignore = "hosts: needs three lab hosts (ci/lab-vm --nodes 3)"]
-fn trial_hosts_health_of_three_healthy_nodes() {
+fn hosts_health_of_three_healthy_nodes() {
     let json = common::scratch("rdmabench-health-hosts").join("healthy.json");
     let o = health(&json);
     eprintln!("{}\n{}", text(&o), err(&o));
@@ -109,7 +109,7 @@ fn trial_hosts_health_of_three_healthy_nodes() {
 
 #[test]
 #[ignore = "hosts: needs three lab hosts (ci/lab-vm --nodes 3)"]
-fn trial_hosts_health_names_the_slowed_node_alone() {
+fn hosts_health_names_the_slowed_node_alone() {
     three_nodes();
     let _restore = Restore;
     nodes::on(3, &format!("{}/ci/lab-fault delay 50", repo()), Duration::from_secs(60));
@@ -125,7 +125,7 @@ fn trial_hosts_health_names_the_slowed_node_alone() {
 
 #[test]
 #[ignore = "hosts: needs three lab hosts (ci/lab-vm --nodes 3)"]
-fn trial_hosts_health_names_the_node_configured_unlike_the_others() {
+fn hosts_health_names_the_node_configured_unlike_the_others() {
     three_nodes();
     let _restore = Restore;
     // 1100 bytes: soft-RoCE's active MTU 512, where the others' 1500 give 1024.
