@@ -457,7 +457,7 @@ pub(crate) fn per_thread(outcome: &BwOutcome, per_qp: &[BwStats], threads: usize
         .into_iter()
         .map(|g| {
             let mine: Vec<(BwStats, u64)> =
-                g.map(|q| (per_qp[q].clone(), starts.get(q).copied().unwrap_or(0))).collect();
+                g.map(|q| (per_qp[q], starts.get(q).copied().unwrap_or(0))).collect();
             measure::aggregate(&mine)
         })
         .collect()
@@ -535,7 +535,7 @@ mod tests {
         let counts: Vec<u64> = shares.iter().map(|s| s.messages).collect();
         assert_eq!(counts, [30, 30], "thread 0 has QPs 0 and 1, thread 1 QP 2");
         assert_eq!(shares[0].bytes, 30 * 64);
-        let total = measure::aggregate(&per_qp.iter().map(|b| (b.clone(), 0)).collect::<Vec<_>>());
+        let total = measure::aggregate(&per_qp.iter().map(|b| (*b, 0)).collect::<Vec<_>>());
         assert_eq!(counts.iter().sum::<u64>(), total.messages);
         assert!((shares.iter().map(|s| s.msg_rate).sum::<f64>() - total.msg_rate).abs() < 1e-6);
     }
