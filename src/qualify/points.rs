@@ -284,7 +284,11 @@ mod tests {
 
     fn bw_run(mib: f64) -> Run {
         let bw = BwStats { avg_bytes_per_sec: mib * MIB, ..Default::default() };
-        Run { result: Some(SizeResult { bw: Some(bw), ..Default::default() }), error: None, intervals: Vec::new() }
+        Run {
+            result: Some(SizeResult { bw: Some(bw), ..Default::default() }),
+            error: None,
+            intervals: Vec::new(),
+        }
     }
 
     fn one_point(limits: &str, sequential: bool) -> Profile {
@@ -346,6 +350,58 @@ mod tests {
         )
         .unwrap();
         assert_eq!(replay(&once, &above, None, &link).0, 1);
+    }
+
+    /// A lab qualification's recorded runs (`qualify quick` in the soft-RoCE lab, three
+    /// runs a point, clean and with lo shaped: docs/qualify.md), replayed through the
+    /// fixed rule and the sequential one: with quick's own thresholds, and with a floor
+    /// or ceiling just inside and just outside each point's spread, the hard cases.
+    #[test]
+    fn recorded_lab_runs_get_the_same_verdicts_from_both_rules() {
+        let recorded: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/qualify/quick-lab-runs.json"))
+                .unwrap();
+        let link = LinkRate::NoPhysicalLink("rxe0/1: soft device: no physical link".into());
+        let quick = profile::load("quick").unwrap();
+        let (mut points, mut saved, mut failed) = (0, 0, 0);
+        for rec in recorded["recordings"].as_array().unwrap() {
+            for p in rec["points"].as_array().unwrap() {
+                let runs: Vec<Run> = serde_json::from_value(p["runs"].clone()).unwrap();
+                assert_eq!(runs.len(), 3, "{}", p["id"]);
+                let test = quick.tests.iter().find(|t| t.name == p["test"]).unwrap();
+                let median = Median::of(&runs);
+                let mut limits = vec![String::new()];
+                for f in [0.9, 0.99, 1.0, 1.01, 1.1] {
+                    if let Some(bw) = median.bw_bytes_per_sec {
+                        limits.push(format!("min_bw = \"{:.3} MiB/s\"\n", bw * f / MIB));
+                    }
+                    if let Some(us) = median.lat_typical_us {
+                        limits.push(format!("max_lat_typical = \"{:.4} us\"\n", us * f));
+                    }
+                }
+                for l in &limits {
+                    let body = format!(
+                        "repeats = 3\nsequential = SEQ\n[[test]]\ntest = \"{}\"\nsizes = [{}]\n{l}",
+                        test.name, test.specs[0].sizes[0]
+                    );
+                    let rule = |seq: bool| {
+                        let text = body.replace("SEQ", &seq.to_string());
+                        replay(&profile::parse(&text, "p.toml", "p").unwrap(), &runs, None, &link)
+                    };
+                    let ((n_fixed, fixed), (n_seq, seq)) = (rule(false), rule(true));
+                    assert_eq!(seq, fixed, "{} with {l:?}", p["id"]);
+                    assert_eq!(n_fixed, 3);
+                    points += 1;
+                    saved += n_fixed - n_seq;
+                    failed += usize::from(fixed.iter().any(|(_, pass)| !pass));
+                }
+            }
+        }
+        assert!(points >= 14 * 6, "{points} replays");
+        // Neither vacuous nor trivial: runs saved, and some replays that fail a threshold
+        // and some that needed the third run (a floor inside the runs' spread).
+        assert!(saved > 0, "the sequential rule saved no run in {points} replays");
+        assert!(failed > 0 && saved < points, "{failed} failed, {saved} of {points} saved");
     }
 
     #[test]
