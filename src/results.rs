@@ -24,6 +24,10 @@ pub struct SizeResult {
     pub bw: Option<BwStats>,
     /// Bandwidth per QP, when there are several.
     pub per_qp: Vec<BwStats>,
+    /// `--threads T` (T > 1): each thread's share of `bw`, its QPs together, in thread
+    /// order (thread k runs a contiguous run of the QPs, the first runs one QP longer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_thread: Vec<BwStats>,
     /// With -b: `[this side → peer, peer → this side]` as the client sees them.
     pub directions: Option<[BwStats; 2]>,
     /// Latency.

@@ -415,6 +415,7 @@ fn size_result(rng: &mut Rng) -> SizeResult {
         iterations: rng.next(),
         bw: measure.then_some(bw),
         per_qp: if rng.chance(20) { vec![bw; rng.index(5)] } else { Vec::new() },
+        per_thread: if rng.chance(10) { vec![bw; rng.index(4)] } else { Vec::new() },
         directions: maybe(rng, 10, |_| [bw, bw]),
         lat: (!measure).then_some(lat),
         validation: maybe(rng, 20, |r| Validation {

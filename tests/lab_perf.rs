@@ -1142,3 +1142,38 @@ fn sigint_at_a_moment_of(test: &str) {
     assert_eq!(intervals, (whole >= 2).then_some(whole), "{r}");
     assert!(server.status.success(), "server: {}", err(&server));
 }
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_threads_share_the_qps_and_their_counts_add_up() {
+    // write: 4 QPs over 2 threads, post lists and completion moderation on each; every
+    // QP's pattern checked in the buffer it landed in.
+    let flags = ["-q", "4", "--threads", "2", "-n", "400", "-s", "1024", "-l", "4", "-Q", "8"];
+    let r = ok("write-bw", &[&flags[..], &["--validate"]].concat());
+    same_table(&r);
+    let res = &r.json["results"][0];
+    let threads = res["per_thread"].as_array().expect("each thread's share");
+    assert_eq!(threads.len(), 2, "{res}");
+    for t in threads {
+        assert_eq!((&t["messages"], &t["bytes"]), (&800.into(), &(800 * 1024).into()), "{t}");
+    }
+    let per_qp = res["per_qp"].as_array().unwrap();
+    assert!(per_qp.iter().all(|q| q["messages"] == 400), "{res}");
+    assert_eq!(res["bw"]["messages"], 1600, "the aggregate is the threads' sum");
+    let v = &res["validation"];
+    assert_eq!(v["checked_bytes"], 4 * 64 * 1024, "64 slots on each of 4 QPs: {v}");
+    assert_eq!(v["corrupted_bytes"], 0, "{v}");
+    assert_eq!(text(&r.client).matches("   thread ").count(), 2, "{}", text(&r.client));
+    // send: the receiver reposts on as many threads; 3 QPs over 2 are 2 and 1.
+    let r = ok("send-bw", &["-q", "3", "--threads", "2", "-n", "400", "-s", "64"]);
+    let res = &r.json["results"][0];
+    let counts: Vec<u64> = res["per_thread"]
+        .as_array()
+        .expect("each thread's share")
+        .iter()
+        .map(|t| t["messages"].as_u64().unwrap())
+        .collect();
+    assert_eq!(counts, [800, 400], "{res}");
+    assert_eq!(res["bw"]["messages"], 1200);
+    assert_eq!(res["received_bytes"], 1200 * 64, "every QP's messages arrived: {res}");
+}

@@ -243,6 +243,7 @@ fn qualification(profile: &str, firmware: &str, tcp: f64) -> QualifyReport {
             name: profile.into(),
             source: "test".into(),
             repeats: 3,
+            sequential: false,
             tolerance_percent: 10.0,
             waive: Vec::new(),
         },

@@ -187,6 +187,10 @@ pub struct PerfArgs {
     /// Run the measuring thread on this NUMA node's CPUs (default: the device's node).
     #[arg(long = "numa_node", alias = "numa-node", value_name = "N")]
     pub numa_node: Option<u32>,
+    /// Bandwidth tests: spread the -q queue pairs over this many threads, each on a CPU of
+    /// the device's NUMA node (or of --pin_cores), one aggregate result (default 1).
+    #[arg(long = "threads", value_name = "T")]
+    pub threads: Option<u32>,
     /// Run until SIGINT, printing the bandwidth of every -D seconds; then their summary.
     #[arg(long = "run_infinitely", alias = "run-infinitely")]
     pub run_infinitely: bool,

@@ -193,6 +193,7 @@ impl PerfArgs {
         };
         self.access.apply(self.host.is_some(), &mut local)?;
         (local.pin, local.numa_node) = self.affinity()?;
+        local.threads = self.threads(&spec)?;
         local.interval_lines = self.report.interval_lines(kind.measure == Measure::Bw, None)?;
         if spec.rdma().is_some_and(|r| r.backend == Backend::Nd) {
             crate::spec::validate::nd_local_rules(&local)?;
@@ -240,6 +241,39 @@ impl PerfArgs {
                 .map_err(|_| Error::usage(format!("--pin_cores '{list}': a CPU list like 0,2-3"))),
             (None, node) => Ok((Vec::new(), node)),
         }
+    }
+
+    /// `--threads T`: a bandwidth test's queue pairs over T threads, at most one a QP.
+    fn threads(&self, spec: &TestSpec) -> Result<u32, Error> {
+        let Some(t) = self.threads else { return Ok(1) };
+        let qps = spec.connections();
+        let refuse = |why: String| Err(Error::usage(format!("--threads {t}: {why}")));
+        if t == 0 {
+            return refuse("at least 1".into());
+        }
+        if t == 1 {
+            return Ok(1);
+        }
+        if spec.kind.measure != Measure::Bw {
+            return refuse("only bandwidth tests (a latency test runs one QP)".into());
+        }
+        if t > qps {
+            return refuse(format!("more threads than queue pairs (-q {qps})"));
+        }
+        let why = if self.bidirectional {
+            "not with -b (each QP both sends and receives on one thread)"
+        } else if self.run_infinitely {
+            "not with --run_infinitely"
+        } else if self.perftest {
+            "not with --perftest (perftest runs its QPs on one thread)"
+        } else if self.shared_receives {
+            "not with --use-srq (the QPs share one receive queue)"
+        } else if self.rails() {
+            "one device"
+        } else {
+            return Ok(t);
+        };
+        refuse(why.into())
     }
 
     /// Whether `-d` names several devices: a multi-rail run ([`crate::rails`]).

@@ -182,6 +182,38 @@ fn report_counters_name_counters_of_one_verbs_port() {
 }
 
 #[test]
+fn threads_spread_a_bandwidth_tests_qps_and_nothing_else() {
+    let threads = |args: &[&str]| test(args).map(|t| t.local.threads);
+    assert_eq!(threads(&["write-bw", "--backend", "verbs"]).unwrap(), 1);
+    assert_eq!(
+        threads(&["send-bw", "-q", "4", "--threads", "2", "--backend", "verbs"]).unwrap(),
+        2
+    );
+    assert_eq!(threads(&["write-lat", "--threads", "1", "--backend", "verbs"]).unwrap(), 1);
+    let refused = |args: &[&str], why: &str| {
+        let e = test(args).unwrap_err();
+        assert_eq!(e.kind, crate::error::ErrorKind::Usage, "{e}");
+        assert!(e.message.contains(why), "{args:?}: {e}");
+    };
+    refused(&["write-bw", "--threads", "0", "--backend", "verbs"], "--threads 0: at least 1");
+    refused(
+        &["write-bw", "--threads", "2", "--backend", "verbs"],
+        "more threads than queue pairs (-q 1)",
+    );
+    refused(&["read-lat", "--threads", "2", "--backend", "verbs"], "only bandwidth tests");
+    refused(&["send-bw", "-q", "2", "--threads", "2", "-b", "--backend", "verbs"], "not with -b");
+    refused(
+        &["send-bw", "-q", "2", "--threads", "2", "--use-srq", "--backend", "verbs"],
+        "--use-srq",
+    );
+    refused(&["write-bw", "-q", "2", "--threads", "2", "--perftest", "h"], "not with --perftest");
+    refused(
+        &["write-bw", "-q", "2", "--threads", "2", "-d", "rxe0,rxe1", "--backend", "verbs"],
+        "one device",
+    );
+}
+
+#[test]
 fn the_measuring_thread_goes_where_one_flag_says() {
     let at = |args: &[&str]| test(args).map(|t| (t.local.pin, t.local.numa_node));
     assert_eq!(at(&["write-bw", "--backend", "verbs"]).unwrap(), (vec![], None));

@@ -125,7 +125,8 @@ fn plausible(size: u64, r: SizeResult) -> Result<SizeResult, Error> {
     if r.size != size {
         return bad(&format!("for {} B, not the {size} B just run", r.size));
     }
-    let rates = r.bw.iter().chain(&r.per_qp).chain(r.directions.iter().flatten());
+    let rates = r.bw.iter().chain(&r.per_qp).chain(&r.per_thread);
+    let rates = rates.chain(r.directions.iter().flatten());
     for bw in rates {
         let figures = [
             ("avg_bytes_per_sec", Some(bw.avg_bytes_per_sec)),

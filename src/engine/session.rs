@@ -45,6 +45,13 @@ pub fn run<B: Backend>(
     print_header(ctx, report, &setup, out)?;
     let mut step = Step::new(ctx.spec, ctx.local, ctx.client());
     step.counters = counters;
+    if let Some(affinity) = &setup.params.cpu_affinity {
+        // --threads: the CPUs the measuring thread may use, or where the kernel lets it.
+        step.thread_cpus = match &affinity.cpus[..] {
+            [] => ffi::os::current_thread_cpus().unwrap_or_default(),
+            cpus => cpus.to_vec(),
+        };
+    }
     if let (Some(watch), Attachment::Device { name, port }) =
         (step.soak.get_mut(), &setup.attachment)
     {

@@ -21,7 +21,7 @@ use crate::transport::{Capabilities, Connection, Op};
 use super::intervals::IntervalPrinter;
 use super::results::ThisSide;
 use super::soak::SoakWatch;
-use super::threads::{bw_send_threads, per_connection};
+use super::threads::{bw_recv_threads, bw_send_threads, groups, per_connection, Pins, Spread};
 use crate::perf::pattern::{fill_pattern, slots_for};
 use crate::spec::role::Role;
 
@@ -43,6 +43,9 @@ pub struct Step<'a> {
     pub counters: Option<PortCounters>,
     /// `--json-lines`: what judges each interval (borrowed by the size running).
     pub(crate) soak: RefCell<Option<SoakWatch>>,
+    /// `--threads`: the CPUs its threads take in turn (the measuring thread's, as
+    /// [`super::affinity`] set them; empty: unpinned).
+    pub thread_cpus: Vec<usize>,
 }
 
 impl<'a> Step<'a> {
@@ -70,6 +73,7 @@ impl<'a> Step<'a> {
             mhz: crate::measure::cpu::cpu_mhz(),
             counters: None,
             soak: RefCell::new(local.interval_lines.as_ref().and_then(SoakWatch::new)),
+            thread_cpus: Vec::new(),
         }
     }
 
@@ -277,7 +281,18 @@ impl<'a> Step<'a> {
             let outcome = if C::BLOCKING_POLL {
                 // TCP: the receiver reads every byte, so it never only waits.
                 debug_assert!(!self.role.heartbeat);
-                bw_send_threads(conns, &plan, &self.local.pin, lines, watch)
+                let pins = Pins { cpus: &self.local.pin, flag: "--cpus" };
+                let spread = Spread { threads: conns.len(), pins };
+                bw_send_threads(conns, &plan, spread, lines, watch, loops::NoPulse)
+            } else if let Some(spread) = self.spread() {
+                // --threads: the heartbeat, if the peer only waits, from this thread.
+                debug_assert!(!self.role.receives);
+                if self.role.heartbeat {
+                    let beat = Heartbeat::new(ch);
+                    bw_send_threads(conns, &plan, spread, lines, watch, beat)
+                } else {
+                    bw_send_threads(conns, &plan, spread, lines, watch, loops::NoPulse)
+                }
             } else if self.role.receives {
                 // send_bw -b: this side also receives, on the same queue pairs.
                 let mut recv = loops::Reposting::new(conns.len(), plan.iters, posted, size, slots);
@@ -297,6 +312,9 @@ impl<'a> Step<'a> {
             local.stability = bw_stability(u64::from(size), &outcome, &self.spec.run);
             local.bw = Some(total);
             local.iterations = iterations;
+            if let Some(spread) = self.spread() {
+                local.per_thread = per_thread(&outcome, &per_qp, spread.threads);
+            }
             if per_qp.len() > 1 {
                 local.per_qp = per_qp;
             }
@@ -316,6 +334,8 @@ impl<'a> Step<'a> {
                     loops::bw_recv(std::slice::from_mut(conn), &plan, || stopped(role))
                 })
                 .map(|counts| counts.concat())
+            } else if let Some(spread) = self.spread() {
+                bw_recv_threads(conns, &plan, spread, || ch.has_pending())
             } else {
                 loops::bw_recv(conns, &plan, || ch.has_pending() || stopped(self.role))
             }?;
@@ -323,6 +343,14 @@ impl<'a> Step<'a> {
             local.received_bytes = Some(received.iter().sum::<u64>() * u64::from(size));
         }
         Ok(())
+    }
+
+    /// `--threads T` with T > 1 on an RDMA test: its threads and their CPUs (None: the
+    /// one measuring thread, today's and perftest's path, no thread spawned).
+    fn spread(&self) -> Option<Spread<'_>> {
+        let threads = self.local.threads as usize;
+        (threads > 1 && self.spec.rdma().is_some())
+            .then(|| Spread { threads, pins: Pins { cpus: &self.thread_cpus, flag: "--threads" } })
     }
 
     fn latency<C: Connection>(
@@ -426,6 +454,23 @@ pub(crate) fn bw_result(
     (total, per.into_iter().map(|(b, _)| b).collect(), iterations)
 }
 
+/// Each thread's share of a `--threads` run: its QPs' figures together, as the whole
+/// run's total is all of them together.
+pub(crate) fn per_thread(outcome: &BwOutcome, per_qp: &[BwStats], threads: usize) -> Vec<BwStats> {
+    let starts: Vec<u64> = match outcome.recorders.len() {
+        0 => vec![0; per_qp.len()],
+        _ => outcome.recorders.iter().map(|r| r.first_post().unwrap_or(0)).collect(),
+    };
+    groups(per_qp.len(), threads)
+        .into_iter()
+        .map(|g| {
+            let mine: Vec<(BwStats, u64)> =
+                g.map(|q| (per_qp[q], starts.get(q).copied().unwrap_or(0))).collect();
+            measure::aggregate(&mine)
+        })
+        .collect()
+}
+
 /// The spread of a sender's intervals, every QP's together: a duration run's, after
 /// its leading margin's intervals; an iteration run's from each QP's first completion.
 pub(crate) fn bw_stability(
@@ -477,5 +522,29 @@ fn peer_reason(ch: &mut Channel, wait: Duration) -> Option<Error> {
     match got {
         Err(e @ ProtocolError::Peer(_)) => Some(e.into()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_threads_share_is_its_qps_together_and_the_shares_add_up() {
+        let qp = |messages: u64| BwStats {
+            messages,
+            bytes: messages * 64,
+            window_ns: 1_000_000,
+            ..Default::default()
+        };
+        let per_qp = [qp(10), qp(20), qp(30)];
+        let none = BwOutcome { recorders: Vec::new(), windowed: Vec::new(), intervals: Vec::new() };
+        let shares = per_thread(&none, &per_qp, 2);
+        let counts: Vec<u64> = shares.iter().map(|s| s.messages).collect();
+        assert_eq!(counts, [30, 30], "thread 0 has QPs 0 and 1, thread 1 QP 2");
+        assert_eq!(shares[0].bytes, 30 * 64);
+        let total = measure::aggregate(&per_qp.iter().map(|b| (*b, 0)).collect::<Vec<_>>());
+        assert_eq!(counts.iter().sum::<u64>(), total.messages);
+        assert!((shares.iter().map(|s| s.msg_rate).sum::<f64>() - total.msg_rate).abs() < 1e-6);
     }
 }

@@ -1,12 +1,15 @@
-//! A thread per connection, for connections whose poll blocks (TCP streams, as
-//! iperf3's -P): stream k runs on the k-th CPU of `--cpus`, and all share one clock.
+//! Loops on several threads: a thread per connection, for connections whose poll blocks
+//! (TCP streams, as iperf3's -P: stream k runs on the k-th CPU of `--cpus`), and an RDMA
+//! bandwidth test's `--threads T` (its QPs in T runs, thread k on the k-th CPU of the
+//! device's NUMA node or `--pin_cores`). All of one run share one clock.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::intervals::{record, tell, MarkSender, StreamSums};
 use super::soak::SoakWatch;
-use crate::perf::loops::{self, BwOutcome, BwPlan, Clock, IntervalMark, LoopError};
+use crate::perf::loops::{self, BwOutcome, BwPlan, Clock, IntervalMark, LoopError, Pulse};
 use crate::spec::IntervalLines;
 use crate::transport::{Connection, TransportError};
 
@@ -15,15 +18,41 @@ pub fn pin_for(cpus: &[usize], k: usize) -> Option<usize> {
     (!cpus.is_empty()).then(|| cpus[k % cpus.len()])
 }
 
-fn pin_thread(cpus: &[usize], k: usize) -> Result<(), LoopError> {
-    if let Some(cpu) = pin_for(cpus, k) {
+/// Where each thread runs: thread k on the k-th CPU of `cpus` (round robin; none:
+/// where the kernel puts it), and the flag that chose them, for the error.
+#[derive(Clone, Copy)]
+pub struct Pins<'a> {
+    /// The CPUs, in turn.
+    pub cpus: &'a [usize],
+    /// `--cpus` (TCP's streams) or `--threads` (RDMA's).
+    pub flag: &'static str,
+}
+
+fn pin_thread(pins: Pins<'_>, k: usize) -> Result<(), LoopError> {
+    if let Some(cpu) = pin_for(pins.cpus, k) {
         ffi::os::pin_current_thread(cpu).map_err(|e| {
             LoopError::from(TransportError::Broken(format!(
-                "--cpus: cannot pin stream {k} to CPU {cpu}: {e}"
+                "{}: cannot pin thread {k} to CPU {cpu}: {e}",
+                pins.flag
             )))
         })?;
     }
     Ok(())
+}
+
+/// The connections of each of `threads` threads: contiguous runs, the first ones a
+/// connection longer when they do not divide evenly (-q 5 over 2: 0..3 and 3..5).
+pub fn groups(conns: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
+    let threads = threads.clamp(1, conns.max(1));
+    let (each, longer) = (conns / threads, conns % threads);
+    let mut start = 0;
+    (0..threads)
+        .map(|k| {
+            let len = each + usize::from(k < longer);
+            start += len;
+            start - len..start
+        })
+        .collect()
 }
 
 /// Runs `each` on every connection in a thread of its own, stream k pinned to the
@@ -33,29 +62,40 @@ pub fn per_connection<C: Connection + Send, T: Send>(
     cpus: &[usize],
     each: impl Fn(usize, &mut C) -> Result<T, LoopError> + Sync,
 ) -> Result<Vec<T>, LoopError> {
-    per_connection_watching(conns, cpus, each, |_| {})
+    let (threads, pins) = (conns.len(), Pins { cpus, flag: "--cpus" });
+    per_group_watching(conns, threads, pins, |k, c| each(k, &mut c[0]), |_| {})
 }
 
-/// As [`per_connection`], running `watch` on this thread while the streams run; it is
-/// given a test of whether every stream's thread has ended.
-pub fn per_connection_watching<C: Connection + Send, T: Send>(
+/// Runs `each` on the connections of every one of `threads` [`groups`] in a thread of
+/// its own, thread k pinned to the k-th CPU of `pins`, and `watch` on this thread while
+/// they run; it is given a test of whether every thread has ended. The results in
+/// thread order.
+pub fn per_group_watching<C: Connection + Send, T: Send>(
     conns: &mut [C],
-    cpus: &[usize],
-    each: impl Fn(usize, &mut C) -> Result<T, LoopError> + Sync,
+    threads: usize,
+    pins: Pins<'_>,
+    each: impl Fn(usize, &mut [C]) -> Result<T, LoopError> + Sync,
     watch: impl FnOnce(&dyn Fn() -> bool),
 ) -> Result<Vec<T>, LoopError> {
     let each = &each;
     // serve --max-time reaches the streams' loops too.
     let end = loops::tests_end();
+    let mut rest = conns;
+    let mut parts = Vec::new();
+    for g in groups(rest.len(), threads) {
+        let (part, tail) = std::mem::take(&mut rest).split_at_mut(g.len());
+        parts.push(part);
+        rest = tail;
+    }
     std::thread::scope(|scope| {
-        let threads: Vec<_> = conns
-            .iter_mut()
+        let threads: Vec<_> = parts
+            .into_iter()
             .enumerate()
-            .map(|(k, conn)| {
+            .map(|(k, part)| {
                 scope.spawn(move || {
                     loops::set_tests_end(end);
-                    pin_thread(cpus, k)?;
-                    each(k, conn)
+                    pin_thread(pins, k)?;
+                    each(k, part)
                 })
             })
             .collect();
@@ -71,31 +111,45 @@ pub fn per_connection_watching<C: Connection + Send, T: Send>(
     })
 }
 
-/// The sender's loop on every stream at once, all on one clock so their figures
-/// aggregate as the QPs of one loop do.
-/// With `lines`, each stream's interval lines are printed by this thread as they come
+/// How [`bw_send_threads`] spreads a run: its threads and where they run.
+#[derive(Clone, Copy)]
+pub(crate) struct Spread<'a> {
+    /// Threads, each with a contiguous run of the connections ([`groups`]).
+    pub threads: usize,
+    /// Where thread k runs.
+    pub pins: Pins<'a>,
+}
+
+/// The sender's loop on every thread at once (a stream each for TCP; `--threads`' runs
+/// of QPs for RDMA), all on one clock so their figures aggregate as the QPs of one loop
+/// do. The outcome's recorders are in connection order.
+/// With `lines`, each thread's interval lines are printed by this thread as they come
 /// (numbered when there are several): this thread may hold the output's lock for the
 /// whole run, which a stream's thread would wait for. `watch` judges the whole run's
-/// intervals: with several streams, each once every stream has told its own.
+/// intervals: with several threads, each once every thread has told its own. `pulse`
+/// is told this side is alive while they run (a peer that only waits hears it here, the
+/// loops' threads never touch the control channel).
 pub(crate) fn bw_send_threads<C: Connection + Send>(
     conns: &mut [C],
     plan: &BwPlan,
-    cpus: &[usize],
+    spread: Spread<'_>,
     lines: Option<&IntervalLines>,
     mut watch: Option<&mut SoakWatch>,
+    mut pulse: impl Pulse,
 ) -> Result<BwOutcome, LoopError> {
     let clock = Clock::start();
-    let several = conns.len() > 1;
-    let mut sums = StreamSums::new(conns.len());
+    let threads = groups(conns.len(), spread.threads).len();
+    let several = threads > 1;
+    let mut sums = StreamSums::new(threads);
     let (tx, rx) = std::sync::mpsc::channel();
-    let each = |k: usize, conn: &mut C| {
-        let pulse = MarkSender::new(tx.clone(), k);
-        loops::bw_send(std::slice::from_mut(conn), plan, clock, &mut loops::NoRecv, pulse)
+    let each = |k: usize, part: &mut [C]| {
+        let marks = MarkSender::new(tx.clone(), k);
+        loops::bw_send(part, plan, clock, &mut loops::NoRecv, marks)
     };
     let printer = |all_ended: &dyn Fn() -> bool| {
-        let Some(lines) = lines else { return };
         let size = u64::from(plan.size);
         let mut print = |(k, mark): (usize, IntervalMark)| {
+            let Some(lines) = lines else { return };
             if !several {
                 return tell(lines, &mark, size, None, watch.as_deref_mut());
             }
@@ -105,6 +159,7 @@ pub(crate) fn bw_send_threads<C: Connection + Send>(
             }
         };
         loop {
+            pulse.alive(Instant::now());
             match rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(m) => print(m),
                 Err(RecvTimeoutError::Timeout) if !all_ended() => {}
@@ -113,12 +168,12 @@ pub(crate) fn bw_send_threads<C: Connection + Send>(
         }
         rx.try_iter().for_each(print);
     };
-    let outcomes = per_connection_watching(conns, cpus, each, printer)?;
+    let outcomes = per_group_watching(conns, threads, spread.pins, each, printer)?;
     let mut all = BwOutcome { recorders: Vec::new(), windowed: Vec::new(), intervals: Vec::new() };
     for o in outcomes {
         all.recorders.extend(o.recorders);
         all.windowed.extend(o.windowed);
-        // The streams' k-th intervals, on one clock, as one.
+        // The threads' k-th intervals, on one clock, as one.
         for (k, m) in o.intervals.into_iter().enumerate() {
             match all.intervals.get_mut(k) {
                 Some(sum) => {
@@ -132,9 +187,44 @@ pub(crate) fn bw_send_threads<C: Connection + Send>(
     Ok(all)
 }
 
+/// The receiver's loop (send tests) on every thread at once, each on its run of the
+/// QPs; `stop` is polled on this thread while they run (the peer has said something on
+/// the control channel: the loops end). Each QP's count of messages, in QP order.
+pub(crate) fn bw_recv_threads<C: Connection + Send>(
+    conns: &mut [C],
+    plan: &loops::RecvPlan,
+    spread: Spread<'_>,
+    mut stop: impl FnMut() -> bool,
+) -> Result<Vec<u64>, LoopError> {
+    let stopped = AtomicBool::new(false);
+    let each =
+        |_: usize, part: &mut [C]| loops::bw_recv(part, plan, || stopped.load(Ordering::Relaxed));
+    let watch = |all_ended: &dyn Fn() -> bool| {
+        while !all_ended() {
+            if stop() {
+                stopped.store(true, Ordering::Relaxed);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let counts = per_group_watching(conns, spread.threads, spread.pins, each, watch)?;
+    Ok(counts.concat())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn threads_take_contiguous_runs_of_the_connections() {
+        assert_eq!(groups(4, 2), vec![0..2, 2..4]);
+        assert_eq!(groups(5, 2), vec![0..3, 3..5]);
+        assert_eq!(groups(5, 3), vec![0..2, 2..4, 4..5]);
+        assert_eq!(groups(3, 1), vec![0..3]);
+        // More threads than connections: one each; none asked: one.
+        assert_eq!(groups(2, 8), vec![0..1, 1..2]);
+        assert_eq!(groups(2, 0), vec![0..2]);
+    }
 
     #[test]
     fn streams_take_the_cpus_in_turn() {

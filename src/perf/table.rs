@@ -205,6 +205,16 @@ pub fn details(r: &SizeResult, layout: Layout) -> String {
             );
         }
     }
+    // --threads: each thread's share, always (it is what the option is for).
+    for (k, t) in r.per_thread.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "   thread {k:<3} {:>10} messages  BW average {:.2} {unit}  MsgRate {:.6} Mpps",
+            t.messages,
+            bw_in_unit(t.avg_bytes_per_sec, gbits),
+            t.msg_rate / 1e6
+        );
+    }
     if let Some([out, back]) = &r.directions {
         let _ = writeln!(
             o,

@@ -72,8 +72,10 @@ pub fn qualify(args: &Options, out: &mut dyn Write) -> Result<u8, Error> {
     }
     let started = crate::stamp::utc_now();
     let mut ran = Ran::default();
-    let (profile, mut store, baseline, doctor) =
+    let (mut profile, mut store, baseline, doctor) =
         start(args, &mut ran).inspect_err(|e| write_not_started(args, e, &ran, &started))?;
+    // A baseline is taken whole: later runs are compared with all of its runs.
+    profile.sequential &= !args.baseline_only;
     let local = &args.local;
     let mut report = new_report(args, &profile, doctor);
     let link = match report.doctor.no_physical_link(local.device.as_deref()) {
@@ -178,6 +180,7 @@ fn new_report(
             name: profile.name.clone(),
             source: profile.source.clone(),
             repeats: profile.repeats,
+            sequential: profile.sequential,
             tolerance_percent: profile.tolerance.0,
             waive: profile.waive.clone(),
         },

@@ -32,6 +32,10 @@ pub struct Profile {
     /// Most runs of a point whose comparison with the baseline is inconclusive after
     /// `repeats` (one more at a time until it is not).
     pub max_repeats: u32,
+    /// `sequential = true`: each point stops as soon as its verdict is decided (its
+    /// thresholds, and against a baseline its comparison), from [`SEQUENTIAL_FLOOR`] runs
+    /// on; `repeats` (or `max_repeats`) is then the cap. False: `repeats` every time.
+    pub sequential: bool,
     /// How far below (bandwidth) or above (latency) the baseline a median may be.
     pub tolerance: Percent,
     /// Doctor checks whose failure does not fail the qualification (`cpu.governor`).
@@ -84,6 +88,8 @@ struct RawProfile {
     description: Option<String>,
     repeats: Option<Spanned<u32>>,
     max_repeats: Option<Spanned<u32>>,
+    #[serde(default)]
+    sequential: bool,
     tolerance: Option<Percent>,
     #[serde(default)]
     waive: Vec<String>,
@@ -136,6 +142,10 @@ enum SizeValue {
     Bytes(u64),
     Text(String),
 }
+
+/// The fewest runs a sequential point stops at (with fewer than two, a later baseline
+/// comparison could never be judged: crate::stats).
+pub const SEQUENTIAL_FLOOR: u32 = 2;
 
 /// Most repeats of one point.
 pub const MAX_REPEATS: u32 = 100;
@@ -226,6 +236,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Profile, Er
         description: crate::text::clean(&raw.description.unwrap_or_default()),
         repeats,
         max_repeats,
+        sequential: raw.sequential,
         tolerance: raw.tolerance.unwrap_or(Percent(10.0)),
         waive: raw.waive,
         tests,

@@ -54,8 +54,11 @@ pub struct ProfileSummary {
     pub name: String,
     /// `built-in quick` or a path.
     pub source: String,
-    /// Runs per point.
+    /// Runs per point (a `sequential` profile's most, without a baseline).
     pub repeats: u32,
+    /// Each point stopped once its verdict was decided (its `runs` say how many).
+    #[serde(default)]
+    pub sequential: bool,
     /// Regression tolerance, percent.
     pub tolerance_percent: f64,
     /// Waived doctor checks.
@@ -238,10 +241,15 @@ pub fn reasons(p: &Point) -> String {
 /// differences and the verdict.
 pub fn table(r: &QualifyReport) -> String {
     let mut o = String::new();
+    let runs = if r.profile.sequential {
+        format!("each point until its verdict is decided, {} runs at most", r.profile.repeats)
+    } else {
+        format!("{} runs per point", r.profile.repeats)
+    };
     let _ = writeln!(
         o,
-        "qualify {} ({}) against {}: {} runs per point",
-        r.profile.name, r.profile.source, r.server, r.profile.repeats
+        "qualify {} ({}) against {}: {runs}",
+        r.profile.name, r.profile.source, r.server
     );
     tested(&mut o, r.environment.as_ref());
     if let Some(b) = &r.baseline {
@@ -267,10 +275,11 @@ pub fn table(r: &QualifyReport) -> String {
         let _ = writeln!(o, "  {mark:<6} {}: {} (fix: {})", c.name(), c.observed, c.fix);
     }
     let w = r.points.iter().map(|p| p.id.len()).max().unwrap_or(5).max(5);
-    let _ = writeln!(o, " {:<6} {:<w$} {:<32} WHY", "RESULT", "POINT", "MEDIAN");
+    let _ = writeln!(o, " {:<6} {:<w$} {:<32} {:>4}  WHY", "RESULT", "POINT", "MEDIAN", "RUNS");
     for p in &r.points {
         let verdict = if p.pass() { "PASS" } else { "FAIL" };
-        let _ = writeln!(o, " {verdict:<6} {:<w$} {:<32} {}", p.id, median_text(p), reasons(p));
+        let (id, median, runs) = (&p.id, median_text(p), p.runs.len());
+        let _ = writeln!(o, " {verdict:<6} {id:<w$} {median:<32} {runs:>4}  {}", reasons(p));
     }
     o.push_str(&super::comparison::table(r));
     let v = &r.verdict;
@@ -416,6 +425,7 @@ pub(crate) mod tests {
                 name: "lab".into(),
                 source: "lab.toml".into(),
                 repeats: 3,
+                sequential: false,
                 tolerance_percent: 10.0,
                 waive: vec!["firmware".into()],
             },

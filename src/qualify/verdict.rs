@@ -60,9 +60,20 @@ pub fn median(values: Vec<f64>) -> Option<f64> {
 impl Median {
     /// The medians over `runs`' results.
     pub fn of(runs: &[Run]) -> Median {
+        Median::padded(runs, 0, 0.0)
+    }
+
+    /// The medians over `runs`' results and `extra` more runs that each measured `value`
+    /// for every figure the runs measured: with `f64::MIN` and `f64::MAX`, the lowest and
+    /// highest medians any `extra` further runs could bring.
+    pub fn padded(runs: &[Run], extra: usize, value: f64) -> Median {
         let results: Vec<&SizeResult> = runs.iter().filter_map(|r| r.result.as_ref()).collect();
         let m = |f: &dyn Fn(&SizeResult) -> Option<f64>| {
-            median(results.iter().filter_map(|r| f(r)).collect())
+            let mut v: Vec<f64> = results.iter().filter_map(|r| f(r)).collect();
+            if !v.is_empty() {
+                v.extend(std::iter::repeat_n(value, extra));
+            }
+            median(v)
         };
         Median {
             bw_bytes_per_sec: m(&|r| r.bw.as_ref().map(|b| b.avg_bytes_per_sec)),
@@ -182,6 +193,20 @@ pub fn judge(limits: &Limits, runs: &[Run], median: &Median, link: &LinkRate) ->
     }
     out.extend(judge_stability(limits, median));
     out
+}
+
+/// Whether `runs` already have the verdict `n` runs would: every threshold of `limits`
+/// holds (or fails) alike on the lowest and the highest medians that `n - runs.len()`
+/// more runs could give. Each judgement is monotone in its figures, so those two ends
+/// bound every outcome: the sequential rule's verdict on these runs is the fixed rule's
+/// on any `n` that begin with them (a run that would fail is the one thing unforeseen).
+pub fn decided(limits: &Limits, runs: &[Run], n: usize, link: &LinkRate) -> bool {
+    let Some(extra) = n.checked_sub(runs.len()).filter(|e| *e > 0) else { return true };
+    let verdicts = |value: f64| -> Vec<bool> {
+        let median = Median::padded(runs, extra, value);
+        judge(limits, runs, &median, link).iter().map(|j| j.pass).collect()
+    };
+    verdicts(f64::MIN) == verdicts(f64::MAX)
 }
 
 /// A soak's `intervals` judgement: every run's every interval passed its verdict

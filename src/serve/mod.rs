@@ -177,6 +177,8 @@ fn config(args: &ServeOptions) -> Result<Config, Error> {
         counters: None,
         keep_samples: false,
         numa_node: None,
+        // Each client's test on one measuring thread (a one-shot server takes --threads).
+        threads: 1,
         // A client's --interval prints on the client, which sends.
         interval_lines: None,
         // serve runs each client's spec whole (engine::serve_client), never a one-shot's.

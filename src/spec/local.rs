@@ -40,6 +40,9 @@ pub struct Local {
     pub keep_samples: bool,
     /// RDMA tests: run the measuring thread on this NUMA node's CPUs (`--numa_node`).
     pub numa_node: Option<u32>,
+    /// RDMA bandwidth tests: the threads the queue pairs are spread over (`--threads`;
+    /// 1: one measuring thread, the path perftest runs).
+    pub threads: u32,
     /// Bandwidth tests: a line per interval as the run goes (`--interval`; None: none).
     pub interval_lines: Option<IntervalLines>,
     /// A one-shot TCP server given no test flags: it runs what its client asks (iperf3's
@@ -87,6 +90,7 @@ impl Default for Local {
             counters: None,
             keep_samples: false,
             numa_node: None,
+            threads: 1,
             interval_lines: None,
             follows_client: false,
             wait_forever: false,
