@@ -305,7 +305,7 @@ fn loopback(t: &Target, o: &HealthOptions, timeout: Duration) -> Loopback {
     // waited out its ACK timer: the first health of a lab boot completed nothing); a
     // second run tells a stall from a port that cannot move data.
     let bw = match bw_once() {
-        Ok(r) if !r.bw.is_some_and(|b| b.bytes > 0) => bw_once(),
+        Ok(r) if r.bw.is_none_or(|b| b.bytes == 0) => bw_once(),
         first => first,
     };
     match bw {
