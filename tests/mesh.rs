@@ -164,6 +164,8 @@ fn mesh_patterns_over_tcp_sum_each_round_against_its_links_alone() {
             "incast,bisection",
             "--bisection-rounds",
             "2",
+            "--pattern-secs",
+            "1",
             "--seed",
             "11",
             "--html",
@@ -182,8 +184,15 @@ fn mesh_patterns_over_tcp_sum_each_round_against_its_links_alone() {
         "{table}"
     );
     assert!(table.contains(" incast into 2: 3 link(s), aggregate "), "{table}");
-    assert!(table.contains("patterns, tcp_bw 64K, 50 iterations per flow"), "{table}");
-    assert_eq!(doc["patterns"]["bw_test"], "tcp_bw 64K, 50 iterations", "the pairs' test");
+    let rounds: Vec<&str> = table.lines().filter(|l| l.starts_with(" pattern round ")).collect();
+    assert!(
+        rounds
+            .iter()
+            .all(|l| l.contains("; shared window ") && l.contains("; latency under load ")),
+        "each round's line: its window and its latency under load: {table}"
+    );
+    assert!(table.contains("patterns, tcp_bw 64K, 1 s per flow"), "{table}");
+    assert_eq!(doc["patterns"]["bw_test"], "tcp_bw 64K, 1 s", "the pairs' test, for 1 s");
     assert_eq!(table.matches(" pattern round ").count(), 6, "a line per round as it ends: {table}");
     let page = std::fs::read_to_string(&html).unwrap();
     assert_eq!(page.matches("class=\"aggregate\"").count(), 6, "a bar per round");

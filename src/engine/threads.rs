@@ -114,7 +114,12 @@ pub(crate) fn bw_send_threads<C: Connection + Send>(
         rx.try_iter().for_each(print);
     };
     let outcomes = per_connection_watching(conns, cpus, each, printer)?;
-    let mut all = BwOutcome { recorders: Vec::new(), windowed: Vec::new(), intervals: Vec::new() };
+    let mut all = BwOutcome {
+        recorders: Vec::new(),
+        windowed: Vec::new(),
+        intervals: Vec::new(),
+        started: clock.origin(),
+    };
     for o in outcomes {
         all.recorders.extend(o.recorders);
         all.windowed.extend(o.windowed);

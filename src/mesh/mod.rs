@@ -22,6 +22,7 @@ pub mod pattern_report;
 pub mod report;
 pub mod schedule;
 pub mod simulate;
+pub mod window;
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -135,8 +136,7 @@ pub fn run(
     }
     mesh.patterns.check(boot.size()).map_err(Error::usage)?;
     let listener = ControlListener::bind(Some(endpoint.address), local.port)?;
-    let flow_listeners =
-        FlowListeners::bind(endpoint.address, boot.size(), boot.rank(), &mesh.patterns)?;
+    let flow_listeners = FlowListeners::bind(endpoint.address, boot.size(), &mesh.patterns)?;
     status.set("exchanging endpoints (MPI all-gather)".into());
     let hello::Introduced { ranks, seed, flow_ports } =
         introduce(boot, mesh, endpoint, &listener, flow_listeners.ports())?;
@@ -317,6 +317,7 @@ impl Rank<'_> {
             bw_mb_per_sec: None,
             t_typical_usec: None,
             error: None,
+            span: None,
         };
         let mesh = self.mesh;
         let (run_bw, run_lat) = round.alone.map_or((true, true), |c| (c.bw, c.lat));
@@ -430,6 +431,9 @@ impl Rank<'_> {
                         l.round + 1
                     ),
                 ));
+            }
+            if let Some(why) = Round::bad_span(&done.links) {
+                return Err(Error::new(ErrorKind::Refused, format!("rank {rank}: {why}")));
             }
             waiting.retain(|&r| r != rank);
             links.extend(done.links);

@@ -105,7 +105,7 @@ impl MeshReport {
             findings: Vec::new(),
             patterns: PatternsReport::new(
                 &mesh.patterns,
-                describe(&mesh.bw),
+                describe(&mesh.patterns.flow_test(&mesh.bw)),
                 seed,
                 pattern::plan(ranks.len(), &mesh.patterns, seed).len(),
             ),
@@ -346,6 +346,10 @@ impl MeshReport {
             "pattern",
             "alone_mb_per_sec",
             "ratio",
+            "window_mb_per_sec",
+            "share",
+            "window_ms",
+            "fairness",
         ])?;
         let num = csv_number;
         for l in &self.links {
@@ -377,6 +381,10 @@ impl MeshReport {
                 status.into(),
                 found.iter().map(|f| f.message.as_str()).collect::<Vec<_>>().join("; "),
                 "pairs".into(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
                 String::new(),
                 String::new(),
             ])?;
@@ -465,6 +473,7 @@ pub(super) mod tests {
             bw_mb_per_sec: Some(bw),
             t_typical_usec: Some(5.0),
             error: None,
+            span: None,
         };
         let mut links = Vec::new();
         for from in 0..3 {

@@ -135,7 +135,15 @@ fn measure(
                 v
             }
         });
-        LinkResult { from, to, round, bw_mb_per_sec: bw, t_typical_usec: lat, error: None }
+        LinkResult {
+            from,
+            to,
+            round,
+            bw_mb_per_sec: bw,
+            t_typical_usec: lat,
+            error: None,
+            span: None,
+        }
     };
     [one(pair.0, pair.1), one(pair.1, pair.0)]
 }

@@ -26,6 +26,7 @@ fn mesh(n: usize, f: impl Fn(usize, usize) -> (f64, f64)) -> Vec<LinkResult> {
                 bw_mb_per_sec: Some(bw),
                 t_typical_usec: Some(lat),
                 error: None,
+                span: None,
             });
         }
     }
@@ -163,6 +164,7 @@ fn a_suspect_is_confirmed_only_when_slow_again_alone() {
         bw_mb_per_sec: bw,
         t_typical_usec: lat,
         error: None,
+        span: None,
     };
     // 0→1 fine alone at its best (a scheduler tick); 2→3 slow at its best; 3→1 not
     // measured again.
@@ -280,6 +282,7 @@ fn three_hosts_judge_a_slow_host_by_bandwidth_where_the_link_band_is_too_wide() 
         bw_mb_per_sec: Some(bw),
         t_typical_usec: None,
         error: None,
+        span: None,
     };
     let reruns = [rerun(0, 2, 1.4), rerun(2, 0, 1.7), rerun(1, 2, 3.9), rerun(2, 1, 1.5)];
     confirm(&r, &mut found, &reruns, t);
