@@ -265,6 +265,7 @@ impl MeshArgs {
                     JudgeArg::Both => Judge::Both,
                 },
                 recheck_max: self.recheck,
+                iterations: self.iters,
             },
             patterns,
         })

@@ -36,7 +36,7 @@ use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
 use crate::measure::MIB;
 use crate::session::connect::ControlListener;
-use crate::spec::{Local, TestSpec};
+use crate::spec::{Local, RunLength, TestSpec};
 
 use analysis::{LinkResult, RankInfo};
 use bootstrap::Bootstrap;
@@ -284,6 +284,18 @@ impl Round<'_> {
     }
 }
 
+/// A recheck's test: `spec` with at least [`findings::RECHECK_MIN_ITERATIONS`]
+/// iterations, never fewer than `spec`'s own (a duration run as it is).
+pub fn recheck_test(spec: &TestSpec) -> TestSpec {
+    match spec.run {
+        RunLength::Iterations(n) => TestSpec {
+            run: RunLength::Iterations(n.max(findings::RECHECK_MIN_ITERATIONS)),
+            ..spec.clone()
+        },
+        RunLength::Duration { .. } => spec.clone(),
+    }
+}
+
 /// This rank once the ranks know each other.
 struct Rank<'a> {
     boot: &'a dyn Bootstrap,
@@ -321,12 +333,17 @@ impl Rank<'_> {
         };
         let mesh = self.mesh;
         let (run_bw, run_lat) = round.alone.map_or((true, true), |c| (c.bw, c.lat));
+        // A recheck's figure alone comes from at least as many iterations as the first.
+        let (bw_test, lat_test) = match round.alone {
+            Some(_) => (recheck_test(&mesh.bw), recheck_test(&mesh.lat)),
+            None => (mesh.bw.clone(), mesh.lat.clone()),
+        };
         let mut environment = None;
         for (spec, client, bw) in [
-            (&mesh.bw, pair.0, true),
-            (&mesh.bw, pair.1, true),
-            (&mesh.lat, pair.0, false),
-            (&mesh.lat, pair.1, false),
+            (&bw_test, pair.0, true),
+            (&bw_test, pair.1, true),
+            (&lat_test, pair.0, false),
+            (&lat_test, pair.1, false),
         ] {
             if (bw && !run_bw) || (!bw && !run_lat) {
                 continue;

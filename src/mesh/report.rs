@@ -130,8 +130,20 @@ impl MeshReport {
             let list: Vec<String> = p.list.iter().map(ToString::to_string).collect();
             format!(", then {}: {} pattern round(s)", list.join(", "), p.rounds)
         };
+        let t = &self.thresholds;
+        let w = t.widening();
+        let short = match t.iterations {
+            Some(n) if w > 1.0 => format!(
+                "\n a short run (-n {n}, under {}): the bands' floors widen {w:.1}x, to --outlier {:.0} % and --lat-floor {:.0} us; rechecks run {} iterations",
+                findings::FULL_RUN,
+                t.outlier_pct * w,
+                t.lat_floor_usec * w,
+                n.max(findings::RECHECK_MIN_ITERATIONS)
+            ),
+            _ => String::new(),
+        };
         format!(
-            " rdmabench mesh: {} ranks on {hosts} host(s), pairs {}{seed}: {} round(s){patterns}\n bandwidth: {}; latency: {}",
+            " rdmabench mesh: {} ranks on {hosts} host(s), pairs {}{seed}: {} round(s){patterns}\n bandwidth: {}; latency: {}{short}",
             self.ranks.len(),
             self.pairs,
             self.rounds,

@@ -358,3 +358,13 @@ fn a_pattern_round_refuses_flows_it_did_not_plan_and_a_flow_reported_twice() {
         assert!(round.stranger(1, &bad).is_some(), "{bad:?}");
     }
 }
+
+#[test]
+fn a_recheck_runs_at_least_as_many_iterations_as_the_first_measurement() {
+    let spec = mesh(60).bw;
+    let with = |run| TestSpec { run, ..spec.clone() };
+    assert_eq!(recheck_test(&with(RunLength::Iterations(20))).run, RunLength::Iterations(100));
+    assert_eq!(recheck_test(&with(RunLength::Iterations(5000))).run, RunLength::Iterations(5000));
+    let d = RunLength::Duration { secs: 3, margin_ms: 750 };
+    assert_eq!(recheck_test(&with(d)).run, d, "as long");
+}
