@@ -218,6 +218,7 @@ fn mesh_without_a_launcher_or_with_bad_flags_says_so() {
             "--min-pattern-ratio: a ratio above 0",
         ),
         (&["--pattern", "bisection", "--bisection-rounds", "0"], "--bisection-rounds: at least 1"),
+        (&["--pattern", "incast", "--pattern-secs", "0"], "--pattern-secs: 1 to 3600 seconds"),
         (&["--json", "-", "--html", "-"], "--json -, --html -: only one output can be stdout (-)"),
     ] {
         let mut args = vec!["mesh"];
@@ -233,6 +234,7 @@ fn mesh_without_a_launcher_or_with_bad_flags_says_so() {
         "--incast-root <RANK>",
         "--bisection-rounds <N>",
         "--min-pattern-ratio <X>",
+        "--pattern-secs <SECS>",
     ] {
         assert!(text(&help).contains(flag), "{flag}: {}", text(&help));
     }
