@@ -29,6 +29,7 @@ fn main() {
                 t_typical_usec: 2.0,
                 noise,
                 bad: vec![(hosts / 3, 0.7)],
+                recheck_length: 1.0,
             };
             for pairs in
                 [Pairs::All, Pairs::Ring, Pairs::Random(4), Pairs::Random(8), Pairs::Random(16)]
