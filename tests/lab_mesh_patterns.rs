@@ -3,7 +3,7 @@
 //! bisections, every flow of a round at once. The JSON's rounds hold the pattern's links
 //! (N−1 senders into one receiver; half the ranks into the other half), and each round's
 //! aggregate and alone sum are the sums of its links' figures, alone being the pairs'
-//! matrix; each flow runs 1 s (`--pattern-secs 1`), and every round has a shared window
+//! matrix; each flow runs 2 s (`--pattern-secs`' default), and every round has a shared window
 //! whose flows' bytes add up, and a latency under load. No timing is judged: four ranks
 //! share two vCPUs.
 
@@ -32,8 +32,6 @@ fn lab_mesh_incast_and_bisection_rounds_add_up_over_rxe0() {
                 "incast,bisection",
                 "--bisection-rounds",
                 "2",
-                "--pattern-secs",
-                "1",
                 "--json",
                 json.to_str().unwrap(),
                 "--html",
@@ -58,7 +56,7 @@ fn lab_mesh_incast_and_bisection_rounds_add_up_over_rxe0() {
         assert_eq!(hosts[0]["device"], "rxe0");
     }
     assert!(
-        doc["patterns"]["bw_test"].as_str().unwrap().starts_with("write_bw 64K, 1 s"),
+        doc["patterns"]["bw_test"].as_str().unwrap().starts_with("write_bw 64K, 2 s"),
         "{doc}"
     );
     let table = text(&out);

@@ -223,7 +223,7 @@ fn flows_that_never_ran_at_once_have_no_window_and_are_judged_on_their_averages(
     assert!(r.pass, "0.90 of alone by the averages");
     assert!(
         line.ends_with(
-            "no shared window: the flows never all ran at once (a longer -n or -D overlaps them)"
+            "no shared window: the flows never all ran at once (a longer --pattern-secs overlaps them)"
         ),
         "{line}"
     );
