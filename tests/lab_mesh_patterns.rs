@@ -55,10 +55,7 @@ fn lab_mesh_incast_and_bisection_rounds_add_up_over_rxe0() {
         assert_eq!(hosts.len(), 1, "one guest, one device: {r}");
         assert_eq!(hosts[0]["device"], "rxe0");
     }
-    assert!(
-        doc["patterns"]["bw_test"].as_str().unwrap().starts_with("write_bw 64K, 2 s"),
-        "{doc}"
-    );
+    assert!(doc["patterns"]["bw_test"].as_str().unwrap().starts_with("write_bw 64K, 2 s"), "{doc}");
     let table = text(&out);
     assert!(table.contains("then incast, bisection: 6 pattern round(s)"), "{table}");
     assert_eq!(table.matches(" pattern round ").count(), 6, "{table}");

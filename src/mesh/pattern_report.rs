@@ -237,7 +237,10 @@ impl PatternsReport {
             Err(NoWindow::Unreported) => (None, Some("a flow reported no progress".to_string())),
             Err(NoWindow::NoOverlap) => (
                 None,
-                Some("the flows never all ran at once (a longer --pattern-secs overlaps them)".into()),
+                Some(
+                    "the flows never all ran at once (a longer --pattern-secs overlaps them)"
+                        .into(),
+                ),
             ),
         };
         let probe = planned.probe().map(|Flow { from, to }| {

@@ -58,7 +58,8 @@ pub fn assert_patterns_add_up(doc: &Value, n: u64, incast: u64, bisection: u64) 
             let (from, to) =
                 (l["from"].as_u64().unwrap() as usize, l["to"].as_u64().unwrap() as usize);
             assert_eq!(matrix[from][to].as_f64(), Some(solo), "alone is the matrix's figure: {l}");
-            assert!(bw > 0.0 && close(l["ratio"].as_f64().unwrap(), bw / solo), "{l}");
+            // A flow may be starved for its whole window (four ranks on two vCPUs): 0.
+            assert!(bw >= 0.0 && close(l["ratio"].as_f64().unwrap(), bw / solo), "{l}");
             together += bw;
             alone += solo;
         }
@@ -97,8 +98,8 @@ pub fn assert_window_adds_up(r: &Value) {
     assert!(start >= 0.0 && stop > start && close(length, stop - start), "{w}");
     assert_eq!(w["flows"].as_u64(), Some(links.len() as u64), "{w}");
     let bytes: Vec<f64> = links.iter().map(|l| l["window_bytes"].as_f64().unwrap()).collect();
-    assert!(bytes.iter().all(|&b| b > 0.0), "every flow moved bytes inside: {r}");
     let total: f64 = bytes.iter().sum();
+    assert!(bytes.iter().all(|&b| b >= 0.0) && total > 0.0, "bytes moved inside: {r}");
     assert!(close(w["bytes"].as_f64().unwrap(), total), "{w}");
     let mib = 1024.0 * 1024.0;
     let aggregate = total / (length / 1e3) / mib;
