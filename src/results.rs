@@ -60,6 +60,9 @@ pub struct SizeResult {
     pub progress: Option<Progress>,
 }
 
+/// One QP's first post, ns, and its completion stamps (ns, messages done by then).
+pub type QpStamps<'a> = (Option<u64>, &'a [(u64, u64)]);
+
 /// A sender's bytes over its run: when its loop's clock started, and at most
 /// [`Progress::POINTS`] stamps of the bytes done by then, every QP's together.
 #[derive(Clone, Debug, PartialEq)]
@@ -77,11 +80,7 @@ impl Progress {
 
     /// From each QP's (first post, completion stamps), messages of `size` bytes, all on
     /// the clock that started at `started`; None when no QP completed anything.
-    pub fn of(
-        started: std::time::Instant,
-        size: u64,
-        qps: &[(Option<u64>, &[(u64, u64)])],
-    ) -> Option<Progress> {
+    pub fn of(started: std::time::Instant, size: u64, qps: &[QpStamps<'_>]) -> Option<Progress> {
         let first = qps.iter().filter_map(|(p, _)| *p).min()?;
         // Every QP's completions merged in time, the total done kept as each moves.
         let mut events: Vec<(u64, usize, u64)> = qps
