@@ -12,8 +12,64 @@ use rdmabench::mesh::simulate::{Model, Noise, Tally};
 
 const PER_ROUND_S: f64 = 1.5;
 
+/// Under the lab's noise at 1,024 hosts, one host at 0.7×: each schedule with rechecks of
+/// 1, 4 and 16 times the first measurement's iterations (`-- target`: this table only).
+fn target(jobs: usize) {
+    println!(
+        "{:<6} {:>5} {:<10} {:>7} {:>5} {:>9} {:>12} {:>9} {:>8} {:>10}",
+        "noise",
+        "hosts",
+        "pairs",
+        "recheck",
+        "jobs",
+        "found %",
+        "false /100",
+        "suspects",
+        "rounds",
+        "time"
+    );
+    for pairs in [Pairs::Random(8), Pairs::Random(16), Pairs::Random(32)] {
+        for length in [1.0, 4.0, 16.0] {
+            let model = Model {
+                hosts: 1024,
+                bw_mb_per_sec: 3000.0,
+                t_typical_usec: 2.0,
+                noise: Noise::LAB,
+                bad: vec![(1024 / 3, 0.7)],
+                recheck_length: length,
+            };
+            let tally = Tally::of(&model, pairs, Thresholds::default(), jobs, 0x5eed + 1024);
+            // A round alone: its set-up as a round's, its run `length` times as long.
+            let alone_s = PER_ROUND_S + RUN_S * (length - 1.0);
+            let alone = tally.alone_rounds as f64 / tally.runs as f64;
+            let seconds = tally.rounds as f64 * PER_ROUND_S + alone * alone_s;
+            println!(
+                "{:<6} {:>5} {:<10} {:>6}x {:>5} {:>9.1} {:>12.2} {:>9.1} {:>8} {:>9.0}s",
+                "lab",
+                1024,
+                pairs.to_string(),
+                length,
+                tally.runs,
+                100.0 * tally.detection(),
+                tally.false_per_100(),
+                tally.suspects as f64 / tally.runs as f64,
+                tally.rounds,
+                seconds,
+            );
+        }
+    }
+}
+
+/// Of a round's 1.5 s, the tests' runs (the rest is set-up): write_bw 64 KiB × 5000 at
+/// ~6 GB/s and write_lat × 1000, both ways.
+const RUN_S: f64 = 0.15;
+
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
+    if std::env::args().any(|a| a == "target") {
+        target(if quick { 20 } else { 200 });
+        return;
+    }
     let scale = if quick { 10 } else { 1 };
     let t = Thresholds::default();
     let mut missed = false;
@@ -29,6 +85,7 @@ fn main() {
                 t_typical_usec: 2.0,
                 noise,
                 bad: vec![(hosts / 3, 0.7)],
+                recheck_length: 1.0,
             };
             for pairs in
                 [Pairs::All, Pairs::Ring, Pairs::Random(4), Pairs::Random(8), Pairs::Random(16)]

@@ -58,6 +58,85 @@ pub struct SizeResult {
     /// never sent or written (JSON keeps the histogram).
     #[serde(skip)]
     pub samples_ns: Option<Vec<u64>>,
+    /// A bandwidth sender's bytes as its run of iterations went (never sent or written):
+    /// what the mesh's patterns count over a window all their flows share.
+    #[serde(skip)]
+    pub progress: Option<Progress>,
+}
+
+/// One QP's first post, ns, and its completion stamps (ns, messages done by then).
+pub type QpStamps<'a> = (Option<u64>, &'a [(u64, u64)]);
+
+/// A sender's bytes over its run: when its loop's clock started, and at most
+/// [`Progress::POINTS`] stamps of the bytes done by then, every QP's together.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Progress {
+    /// The loop's clock's start.
+    pub started: std::time::Instant,
+    /// (ns since `started`, bytes done by then), in order: the first post with 0 bytes,
+    /// then completions, the last one the run's end.
+    pub stamps: Vec<(u64, u64)>,
+}
+
+impl Progress {
+    /// Most stamps kept: evenly spaced among the completions, the first and last kept.
+    pub const POINTS: usize = 64;
+
+    /// From each QP's (first post, completion stamps), messages of `size` bytes, all on
+    /// the clock that started at `started`; None when no QP completed anything.
+    pub fn of(started: std::time::Instant, size: u64, qps: &[QpStamps<'_>]) -> Option<Progress> {
+        let first = qps.iter().filter_map(|(p, _)| *p).min()?;
+        // Every QP's completions merged in time, the total done kept as each moves.
+        let mut events: Vec<(u64, usize, u64)> = qps
+            .iter()
+            .enumerate()
+            .flat_map(|(q, (_, c))| c.iter().map(move |&(t, done)| (t, q, done)))
+            .collect();
+        if events.is_empty() {
+            return None;
+        }
+        events.sort_unstable();
+        let mut done = vec![0u64; qps.len()];
+        let mut all = Vec::with_capacity(events.len() + 1);
+        all.push((first, 0));
+        for (t, q, d) in events {
+            done[q] = d;
+            all.push((t.max(first), done.iter().sum::<u64>().saturating_mul(size)));
+        }
+        Some(Progress::thinned(started, &all))
+    }
+
+    /// A duration run's window: from `start_ns`, each QP's cumulative messages at the
+    /// end of each `interval_ns`; None without a whole interval.
+    pub fn of_window(
+        started: std::time::Instant,
+        size: u64,
+        start_ns: u64,
+        interval_ns: u64,
+        qps: &[&[u64]],
+    ) -> Option<Progress> {
+        let n = qps.iter().map(|b| b.len()).min()?;
+        if n == 0 {
+            return None;
+        }
+        let mut all = Vec::with_capacity(n + 1);
+        all.push((start_ns, 0));
+        for k in 0..n {
+            let done: u64 = qps.iter().map(|b| b[k]).sum();
+            let at = start_ns.saturating_add(interval_ns.saturating_mul(k as u64 + 1));
+            all.push((at, done.saturating_mul(size)));
+        }
+        Some(Progress::thinned(started, &all))
+    }
+
+    /// At most [`Self::POINTS`] of `all` (not empty), evenly by index, its first and
+    /// last kept.
+    fn thinned(started: std::time::Instant, all: &[(u64, u64)]) -> Progress {
+        let keep = Self::POINTS.min(all.len());
+        let last = all.len() - 1;
+        let at = |i: usize| all[if keep == 1 { last } else { i * last / (keep - 1) }];
+        Progress { started, stamps: (0..keep).map(at).collect() }
+    }
 }
 
 /// How many of a size's intervals `--json-lines` judged, and how many of them failed.

@@ -448,6 +448,7 @@ fn size_result(rng: &mut Rng) -> SizeResult {
         }),
         intervals: maybe(rng, 5, Rng::next),
         samples_ns: None,
+        progress: None,
     }
 }
 

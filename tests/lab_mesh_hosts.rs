@@ -3,7 +3,7 @@
 //! mesh passes; with node 3's link slowed (`ci/lab-fault --node 3 delay 50`) it fails, and
 //! every finding it confirms has node 3 at one end — though node 3 is an end of four links
 //! of six, the majority. With `--pattern incast,bisection` the flows cross the switch at
-//! once, and each round adds up per node.
+//! once, and each round adds up per node, over a window every flow of it straddles.
 
 mod common;
 
@@ -134,6 +134,8 @@ fn hosts_mesh_incast_and_bisection_across_three_nodes_add_up_per_host() {
     let json = common::scratch("rdmabench-mesh-hosts").join("patterns.json");
     let mut args = SMALL.to_vec();
     args.extend(["--pattern", "incast,bisection", "--bisection-rounds", "2", "--seed", "3"]);
+    // Flows of 2 s (the default): on a host at load ~19 the guests' flows of 1 s started
+    // over 0.5 s apart, and one round had no shared window (2026-12-05).
     let out = mesh(&json, &args);
     let doc = read_json(&json, &out);
     eprintln!("{}", text(&out));
@@ -143,6 +145,8 @@ fn hosts_mesh_incast_and_bisection_across_three_nodes_add_up_per_host() {
     assert_eq!(out.status.code(), Some(i32::from(confirmed)), "{}\n{}", text(&out), err(&out));
     // Incast into each node in turn (two senders, across the switch), two cuts of three
     // (one sender, one receiver, one node idle).
+    // Each round over a window all its flows straddle: its length, and every flow's
+    // bytes inside it, add up (common/patterns.rs), and its latency under load.
     common::patterns::assert_patterns_add_up(&doc, 3, 3, 2);
     for r in doc["patterns"]["results"].as_array().unwrap() {
         let hosts = r["hosts"].as_array().unwrap();

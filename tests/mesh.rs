@@ -164,6 +164,8 @@ fn mesh_patterns_over_tcp_sum_each_round_against_its_links_alone() {
             "incast,bisection",
             "--bisection-rounds",
             "2",
+            "--pattern-secs",
+            "1",
             "--seed",
             "11",
             "--html",
@@ -182,8 +184,15 @@ fn mesh_patterns_over_tcp_sum_each_round_against_its_links_alone() {
         "{table}"
     );
     assert!(table.contains(" incast into 2: 3 link(s), aggregate "), "{table}");
-    assert!(table.contains("patterns, tcp_bw 64K, 50 iterations per flow"), "{table}");
-    assert_eq!(doc["patterns"]["bw_test"], "tcp_bw 64K, 50 iterations", "the pairs' test");
+    let rounds: Vec<&str> = table.lines().filter(|l| l.starts_with(" pattern round ")).collect();
+    assert!(
+        rounds
+            .iter()
+            .all(|l| l.contains("; shared window ") && l.contains("; latency under load ")),
+        "each round's line: its window and its latency under load: {table}"
+    );
+    assert!(table.contains("patterns, tcp_bw 64K, 1 s per flow"), "{table}");
+    assert_eq!(doc["patterns"]["bw_test"], "tcp_bw 64K, 1 s", "the pairs' test, for 1 s");
     assert_eq!(table.matches(" pattern round ").count(), 6, "a line per round as it ends: {table}");
     let page = std::fs::read_to_string(&html).unwrap();
     assert_eq!(page.matches("class=\"aggregate\"").count(), 6, "a bar per round");
@@ -209,6 +218,7 @@ fn mesh_without_a_launcher_or_with_bad_flags_says_so() {
             "--min-pattern-ratio: a ratio above 0",
         ),
         (&["--pattern", "bisection", "--bisection-rounds", "0"], "--bisection-rounds: at least 1"),
+        (&["--pattern", "incast", "--pattern-secs", "0"], "--pattern-secs: 1 to 3600 seconds"),
         (&["--json", "-", "--html", "-"], "--json -, --html -: only one output can be stdout (-)"),
     ] {
         let mut args = vec!["mesh"];
@@ -224,6 +234,7 @@ fn mesh_without_a_launcher_or_with_bad_flags_says_so() {
         "--incast-root <RANK>",
         "--bisection-rounds <N>",
         "--min-pattern-ratio <X>",
+        "--pattern-secs <SECS>",
     ] {
         assert!(text(&help).contains(flag), "{flag}: {}", text(&help));
     }

@@ -105,6 +105,10 @@ pub struct MeshArgs {
     /// fails the run (default: none does; the ratios are reported).
     #[arg(long = "min-pattern-ratio", value_name = "X")]
     pub min_pattern_ratio: Option<f64>,
+    /// Each flow of a pattern round runs this long (the pairs' bandwidth test as a -D
+    /// run), so that all of a round's flows overlap in a shared window.
+    #[arg(long = "pattern-secs", value_name = "SECS", default_value_t = 2)]
+    pub pattern_secs: u64,
     /// Rank 0 ends the job, naming the ranks it waited for, when a round takes longer.
     #[arg(long = "round-timeout", value_name = "SECS", default_value_t = 120)]
     pub round_timeout: u64,
@@ -261,6 +265,7 @@ impl MeshArgs {
                     JudgeArg::Both => Judge::Both,
                 },
                 recheck_max: self.recheck,
+                iterations: self.iters,
             },
             patterns,
         })
@@ -279,11 +284,15 @@ impl MeshArgs {
         if self.min_pattern_ratio.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
             return Err(Error::usage("--min-pattern-ratio: a ratio above 0 (e.g. 0.8)"));
         }
+        if !(1..=3600).contains(&self.pattern_secs) {
+            return Err(Error::usage("--pattern-secs: 1 to 3600 seconds"));
+        }
         Ok(PatternSpec {
             patterns: list,
             incast_root: self.incast_root,
             bisection_rounds: self.bisection_rounds,
             min_ratio: self.min_pattern_ratio,
+            secs: self.pattern_secs,
         })
     }
 

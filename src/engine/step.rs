@@ -12,7 +12,7 @@ use crate::measure::{self, BwStats, LatencyRecorder};
 use crate::perf::loops::{
     self, BwOutcome, BwPlan, Clock, LatPlan, LoopError, LoopFailure, Pace, RecvPlan,
 };
-use crate::results::SizeResult;
+use crate::results::{Progress, SizeResult};
 use crate::session::connect::Heartbeat;
 use crate::session::protocol::{Channel, Message, ProtocolError};
 use crate::spec::{AtomicType, Local, Measure, Queues, RunLength, TestSpec, Verb};
@@ -310,6 +310,7 @@ impl<'a> Step<'a> {
             }
             let (total, per_qp, iterations) = bw_result(u64::from(size), &outcome, &self.spec.run);
             local.stability = bw_stability(u64::from(size), &outcome, &self.spec.run);
+            local.progress = bw_progress(u64::from(size), &outcome, &self.spec.run);
             local.bw = Some(total);
             local.iterations = iterations;
             if let Some(spread) = self.spread() {
@@ -469,6 +470,24 @@ pub(crate) fn per_thread(outcome: &BwOutcome, per_qp: &[BwStats], threads: usize
             measure::aggregate(&mine)
         })
         .collect()
+}
+
+/// A sender's bytes as its run went: an iteration run's completions, a duration run's
+/// intervals inside its window (every QP's together).
+fn bw_progress(size: u64, outcome: &BwOutcome, run: &RunLength) -> Option<Progress> {
+    match run {
+        RunLength::Iterations(_) => {
+            let qps: Vec<_> =
+                outcome.recorders.iter().map(|r| (r.first_post(), r.completions())).collect();
+            Progress::of(outcome.started, size, &qps)
+        }
+        RunLength::Duration { margin_ms, .. } => {
+            let interval_ns = outcome.windowed.first()?.interval_ns;
+            let buckets: Vec<&[u64]> = outcome.windowed.iter().map(|w| &w.buckets[..]).collect();
+            let start_ns = margin_ms.saturating_mul(1_000_000);
+            Progress::of_window(outcome.started, size, start_ns, interval_ns, &buckets)
+        }
+    }
 }
 
 /// The spread of a sender's intervals, every QP's together: a duration run's, after

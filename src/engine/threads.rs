@@ -169,7 +169,12 @@ pub(crate) fn bw_send_threads<C: Connection + Send>(
         rx.try_iter().for_each(print);
     };
     let outcomes = per_group_watching(conns, threads, spread.pins, each, printer)?;
-    let mut all = BwOutcome { recorders: Vec::new(), windowed: Vec::new(), intervals: Vec::new() };
+    let mut all = BwOutcome {
+        recorders: Vec::new(),
+        windowed: Vec::new(),
+        intervals: Vec::new(),
+        started: clock.origin(),
+    };
     for o in outcomes {
         all.recorders.extend(o.recorders);
         all.windowed.extend(o.windowed);

@@ -119,6 +119,11 @@ impl CycleClock {
         }
     }
 
+    /// Its start on the monotonic clock: what its stamps count from.
+    pub fn origin(&self) -> Instant {
+        self.origin.0
+    }
+
     /// ns per count.
     pub fn ns_per_count(&self) -> f64 {
         self.ns_per_count

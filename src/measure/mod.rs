@@ -99,6 +99,11 @@ impl BwRecorder {
     pub fn last_completion(&self) -> Option<(u64, u64)> {
         self.completions.last().copied()
     }
+
+    /// Every completion stamp kept, in order: (ns, messages done by then).
+    pub fn completions(&self) -> &[(u64, u64)] {
+        &self.completions
+    }
 }
 
 /// Bandwidth results of one stream (a QP, or the aggregate).

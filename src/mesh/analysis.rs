@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::findings::{Bands, Finding, Thresholds};
+use super::window::FlowSpan;
 
 /// One rank as the others reach it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -44,6 +45,9 @@ pub struct LinkResult {
     pub t_typical_usec: Option<f64>,
     /// Why a test of this link failed, if one did.
     pub error: Option<String>,
+    /// A pattern round's flow: its bytes as it ran (the round's shared window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<FlowSpan>,
 }
 
 /// Figures over a set of links.
@@ -266,6 +270,7 @@ mod tests {
                     bw_mb_per_sec: Some(bw),
                     t_typical_usec: Some(lat),
                     error: None,
+                    span: None,
                 });
             }
         }

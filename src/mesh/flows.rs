@@ -13,6 +13,7 @@ use std::time::Instant;
 use super::analysis::LinkResult;
 use super::pattern::{Flow, PatternRound, PatternSpec};
 use super::report::MeshReport;
+use super::window::FlowSpan;
 use super::{Rank, Round};
 use crate::engine::{self, Side};
 use crate::environment::Environment;
@@ -21,32 +22,28 @@ use crate::measure::MIB;
 use crate::session::connect::ControlListener;
 use crate::spec::Local;
 
-/// This rank's listener for each sender of a pattern round (None at its own place, and
-/// everywhere without `--pattern`).
+/// This rank's listener for each sender of a pattern round, and at its own place the
+/// latency probe's (none without `--pattern`).
 pub struct FlowListeners(Vec<Option<ControlListener>>);
 
 impl FlowListeners {
-    /// One listener per other rank on `address` (the system picks the ports), when
-    /// `patterns` has any pattern besides pairs.
+    /// One listener per other rank and one for the probe on `address` (the system picks
+    /// the ports), when `patterns` has any pattern besides pairs.
     ///
     /// # Errors
     /// A listener cannot be bound (kind `io`: out of ports or descriptors).
-    pub fn bind(
-        address: IpAddr,
-        n: usize,
-        me: usize,
-        patterns: &PatternSpec,
-    ) -> Result<FlowListeners, Error> {
+    pub fn bind(address: IpAddr, n: usize, patterns: &PatternSpec) -> Result<FlowListeners, Error> {
         if !patterns.any() {
             return Ok(FlowListeners(Vec::new()));
         }
         let listeners = (0..n)
-            .map(|from| (from != me).then(|| ControlListener::bind(Some(address), 0)).transpose())
+            .map(|_| ControlListener::bind(Some(address), 0).map(Some))
             .collect::<Result<_, _>>()?;
         Ok(FlowListeners(listeners))
     }
 
-    /// Each listener's port, 0 at this rank's own place (empty without patterns).
+    /// Each listener's port, the probe's at this rank's own place (empty without
+    /// patterns).
     pub fn ports(&self) -> Vec<u16> {
         let port = |l: &ControlListener| l.local_addr().map_or(0, |a| a.port());
         self.0.iter().map(|l| l.as_ref().map_or(0, port)).collect()
@@ -56,7 +53,8 @@ impl FlowListeners {
 /// What a rank plays its flows with.
 pub(super) struct Flows<'a> {
     pub(super) listeners: &'a FlowListeners,
-    /// `ports[to][from]`, all-gathered (checked: one per other rank).
+    /// `ports[to][from]`, all-gathered (checked: one per rank; `ports[to][to]` is the
+    /// probe's).
     pub(super) ports: &'a [Vec<u16>],
     /// The pair tests' local settings (this rank's address bound, quiet).
     pub(super) local: &'a Local,
@@ -81,6 +79,15 @@ impl Round<'_> {
             };
             let twice = !seen.insert((l.from, l.to));
             l.from != rank || l.round != self.k || !met || twice
+        })
+    }
+
+    /// A flow in `links` whose span does not hold together, and why (a peer's figures
+    /// are checked before rank 0 counts them).
+    pub(super) fn bad_span(links: &[LinkResult]) -> Option<String> {
+        links.iter().find_map(|l| {
+            let why = l.span.as_ref()?.check().err()?;
+            Some(format!("its flow {} -> {} has {why}", l.from, l.to))
         })
     }
 }
@@ -149,10 +156,38 @@ impl Rank<'_> {
             sends.len(),
             receives.len()
         ));
-        // The pairs' own test: a flow at once and its link alone compare like with like.
-        let spec = &self.mesh.bw;
+        // The pairs' own test, for long enough that the round's flows all overlap.
+        let spec = &self.mesh.patterns.flow_test(&self.mesh.bw);
+        // Beside them, the latency test on the round's first flow, as long.
+        let lat = &self.mesh.patterns.flow_test(&self.mesh.lat);
+        let probe = planned.probe();
         let local = flows.local;
         std::thread::scope(|s| {
+            let probe_server = probe.filter(|p| p.to == me).and_then(|_| {
+                let listener = flows.listeners.0.get(me)?.as_ref()?;
+                Some(s.spawn(move || {
+                    if let Some(e) =
+                        engine::serve_on(listener, lat, local, &mut std::io::sink()).error
+                    {
+                        eprintln!("rdmabench mesh: rank {me}: as server of the latency probe: {e}");
+                    }
+                }))
+            });
+            let probe_client = probe.filter(|p| p.from == me).map(|p| {
+                let peer = &self.ranks[p.to];
+                let port = flows.ports.get(p.to).and_then(|q| q.get(p.to)).copied();
+                s.spawn(move || -> Result<Option<f64>, String> {
+                    let port = port.ok_or_else(|| format!("no probe port of rank {}", p.to))?;
+                    let side = Side::Client { host: peer.address.clone() };
+                    let here = Local { port, ..local.clone() };
+                    let outcome = engine::run(lat, &side, &here, false, &mut std::io::sink());
+                    if let Some(e) = outcome.error {
+                        return Err(format!("the latency probe, {}: {e}", lat.id()));
+                    }
+                    let first = outcome.report.results.first();
+                    Ok(first.and_then(|r| r.lat.as_ref()).map(|l| l.t_typical_us))
+                })
+            });
             let servers: Vec<_> = receives
                 .iter()
                 .filter_map(|f| {
@@ -182,6 +217,7 @@ impl Rank<'_> {
                             bw_mb_per_sec: None,
                             t_typical_usec: None,
                             error: None,
+                            span: None,
                         };
                         let Some(port) = port else {
                             link.error = Some(format!("no listener port of rank {}", f.to));
@@ -193,6 +229,11 @@ impl Rank<'_> {
                         let first = outcome.report.results.first();
                         link.bw_mb_per_sec =
                             first.and_then(|r| r.bw.as_ref()).map(|b| b.avg_bytes_per_sec / MIB);
+                        // Its bytes as it ran, from when this rank started the round.
+                        link.span = first.and_then(|r| r.progress.as_ref()).map(|p| {
+                            let offset = p.started.saturating_duration_since(round.started);
+                            FlowSpan::of(p, u64::try_from(offset.as_micros()).unwrap_or(u64::MAX))
+                        });
                         link.error = outcome.error.map(|e| format!("{}: {e}", spec.id()));
                         let env = outcome.report.environment.map(|e| e.local);
                         (link, env)
@@ -211,6 +252,19 @@ impl Rank<'_> {
                     environment = environment.or(env);
                     links.push(link);
                 }
+            }
+            if let Some(server) = probe_server {
+                let _ = server.join();
+            }
+            // The probe's figure goes with its flow's (this rank sends both).
+            let probed =
+                probe.and_then(|p| links.iter_mut().find(|l| l.to == p.to && p.from == me));
+            match (probe_client.map(|c| c.join()), probed) {
+                (Some(Ok(Ok(t))), Some(link)) => link.t_typical_usec = t,
+                (Some(Ok(Err(e))), Some(link)) => {
+                    link.error = Some(link.error.take().map_or(e.clone(), |b| format!("{b}; {e}")));
+                }
+                _ => {}
             }
             (links, environment)
         })

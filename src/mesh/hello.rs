@@ -18,8 +18,8 @@ pub(super) struct Hello {
     pub(super) params: String,
     /// Rank 0's is the mesh's seed.
     pub(super) seed: u64,
-    /// With `--pattern`: the port of this rank's listener for each sender (0 at its own
-    /// place); else empty.
+    /// With `--pattern`: the port of this rank's listener for each sender, and at its
+    /// own place the latency probe's; else empty.
     #[serde(default)]
     pub(super) flow_ports: Vec<u16>,
 }
@@ -59,7 +59,8 @@ pub(super) fn introduce(
 }
 
 /// The all-gathered hellos, checked: one per rank, each naming its rank, all with rank
-/// 0's parameters; with `flows`, each with a listener port for every other rank.
+/// 0's parameters; with `flows`, each with a listener port for every other rank and
+/// one, at its own place, for the latency probe.
 pub(super) fn read_hellos(raw: &[Vec<u8>], n: usize, flows: bool) -> Result<Vec<Hello>, Error> {
     let mut hellos = Vec::with_capacity(n);
     for (rank, bytes) in raw.iter().enumerate() {
@@ -94,10 +95,10 @@ pub(super) fn read_hellos(raw: &[Vec<u8>], n: usize, flows: bool) -> Result<Vec<
             ),
         ));
     }
-    for (rank, h) in hellos.iter().enumerate() {
+    for h in &hellos {
         let ports = &h.flow_ports;
         let fine = if flows {
-            ports.len() == n && ports.iter().enumerate().all(|(i, &p)| (p == 0) == (i == rank))
+            ports.len() == n && ports.iter().all(|&p| p != 0)
         } else {
             ports.is_empty()
         };
@@ -108,7 +109,11 @@ pub(super) fn read_hellos(raw: &[Vec<u8>], n: usize, flows: bool) -> Result<Vec<
                     "{} sent {} pattern listener port(s) for {n} ranks (want {})",
                     h.info.name(),
                     ports.len(),
-                    if flows { "one per other rank" } else { "none" }
+                    if flows {
+                        "one per rank: each sender's, its own the latency probe's"
+                    } else {
+                        "none"
+                    }
                 ),
             ));
         }

@@ -22,6 +22,7 @@ pub mod pattern_report;
 pub mod report;
 pub mod schedule;
 pub mod simulate;
+pub mod window;
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -35,7 +36,7 @@ use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
 use crate::measure::MIB;
 use crate::session::connect::ControlListener;
-use crate::spec::{Local, TestSpec};
+use crate::spec::{Local, RunLength, TestSpec};
 
 use analysis::{LinkResult, RankInfo};
 use bootstrap::Bootstrap;
@@ -135,8 +136,7 @@ pub fn run(
     }
     mesh.patterns.check(boot.size()).map_err(Error::usage)?;
     let listener = ControlListener::bind(Some(endpoint.address), local.port)?;
-    let flow_listeners =
-        FlowListeners::bind(endpoint.address, boot.size(), boot.rank(), &mesh.patterns)?;
+    let flow_listeners = FlowListeners::bind(endpoint.address, boot.size(), &mesh.patterns)?;
     status.set("exchanging endpoints (MPI all-gather)".into());
     let hello::Introduced { ranks, seed, flow_ports } =
         introduce(boot, mesh, endpoint, &listener, flow_listeners.ports())?;
@@ -284,6 +284,18 @@ impl Round<'_> {
     }
 }
 
+/// A recheck's test: `spec` with at least [`findings::RECHECK_MIN_ITERATIONS`]
+/// iterations, never fewer than `spec`'s own (a duration run as it is).
+pub fn recheck_test(spec: &TestSpec) -> TestSpec {
+    match spec.run {
+        RunLength::Iterations(n) => TestSpec {
+            run: RunLength::Iterations(n.max(findings::RECHECK_MIN_ITERATIONS)),
+            ..spec.clone()
+        },
+        RunLength::Duration { .. } => spec.clone(),
+    }
+}
+
 /// This rank once the ranks know each other.
 struct Rank<'a> {
     boot: &'a dyn Bootstrap,
@@ -317,15 +329,21 @@ impl Rank<'_> {
             bw_mb_per_sec: None,
             t_typical_usec: None,
             error: None,
+            span: None,
         };
         let mesh = self.mesh;
         let (run_bw, run_lat) = round.alone.map_or((true, true), |c| (c.bw, c.lat));
+        // A recheck's figure alone comes from at least as many iterations as the first.
+        let (bw_test, lat_test) = match round.alone {
+            Some(_) => (recheck_test(&mesh.bw), recheck_test(&mesh.lat)),
+            None => (mesh.bw.clone(), mesh.lat.clone()),
+        };
         let mut environment = None;
         for (spec, client, bw) in [
-            (&mesh.bw, pair.0, true),
-            (&mesh.bw, pair.1, true),
-            (&mesh.lat, pair.0, false),
-            (&mesh.lat, pair.1, false),
+            (&bw_test, pair.0, true),
+            (&bw_test, pair.1, true),
+            (&lat_test, pair.0, false),
+            (&lat_test, pair.1, false),
         ] {
             if (bw && !run_bw) || (!bw && !run_lat) {
                 continue;
@@ -430,6 +448,9 @@ impl Rank<'_> {
                         l.round + 1
                     ),
                 ));
+            }
+            if let Some(why) = Round::bad_span(&done.links) {
+                return Err(Error::new(ErrorKind::Refused, format!("rank {rank}: {why}")));
             }
             waiting.retain(|&r| r != rank);
             links.extend(done.links);

@@ -16,6 +16,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::schedule::splitmix64;
+use crate::spec::{RunLength, TestSpec};
 
 /// One traffic pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -88,6 +89,9 @@ pub struct PatternSpec {
     pub bisection_rounds: usize,
     /// A pattern round whose aggregate ÷ alone-sum is below this fails the run.
     pub min_ratio: Option<f64>,
+    /// Each flow of a pattern round runs this long (a `-D` run of the pairs' bandwidth
+    /// test, a quarter of it margin at each end), so that all of a round's flows overlap.
+    pub secs: u64,
 }
 
 impl Default for PatternSpec {
@@ -97,6 +101,7 @@ impl Default for PatternSpec {
             incast_root: None,
             bisection_rounds: 4,
             min_ratio: None,
+            secs: 2,
         }
     }
 }
@@ -105,6 +110,12 @@ impl PatternSpec {
     /// Any pattern besides pairs: the ranks need a listener per sender.
     pub fn any(&self) -> bool {
         !self.patterns.is_empty()
+    }
+
+    /// A flow's test: `bw`, the pairs' bandwidth test, run for [`Self::secs`].
+    pub fn flow_test(&self, bw: &TestSpec) -> TestSpec {
+        let run = RunLength::Duration { secs: self.secs, margin_ms: self.secs.saturating_mul(250) };
+        TestSpec { run, ..bw.clone() }
     }
 
     /// The flags against the mesh's `n` ranks.
@@ -172,6 +183,12 @@ impl PatternRound {
             }
             (p, _) => p.to_string(),
         }
+    }
+
+    /// The flow the latency probe runs beside the others on: the first (incast: the
+    /// lowest sender into the receiver; bisection: the lowest sender's).
+    pub fn probe(&self) -> Option<Flow> {
+        self.flows.first().copied()
     }
 
     /// `rank`'s flows in this round: those it sends and those it receives.

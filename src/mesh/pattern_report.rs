@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::analysis::{host_of, Analysis, LinkResult, RankInfo};
 use super::pattern::{Flow, Pattern, PatternRound, PatternSpec};
+use super::window::{self, NoWindow, SharedWindow};
 use crate::report::svg::escape;
 
 /// The patterns' part of a mesh report.
@@ -53,11 +54,35 @@ pub struct PatternResult {
     pub links: Vec<PatternLink>,
     /// The round's sums.
     pub total: Sum,
+    /// Every flow's bytes between the last flow's start and the first flow's stop
+    /// ([`super::window`]); null when the round has none (see `no_window`).
+    pub window: Option<SharedWindow>,
+    /// Why there is no shared window: a flow reported no progress, or the flows never
+    /// all ran at once (null with a window).
+    pub no_window: Option<String>,
+    /// The latency test run beside the flows, on the round's first flow's link.
+    pub probe: Option<Probe>,
     /// Per host (as the mesh groups ranks: host name and device): what it sent and
     /// received.
     pub hosts: Vec<HostSum>,
     /// Its ratio is not below `--min-pattern-ratio` (true without one).
     pub pass: bool,
+}
+
+/// The latency under load: the mesh's latency test on one flow's link, run beside the
+/// round's flows for as long, against the same link's t_typical alone.
+#[derive(Clone, Debug, Serialize)]
+pub struct Probe {
+    /// The pinger (the flow's sender).
+    pub from: usize,
+    /// The flow's receiver.
+    pub to: usize,
+    /// t_typical under load, µs (null: the probe failed; its error is the flow's).
+    pub t_typical_usec: Option<f64>,
+    /// The link's t_typical alone (the pairs' matrix), µs.
+    pub alone_usec: Option<f64>,
+    /// Under load ÷ alone.
+    pub ratio: Option<f64>,
 }
 
 /// One flow of a pattern round.
@@ -77,6 +102,12 @@ pub struct PatternLink {
     pub alone_mb_per_sec: Option<f64>,
     /// bw ÷ alone.
     pub ratio: Option<f64>,
+    /// Its bytes inside the round's shared window (null without one).
+    pub window_bytes: Option<f64>,
+    /// Those bytes over the window's length, MB/s.
+    pub window_mb_per_sec: Option<f64>,
+    /// Its part of all the flows' bytes inside the window (0 to 1).
+    pub share: Option<f64>,
     /// Why the flow failed, if it did.
     pub error: Option<String>,
 }
@@ -166,7 +197,7 @@ impl PatternsReport {
         // An all-to-all of N ranks has N·(N−1) flows: looked up, not searched.
         let reported: HashMap<(usize, usize), &LinkResult> =
             links.iter().map(|l| ((l.from, l.to), l)).collect();
-        let links: Vec<PatternLink> = planned
+        let mut links: Vec<PatternLink> = planned
             .flows
             .iter()
             .map(|&Flow { from, to }| {
@@ -181,6 +212,9 @@ impl PatternsReport {
                     bw_mb_per_sec: bw,
                     alone_mb_per_sec: solo,
                     ratio: bw.zip(solo).filter(|(_, a)| *a > 0.0).map(|(b, a)| b / a),
+                    window_bytes: None,
+                    window_mb_per_sec: None,
+                    share: None,
                     error: match got {
                         Some(l) => l.error.clone(),
                         None => Some("no figure reported".into()),
@@ -188,6 +222,38 @@ impl PatternsReport {
                 }
             })
             .collect();
+        let spans: Vec<_> =
+            planned.flows.iter().map(|f| reported.get(&(f.from, f.to))?.span.as_ref()).collect();
+        let solo: Vec<Option<f64>> = links.iter().map(|l| l.alone_mb_per_sec).collect();
+        let (window, no_window) = match window::shared(&spans, &solo) {
+            Ok((w, each)) => {
+                for (l, e) in links.iter_mut().zip(each) {
+                    l.window_bytes = Some(e.bytes);
+                    l.window_mb_per_sec = Some(e.mb_per_sec);
+                    l.share = Some(e.share);
+                }
+                (Some(w), None)
+            }
+            Err(NoWindow::Unreported) => (None, Some("a flow reported no progress".to_string())),
+            Err(NoWindow::NoOverlap) => (
+                None,
+                Some(
+                    "the flows never all ran at once (a longer --pattern-secs overlaps them)"
+                        .into(),
+                ),
+            ),
+        };
+        let probe = planned.probe().map(|Flow { from, to }| {
+            let under = reported.get(&(from, to)).and_then(|l| l.t_typical_usec);
+            let solo = alone.lat.get(from).and_then(|row| row.get(to)).copied().flatten();
+            Probe {
+                from,
+                to,
+                t_typical_usec: under,
+                alone_usec: solo,
+                ratio: under.zip(solo).filter(|(_, a)| *a > 0.0).map(|(u, a)| u / a),
+            }
+        });
         let (keys, host_index) = host_of(ranks);
         let (mut total, mut sent, mut received) = (
             Tally::default(),
@@ -214,7 +280,9 @@ impl PatternsReport {
             })
             .collect();
         let total = total.done();
-        let pass = match (self.min_ratio, total.ratio) {
+        // At once means inside the shared window, where there is one.
+        let judged = window.as_ref().map_or(total.ratio, |w| w.ratio);
+        let pass = match (self.min_ratio, judged) {
             (Some(min), Some(ratio)) => ratio >= min,
             _ => true,
         };
@@ -228,6 +296,9 @@ impl PatternsReport {
             idle: planned.idle,
             links,
             total,
+            window,
+            no_window,
+            probe,
             hosts,
             pass,
         };
@@ -264,7 +335,9 @@ impl PatternsReport {
 
     /// A CSV row per flow of each round, in the columns of the pairs' rows
     /// ([`super::report::MeshReport::csv`]): no latency or rerun, its figure alone and
-    /// ratio at the end; status `fail` for every flow of a round below
+    /// ratio, then its rate and share in the round's shared window, the window's length
+    /// and fairness, at the end; the probe's flow has its latency under load as its
+    /// t_typical; status `fail` for every flow of a round below
     /// `--min-pattern-ratio`, `error` for a flow that failed.
     ///
     /// # Errors
@@ -294,7 +367,11 @@ impl PatternsReport {
                     device(l.to),
                     r.round.to_string(),
                     num(l.bw_mb_per_sec),
-                    String::new(),
+                    num(r
+                        .probe
+                        .as_ref()
+                        .filter(|p| (p.from, p.to) == (l.from, l.to))
+                        .and_then(|p| p.t_typical_usec)),
                     String::new(),
                     String::new(),
                     status.into(),
@@ -302,6 +379,10 @@ impl PatternsReport {
                     r.pattern.to_string(),
                     num(l.alone_mb_per_sec),
                     num(l.ratio),
+                    num(l.window_mb_per_sec),
+                    num(l.share),
+                    num(r.window.as_ref().map(|w| w.length_ms)),
+                    num(r.window.as_ref().and_then(|w| w.fairness)),
                 ])?;
             }
         }
@@ -316,7 +397,7 @@ impl PatternsReport {
         }
         let _ = writeln!(
             o,
-            "\n patterns, {} per flow (aggregate = the round's flows at once, summed; alone = the same links in the pairs' rounds):",
+            "\n patterns, {} per flow (aggregate = each flow's average, summed; alone = the same links in the pairs' rounds; shared window = every flow's bytes between the last flow's start and the first one's stop):",
             self.bw_test
         );
         for r in &self.results {
@@ -338,8 +419,9 @@ impl PatternsReport {
         o
     }
 
-    /// The aggregate against the alone sum, a pair of bars per round (inline SVG); empty
-    /// without patterns.
+    /// The aggregate against the alone sum, a pair of bars per round (inline SVG), the
+    /// aggregate over the round's shared window where it has one; its length, fairness
+    /// and the latency under load beside; empty without patterns.
     pub fn chart(&self) -> String {
         if self.results.is_empty() {
             return String::new();
@@ -350,13 +432,13 @@ impl PatternsReport {
         let top = self
             .results
             .iter()
-            .map(|r| r.total.aggregate_mb_per_sec.max(r.total.alone_sum_mb_per_sec))
+            .map(|r| r.at_once().max(r.total.alone_sum_mb_per_sec))
             .fold(0.0_f64, f64::max)
             .max(f64::MIN_POSITIVE);
         let h = 30 + self.results.len() * ROW;
         let mut o = format!(
             "<h2>Traffic patterns: aggregate at once against the same links alone [MB/sec]</h2>\n\
-<svg id=\"patterns\" xmlns=\"http://www.w3.org/2000/svg\" width=\"820\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n\
+<svg id=\"patterns\" xmlns=\"http://www.w3.org/2000/svg\" width=\"1200\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n\
 <rect x=\"{LEFT}\" y=\"4\" width=\"12\" height=\"10\" fill=\"#1f77b4\"/><text x=\"{}\" y=\"13\">aggregate (at once)</text>\
 <rect x=\"{}\" y=\"4\" width=\"12\" height=\"10\" fill=\"#bbbbbb\"/><text x=\"{}\" y=\"13\">sum alone</text>\n",
             LEFT + 16,
@@ -366,26 +448,37 @@ impl PatternsReport {
         for (i, r) in self.results.iter().enumerate() {
             let y = 24 + i * ROW;
             let bar = |v: f64| (v / top * WIDTH).max(0.0);
-            let ratio = r.total.ratio.map_or_else(|| "-".into(), |x| format!("{x:.2}"));
+            let judged = r.window.as_ref().map_or(r.total.ratio, |w| w.ratio);
+            let ratio = judged.map_or_else(|| "-".into(), |x| format!("{x:.2}"));
+            let window = r.window.as_ref().map_or_else(
+                || " (no shared window)".into(),
+                |w| {
+                    let fair =
+                        w.fairness.map_or_else(String::new, |f| format!(", fairness {f:.2}"));
+                    format!(" in a {:.1} ms window{fair}", w.length_ms)
+                },
+            );
+            let probe = r.probe_words();
             let _ = writeln!(
                 o,
                 "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\
 <rect class=\"aggregate\" x=\"{LEFT}\" y=\"{y}\" width=\"{:.1}\" height=\"12\" fill=\"#1f77b4\"><title>{:.1}</title></rect>\
 <rect class=\"alone\" x=\"{LEFT}\" y=\"{}\" width=\"{:.1}\" height=\"12\" fill=\"#bbbbbb\"><title>{:.1}</title></rect>\
-<text x=\"{:.1}\" y=\"{}\">{:.1} / {:.1} = {ratio}</text>",
+<text x=\"{:.1}\" y=\"{}\">{:.1} / {:.1} = {ratio}{}{}</text>",
                 LEFT - 6,
                 y + 14,
                 escape(&format!("{}. {}", r.round, r.name)),
-                bar(r.total.aggregate_mb_per_sec),
-                r.total.aggregate_mb_per_sec,
+                bar(r.at_once()),
+                r.at_once(),
                 y + 13,
                 bar(r.total.alone_sum_mb_per_sec),
                 r.total.alone_sum_mb_per_sec,
-                LEFT as f64 + bar(r.total.aggregate_mb_per_sec.max(r.total.alone_sum_mb_per_sec))
-                    + 6.0,
+                LEFT as f64 + bar(r.at_once().max(r.total.alone_sum_mb_per_sec)) + 6.0,
                 y + 14,
-                r.total.aggregate_mb_per_sec,
-                r.total.alone_sum_mb_per_sec
+                r.at_once(),
+                r.total.alone_sum_mb_per_sec,
+                escape(&window),
+                escape(&probe)
             );
         }
         o.push_str("</svg>\n");
@@ -394,6 +487,12 @@ impl PatternsReport {
 }
 
 impl PatternResult {
+    /// The round's flows at once, MB/s: over its shared window where it has one, else
+    /// the sum of each flow's own average.
+    pub fn at_once(&self) -> f64 {
+        self.window.as_ref().map_or(self.total.aggregate_mb_per_sec, |w| w.aggregate_mb_per_sec)
+    }
+
     /// With several hosts: the host whose flows out or in kept the least of their rate
     /// alone (`lowest host: node3 rxe0 received 0.21 of alone`).
     pub fn lowest_host(&self) -> Option<String> {
@@ -427,8 +526,46 @@ impl PatternResult {
             Some(r) => format!("{r:.2}"),
         };
         format!(
-            "{}: {} link(s){failed}, aggregate {:.1} MB/s, alone {:.1} MB/s ({} link(s)): {ratio}",
-            self.name, t.links, t.aggregate_mb_per_sec, t.alone_sum_mb_per_sec, t.links_alone
+            "{}: {} link(s){failed}, aggregate {:.1} MB/s, alone {:.1} MB/s ({} link(s)): {ratio}; {}{}",
+            self.name,
+            t.links,
+            t.aggregate_mb_per_sec,
+            t.alone_sum_mb_per_sec,
+            t.links_alone,
+            self.window_words(),
+            self.probe_words()
+        )
+    }
+
+    /// `; latency under load 3.10 us (2 -> 0; alone 2.00 us: 1.55x)`, or nothing
+    /// without a probe's figure.
+    pub fn probe_words(&self) -> String {
+        let Some(p) = self.probe.as_ref().filter(|p| p.t_typical_usec.is_some()) else {
+            return String::new();
+        };
+        let alone = match (p.alone_usec, p.ratio) {
+            (Some(a), Some(r)) => format!("; alone {a:.2} us: {r:.2}x"),
+            _ => String::new(),
+        };
+        format!(
+            "; latency under load {:.2} us ({} -> {}{alone})",
+            p.t_typical_usec.unwrap_or_default(),
+            p.from,
+            p.to
+        )
+    }
+
+    /// `shared window 41.2 ms: 2310.5 MB/s, 0.32 of alone, fairness 0.98`, or why
+    /// there is none.
+    pub fn window_words(&self) -> String {
+        let Some(w) = &self.window else {
+            return format!("no shared window: {}", self.no_window.as_deref().unwrap_or("-"));
+        };
+        let of_alone = w.ratio.map_or_else(String::new, |r| format!(", {r:.2} of alone"));
+        let fair = w.fairness.map_or_else(String::new, |f| format!(", fairness {f:.2}"));
+        format!(
+            "shared window {:.1} ms: {:.1} MB/s{of_alone}{fair}",
+            w.length_ms, w.aggregate_mb_per_sec
         )
     }
 }
@@ -440,169 +577,4 @@ pub(super) fn csv_number(v: Option<f64>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::analysis::analyse;
-    use super::super::findings::Thresholds;
-    use super::super::pattern::{incast, PatternSpec};
-    use super::*;
-
-    fn ranks() -> Vec<RankInfo> {
-        (0..4)
-            .map(|rank| RankInfo {
-                rank,
-                host: format!("h{}", rank / 2),
-                address: "a".into(),
-                port: 1,
-                device: "rxe0".into(),
-            })
-            .collect()
-    }
-
-    fn link(from: usize, to: usize, bw: f64) -> LinkResult {
-        LinkResult {
-            from,
-            to,
-            round: 0,
-            bw_mb_per_sec: Some(bw),
-            t_typical_usec: None,
-            error: None,
-        }
-    }
-
-    /// Four ranks whose every link ran 100 MB/s alone (but `missing`, never measured),
-    /// and a report of `rounds` incast rounds that fails below half of alone.
-    fn incast_at_most_half(
-        rounds: usize,
-        missing: Option<(usize, usize)>,
-    ) -> (Vec<RankInfo>, Analysis, PatternsReport) {
-        let ranks = ranks();
-        let alone: Vec<LinkResult> = (0..4)
-            .flat_map(|f| (0..4).filter(move |&t| t != f).map(move |t| link(f, t, 100.0)))
-            .filter(|l| Some((l.from, l.to)) != missing)
-            .collect();
-        let analysis = analyse(&ranks, &alone, Thresholds::default());
-        let spec = PatternSpec {
-            patterns: vec![Pattern::Incast],
-            min_ratio: Some(0.5),
-            ..PatternSpec::default()
-        };
-        let p = PatternsReport::new(&spec, "tcp_bw".into(), 9, rounds);
-        (ranks, analysis, p)
-    }
-
-    #[test]
-    fn a_round_sums_its_links_against_the_same_links_alone_per_round_and_host() {
-        // Alone: every link 100 MB/s, but 3 -> 0 (not measured: --pairs ring, say).
-        let (ranks, analysis, mut p) = incast_at_most_half(1, Some((3, 0)));
-        let round = &incast(4, Some(0))[0];
-        // Into rank 0 at once: 1 -> 0 and 2 -> 0 at 40 each, 3 -> 0 at 20.
-        let line = p.add(
-            round,
-            &ranks,
-            &analysis,
-            &[link(1, 0, 40.0), link(2, 0, 40.0), link(3, 0, 20.0)],
-        );
-        let r = &p.results[0];
-        assert_eq!(r.total.links, 3);
-        assert!((r.total.aggregate_mb_per_sec - 100.0).abs() < 1e-9, "{r:?}");
-        assert_eq!(r.total.links_alone, 2, "3 -> 0 was not measured alone");
-        assert!((r.total.alone_sum_mb_per_sec - 200.0).abs() < 1e-9);
-        assert!((r.total.ratio.unwrap() - 0.4).abs() < 1e-9, "80 of 200");
-        assert!(!r.pass, "0.4 is below --min-pattern-ratio 0.5");
-        assert_eq!(r.links[0].ratio, Some(0.4));
-        assert_eq!(r.links[2].ratio, None);
-        // Hosts: h0 (ranks 0, 1) received all three, sent 1 -> 0; h1 sent two.
-        assert_eq!((r.hosts[0].received.links, r.hosts[0].sent.links), (3, 1));
-        assert_eq!((r.hosts[1].received.links, r.hosts[1].sent.links), (0, 2));
-        assert!((r.hosts[1].sent.aggregate_mb_per_sec - 60.0).abs() < 1e-9);
-        assert_eq!(r.hosts[1].received.ratio, None);
-        assert_eq!(
-            line,
-            "incast into 0: 3 link(s), aggregate 100.0 MB/s, alone 200.0 MB/s (2 link(s)): 0.40"
-        );
-        assert_eq!(p.failures().len(), 1);
-        assert!(p.failures()[0].ends_with("below --min-pattern-ratio 0.5"), "{:?}", p.failures());
-        assert!(p.done() && !p.failed_flows());
-        assert!(p.text().contains(" FAIL incast into 0: 3 link(s)"), "{}", p.text());
-        // h0 sent 40 of 100, received 80 of 200, h1 sent 40 of 100 (3 -> 0 was never
-        // alone): a tie, the first in host order.
-        assert_eq!(r.lowest_host().as_deref(), Some("lowest host: h0 rxe0 sent 0.40 of alone"));
-        assert!(
-            p.text().contains("\n   lowest host: h0 rxe0 sent 0.40 of alone\n"),
-            "{}",
-            p.text()
-        );
-        let chart = p.chart();
-        assert_eq!(chart.matches("class=\"aggregate\"").count(), 1);
-        assert!(chart.contains("100.0 / 200.0 = 0.40"), "{chart}");
-        // Faster at once than alone: the flows cannot all have run at the same time.
-        let fast = [link(0, 1, 300.0), link(2, 1, 300.0), link(3, 1, 300.0)];
-        let line = p.add(&incast(4, Some(1))[0], &ranks, &analysis, &fast);
-        assert!(
-            line.ends_with(": 3.00 (above 1: the flows did not all overlap; -D makes them)"),
-            "{line}"
-        );
-    }
-
-    #[test]
-    fn csv_has_a_row_per_flow_with_its_figure_alone_and_its_rounds_verdict() {
-        let (ranks, analysis, mut p) = incast_at_most_half(2, None);
-        // Into 0: 30 + 30 + 30 of 300 (0.30, below the floor); into 1: 90 each (0.90).
-        p.add(
-            &incast(4, Some(0))[0],
-            &ranks,
-            &analysis,
-            &[link(1, 0, 30.0), link(2, 0, 30.0), link(3, 0, 30.0)],
-        );
-        p.add(
-            &incast(4, Some(1))[0],
-            &ranks,
-            &analysis,
-            &[link(0, 1, 90.0), link(2, 1, 90.0), link(3, 1, 90.0)],
-        );
-        let mut w = csv::Writer::from_writer(Vec::new());
-        p.csv_rows(&ranks, &mut w).unwrap();
-        let bytes = w.into_inner().unwrap();
-        let rows: Vec<csv::StringRecord> = csv::ReaderBuilder::new()
-            .has_headers(false)
-            .from_reader(bytes.as_slice())
-            .records()
-            .map(Result::unwrap)
-            .collect();
-        assert_eq!(rows.len(), 6, "three flows a round");
-        let cols = |r: &csv::StringRecord| {
-            [0, 2, 3, 6, 7, 11, 13, 14, 15].map(|i| r[i].to_string()).join(" ")
-        };
-        assert_eq!(cols(&rows[0]), "1 rxe0 0 1 30.000 fail incast 100.000 0.300");
-        assert!(rows[0][12].ends_with("below --min-pattern-ratio 0.5"), "{:?}", rows[0]);
-        assert_eq!(cols(&rows[5]), "3 rxe0 1 2 90.000 pass incast 100.000 0.900");
-        assert_eq!(&rows[5][12], "", "a passing flow has no reason");
-        assert_eq!(rows.iter().filter(|r| &r[11] == "fail").count(), 3, "the low round's flows");
-    }
-
-    #[test]
-    fn a_flow_nobody_reported_is_an_error_and_no_floor_passes_every_round() {
-        let ranks = ranks();
-        let analysis = analyse(&ranks, &[], Thresholds::default());
-        let mut p = PatternsReport::new(&PatternSpec::default(), String::new(), 1, 2);
-        p.add(&incast(4, Some(1))[0], &ranks, &analysis, &[link(0, 1, 5.0)]);
-        let r = &p.results[0];
-        assert!(r.pass && r.total.ratio.is_none(), "nothing alone: nothing judged");
-        assert_eq!(r.links.iter().filter(|l| l.error.is_some()).count(), 2);
-        assert!(p.failed_flows() && !p.done());
-        assert!(r.line().contains("3 link(s), 2 failed"), "{}", r.line());
-        assert_eq!(
-            p.failures(),
-            [
-                "incast into 1: rank 2 -> rank 1: no figure reported",
-                "incast into 1: rank 3 -> rank 1: no figure reported"
-            ]
-        );
-        let text = PatternsReport { list: vec![Pattern::Incast], ..p }.text();
-        assert!(
-            text.contains(" ERROR incast into 1: rank 3 -> rank 1: no figure reported\n"),
-            "{text}"
-        );
-        assert!(text.contains(" 1 of 2 pattern rounds ended"), "{text}");
-    }
-}
+mod tests;

@@ -105,7 +105,7 @@ impl MeshReport {
             findings: Vec::new(),
             patterns: PatternsReport::new(
                 &mesh.patterns,
-                describe(&mesh.bw),
+                describe(&mesh.patterns.flow_test(&mesh.bw)),
                 seed,
                 pattern::plan(ranks.len(), &mesh.patterns, seed).len(),
             ),
@@ -130,8 +130,20 @@ impl MeshReport {
             let list: Vec<String> = p.list.iter().map(ToString::to_string).collect();
             format!(", then {}: {} pattern round(s)", list.join(", "), p.rounds)
         };
+        let t = &self.thresholds;
+        let w = t.widening();
+        let short = match t.iterations {
+            Some(n) if w > 1.0 => format!(
+                "\n a short run (-n {n}, under {}): the bands' floors widen {w:.1}x, to --outlier {:.0} % and --lat-floor {:.0} us; rechecks run {} iterations",
+                findings::FULL_RUN,
+                t.outlier_pct * w,
+                t.lat_floor_usec * w,
+                n.max(findings::RECHECK_MIN_ITERATIONS)
+            ),
+            _ => String::new(),
+        };
         format!(
-            " rdmabench mesh: {} ranks on {hosts} host(s), pairs {}{seed}: {} round(s){patterns}\n bandwidth: {}; latency: {}",
+            " rdmabench mesh: {} ranks on {hosts} host(s), pairs {}{seed}: {} round(s){patterns}\n bandwidth: {}; latency: {}{short}",
             self.ranks.len(),
             self.pairs,
             self.rounds,
@@ -346,6 +358,10 @@ impl MeshReport {
             "pattern",
             "alone_mb_per_sec",
             "ratio",
+            "window_mb_per_sec",
+            "share",
+            "window_ms",
+            "fairness",
         ])?;
         let num = csv_number;
         for l in &self.links {
@@ -377,6 +393,10 @@ impl MeshReport {
                 status.into(),
                 found.iter().map(|f| f.message.as_str()).collect::<Vec<_>>().join("; "),
                 "pairs".into(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
                 String::new(),
                 String::new(),
             ])?;
@@ -465,6 +485,7 @@ pub(super) mod tests {
             bw_mb_per_sec: Some(bw),
             t_typical_usec: Some(5.0),
             error: None,
+            span: None,
         };
         let mut links = Vec::new();
         for from in 0..3 {

@@ -45,6 +45,9 @@ pub struct Model {
     pub noise: Noise,
     /// The bad hosts and their links' bandwidth as a fraction of a healthy link's.
     pub bad: Vec<(usize, f64)>,
+    /// A recheck runs this many times the first measurement's iterations: its figure's
+    /// CV is the noise's ÷ √that (a pause as likely). 1: as long.
+    pub recheck_length: f64,
 }
 
 /// What one modelled job came to.
@@ -79,7 +82,7 @@ pub fn run(model: &Model, pairs: Pairs, t: Thresholds, seed: u64) -> Outcome {
     let mut links = Vec::new();
     for (k, round) in rounds.iter().enumerate() {
         for &pair in round {
-            links.extend(measure(model, &mut draw, pair, k, true, true));
+            links.extend(measure(model, &mut draw, pair, k, (true, true), 1.0));
         }
     }
     let bands = Bands::of(&ranks, &links, t);
@@ -91,7 +94,8 @@ pub fn run(model: &Model, pairs: Pairs, t: Thresholds, seed: u64) -> Outcome {
         for _ in 0..findings::TRIES {
             alone_rounds += 1;
             let k = rounds.len() + alone_rounds;
-            reruns.extend(measure(model, &mut draw, check.pair, k, check.bw, check.lat));
+            let length = model.recheck_length.max(1.0);
+            reruns.extend(measure(model, &mut draw, check.pair, k, (check.bw, check.lat), length));
             findings::confirm(&ranks, &mut found, &reruns, t);
             if !findings::slow_alone(&found, check.pair) {
                 break;
@@ -109,17 +113,23 @@ pub fn run(model: &Model, pairs: Pairs, t: Thresholds, seed: u64) -> Outcome {
     }
 }
 
-/// Both directions of `pair` measured once: the bandwidth test, the latency test or both.
+/// Both directions of `pair` measured once: the bandwidth test, the latency test or both
+/// (`tests`), `length` times the first measurement's iterations.
 fn measure(
     model: &Model,
     draw: &mut Draw,
     pair: Pair,
     round: usize,
-    bw: bool,
-    lat: bool,
+    (bw, lat): (bool, bool),
+    length: f64,
 ) -> [LinkResult; 2] {
     let factor = |r: usize| model.bad.iter().find(|&&(h, _)| h == r).map_or(1.0, |&(_, f)| f);
-    let n = model.noise;
+    let quieter = length.sqrt();
+    let n = Noise {
+        bw_cv: model.noise.bw_cv / quieter,
+        lat_cv: model.noise.lat_cv / quieter,
+        ..model.noise
+    };
     let mut one = |from: usize, to: usize| {
         let paused = draw.uniform() < n.pause;
         let bw = bw.then(|| {
@@ -135,7 +145,15 @@ fn measure(
                 v
             }
         });
-        LinkResult { from, to, round, bw_mb_per_sec: bw, t_typical_usec: lat, error: None }
+        LinkResult {
+            from,
+            to,
+            round,
+            bw_mb_per_sec: bw,
+            t_typical_usec: lat,
+            error: None,
+            span: None,
+        }
     };
     [one(pair.0, pair.1), one(pair.1, pair.0)]
 }
@@ -211,7 +229,7 @@ mod tests {
     use super::*;
 
     fn model(hosts: usize, noise: Noise, bad: Vec<(usize, f64)>) -> Model {
-        Model { hosts, bw_mb_per_sec: 3000.0, t_typical_usec: 2.0, noise, bad }
+        Model { hosts, bw_mb_per_sec: 3000.0, t_typical_usec: 2.0, noise, bad, recheck_length: 1.0 }
     }
 
     #[test]
@@ -263,6 +281,24 @@ mod tests {
         assert_eq!(run(&m, Pairs::All, t, 1).rounds, 15);
         assert_eq!(run(&m, Pairs::Ring, t, 1).rounds, 2);
         assert_eq!(run(&m, Pairs::Random(4), t, 1).rounds, 4);
+    }
+
+    #[test]
+    fn a_longer_recheck_is_quieter() {
+        let m = model(8, Noise { pause: 0.0, ..Noise::LAB }, vec![]);
+        let mut d = Draw(3);
+        let figures = |d: &mut Draw, length| -> Vec<f64> {
+            (0..400)
+                .flat_map(|_| measure(&m, d, Pair::new(0, 1), 0, (true, false), length))
+                .filter_map(|l| l.bw_mb_per_sec)
+                .collect()
+        };
+        let cv = |v: &[f64]| {
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64).sqrt() / mean
+        };
+        let (first, long) = (cv(&figures(&mut d, 1.0)), cv(&figures(&mut d, 16.0)));
+        assert!((first - 0.2).abs() < 0.02 && (long - 0.05).abs() < 0.01, "CV {first}, {long}");
     }
 
     #[test]

@@ -199,6 +199,7 @@ fn rank_0_refuses_a_link_a_rank_was_not_in() {
         bw_mb_per_sec: Some(1.0),
         t_typical_usec: None,
         error: None,
+        span: None,
     };
     let done = Done { round: 0, links: vec![bogus], environment: None };
     one.send_done(&serde_json::to_vec(&done).unwrap());
@@ -236,6 +237,7 @@ fn patterns_run_each_flow_at_once_and_sum_them_against_the_links_alone() {
         incast_root: None,
         bisection_rounds: 2,
         min_ratio: Some(1e-9),
+        secs: 1,
     };
     let results = run_threads(3, spec, None);
     let report = results[0].as_ref().unwrap().as_ref().expect("rank 0 reports");
@@ -260,6 +262,19 @@ fn patterns_run_each_flow_at_once_and_sum_them_against_the_links_alone() {
         assert!(r.total.ratio.unwrap() > 0.0 && r.pass);
         let sent: usize = r.hosts.iter().map(|h| h.sent.links).sum();
         assert_eq!(sent, want, "each flow counted once per host side");
+        // 1 s flows started together: a shared window, every flow's bytes inside it.
+        let w = r.window.as_ref().unwrap_or_else(|| panic!("{r:?}"));
+        assert_eq!(w.flows, want);
+        assert!(w.length_ms > 0.0 && w.length_ms <= 500.0 + 50.0, "{w:?}");
+        let inside: f64 = r.links.iter().map(|l| l.window_bytes.unwrap()).sum();
+        assert!(inside > 0.0 && (inside - w.bytes).abs() < 1e-6 * inside, "{r:?}");
+        // The probe: the latency test beside the flows, on the first flow's link.
+        let probe = r.probe.as_ref().unwrap();
+        assert_eq!((probe.from, probe.to), (r.links[0].from, r.links[0].to));
+        assert!(
+            probe.t_typical_usec.unwrap() > 0.0 && probe.alone_usec.unwrap() > 0.0,
+            "{probe:?}"
+        );
     }
     let incast_roots: Vec<_> = p.results.iter().filter_map(|r| r.root).collect();
     assert_eq!(incast_roots, [0, 1, 2], "every rank in turn");
@@ -300,13 +315,13 @@ fn hellos_without_a_listener_per_sender_are_refused_with_patterns() {
             RankInfo { rank, host: "h".into(), address: "a".into(), port: 1, device: "d".into() };
         serde_json::to_vec(&Hello { info, params: "p".into(), seed: 1, flow_ports }).unwrap()
     };
-    assert!(read_hellos(&[hello(0, vec![0, 7]), hello(1, vec![8, 0])], 2, true).is_ok());
-    for bad in [vec![0], vec![0, 7, 9], vec![5, 7], vec![0, 0]] {
-        let e = read_hellos(&[hello(0, bad.clone()), hello(1, vec![8, 0])], 2, true).err().unwrap();
+    assert!(read_hellos(&[hello(0, vec![6, 7]), hello(1, vec![8, 9])], 2, true).is_ok());
+    for bad in [vec![6], vec![6, 7, 9], vec![0, 7], vec![6, 0]] {
+        let e = read_hellos(&[hello(0, bad.clone()), hello(1, vec![8, 9])], 2, true).err().unwrap();
         assert_eq!(e.kind, ErrorKind::Refused);
         assert!(e.message.contains("rank 0 (h d) sent"), "{bad:?}: {e}");
     }
-    let e = read_hellos(&[hello(0, vec![0, 7]), hello(1, vec![8, 0])], 2, false).err().unwrap();
+    let e = read_hellos(&[hello(0, vec![6, 7]), hello(1, vec![8, 9])], 2, false).err().unwrap();
     assert!(e.message.contains("pattern listener port(s) for 2 ranks (want none)"), "{e}");
 }
 
@@ -329,6 +344,7 @@ fn a_pattern_round_refuses_flows_it_did_not_plan_and_a_flow_reported_twice() {
         bw_mb_per_sec: Some(1.0),
         t_typical_usec: None,
         error: None,
+        span: None,
     };
     assert!(round.stranger(1, &[link(1, 0, 4)]).is_none());
     assert!(round.stranger(1, &[]).is_none(), "a missing flow is rank 0's to mark");
@@ -341,4 +357,14 @@ fn a_pattern_round_refuses_flows_it_did_not_plan_and_a_flow_reported_twice() {
     ] {
         assert!(round.stranger(1, &bad).is_some(), "{bad:?}");
     }
+}
+
+#[test]
+fn a_recheck_runs_at_least_as_many_iterations_as_the_first_measurement() {
+    let spec = mesh(60).bw;
+    let with = |run| TestSpec { run, ..spec.clone() };
+    assert_eq!(recheck_test(&with(RunLength::Iterations(20))).run, RunLength::Iterations(100));
+    assert_eq!(recheck_test(&with(RunLength::Iterations(5000))).run, RunLength::Iterations(5000));
+    let d = RunLength::Duration { secs: 3, margin_ms: 750 };
+    assert_eq!(recheck_test(&with(d)).run, d, "as long");
 }

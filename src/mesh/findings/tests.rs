@@ -26,6 +26,7 @@ fn mesh(n: usize, f: impl Fn(usize, usize) -> (f64, f64)) -> Vec<LinkResult> {
                 bw_mb_per_sec: Some(bw),
                 t_typical_usec: Some(lat),
                 error: None,
+                span: None,
             });
         }
     }
@@ -163,6 +164,7 @@ fn a_suspect_is_confirmed_only_when_slow_again_alone() {
         bw_mb_per_sec: bw,
         t_typical_usec: lat,
         error: None,
+        span: None,
     };
     // 0→1 fine alone at its best (a scheduler tick); 2→3 slow at its best; 3→1 not
     // measured again.
@@ -280,6 +282,7 @@ fn three_hosts_judge_a_slow_host_by_bandwidth_where_the_link_band_is_too_wide() 
         bw_mb_per_sec: Some(bw),
         t_typical_usec: None,
         error: None,
+        span: None,
     };
     let reruns = [rerun(0, 2, 1.4), rerun(2, 0, 1.7), rerun(1, 2, 3.9), rerun(2, 1, 1.5)];
     confirm(&r, &mut found, &reruns, t);
@@ -336,4 +339,42 @@ fn a_slow_host_of_three_is_suspect_by_latency_where_the_link_band_holds_it() {
     let b = found[0].band.unwrap();
     assert_eq!((b.peers, b.metric, b.links), ("host", "lat", 4));
     assert!((b.limit - 17_600.5 * 1.25).abs() < 1e-6, "{b:?}");
+}
+
+#[test]
+fn a_short_run_widens_the_bands_floors_so_its_noise_is_no_suspect() {
+    let full = Thresholds::default();
+    let short = Thresholds { iterations: Some(100), ..full };
+    assert_eq!(full.widening(), 1.0);
+    assert_eq!(Thresholds { iterations: Some(5000), ..full }.widening(), 1.0, "past FULL_RUN");
+    assert!((short.widening() - 10f64.sqrt()).abs() < 1e-12, "√(1000/100)");
+    assert!((Thresholds { iterations: Some(20), ..full }.widening() - 50f64.sqrt()).abs() < 1e-12);
+    // Eight hosts, every link 3000 MB/s and 20 µs but 0 -> 1: 0.6× (a byte takes 1.67×
+    // as long) and 150 µs.
+    let r = ranks(8, 1);
+    let links = mesh(8, |a, b| if (a, b) == (0, 1) { (1800.0, 150.0) } else { (3000.0, 20.0) });
+    assert_eq!(
+        ends(&judged(&r, &links, full)),
+        [(0, 1, "bw_outlier"), (0, 1, "latency_outlier")],
+        "a full run: past --outlier 25 % and --lat-floor 50 µs"
+    );
+    // At -n 100 the floors are 79 % and 158 µs: neither figure is past them.
+    assert_eq!(ends(&judged(&r, &links, short)), [], "a short run's noise");
+    let b = Bands::of(&r, &links, short).bw_inter.unwrap();
+    assert!((b.limit - 3000.0 / (1.0 + 0.25 * 10f64.sqrt())).abs() < 1e-9, "{b:?}");
+    // Twice as slow and 300 µs still are.
+    let links = mesh(8, |a, b| if (a, b) == (0, 1) { (1500.0, 300.0) } else { (3000.0, 20.0) });
+    assert_eq!(ends(&judged(&r, &links, short)), [(0, 1, "bw_outlier"), (0, 1, "latency_outlier")]);
+}
+
+#[test]
+fn a_short_run_leaves_the_host_band_as_given() {
+    // Three hosts; node3's links at 0.5×: the others' medians are 2250 (half their
+    // links are node3's), the limit 2250 / 1.25 = 1800, at -n 100 too.
+    let r = ranks(3, 1);
+    let links = mesh(3, |a, b| (if a == 2 || b == 2 { 1500.0 } else { 3000.0 }, 20.0));
+    let full = Thresholds { judge: Judge::Bw, ..Thresholds::default() };
+    assert_eq!(host_suspects(&r, &links, full, true).len(), 4, "node3's four links");
+    let short = Thresholds { iterations: Some(100), ..full };
+    assert_eq!(host_suspects(&r, &links, short, true).len(), 4, "a median of links: as given");
 }

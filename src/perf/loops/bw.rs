@@ -56,6 +56,8 @@ pub struct BwOutcome {
     pub windowed: Vec<Windowed>,
     /// `--interval`'s marks, in order (all QPs of the loop together).
     pub intervals: Vec<IntervalMark>,
+    /// The loop's clock's start: what the recorders' stamps count from.
+    pub started: std::time::Instant,
 }
 
 /// Completions counted inside a duration run's window.
@@ -265,7 +267,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
     }
     let scale = clock.ns_per_count();
     recorders.iter_mut().for_each(|r| r.rescale(scale));
-    Ok(BwOutcome { recorders, windowed, intervals: intervals.marks })
+    Ok(BwOutcome { recorders, windowed, intervals: intervals.marks, started: clock.origin() })
 }
 
 /// What posting on a QP uses: its requests (one prepared per buffer slot when each
