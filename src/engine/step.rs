@@ -557,7 +557,12 @@ mod tests {
             ..Default::default()
         };
         let per_qp = [qp(10), qp(20), qp(30)];
-        let none = BwOutcome { recorders: Vec::new(), windowed: Vec::new(), intervals: Vec::new() };
+        let none = BwOutcome {
+            recorders: Vec::new(),
+            windowed: Vec::new(),
+            intervals: Vec::new(),
+            started: std::time::Instant::now(),
+        };
         let shares = per_thread(&none, &per_qp, 2);
         let counts: Vec<u64> = shares.iter().map(|s| s.messages).collect();
         assert_eq!(counts, [30, 30], "thread 0 has QPs 0 and 1, thread 1 QP 2");
