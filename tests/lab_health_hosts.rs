@@ -15,11 +15,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use common::nodes;
-use common::{err, finish, read_json, text};
+use common::{err, read_json, text};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(600);
@@ -29,34 +29,13 @@ fn three_nodes() {
     assert!(nodes.len() >= 3, "a three-host test: run in `ci/lab-vm --nodes 3` ({nodes:?})");
 }
 
-/// `mpirun` of `rdmabench health` on nodes 1–3, MPI's own traffic on the lab link.
+/// `rdmabench health` under mpirun on nodes 1–3.
 fn health(json: &Path) -> Output {
-    three_nodes();
-    let config = std::env::var("RDMABENCH_LAB_SSH_CONFIG").expect("the lab's ssh config");
-    let agent = format!("ssh -F {config}");
-    let mut c = Command::new("mpirun");
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args(["--host", "node1,node2,node3", "-np", "3", "--mca", "plm_rsh_agent", &agent])
-        .args(["--mca", "oob_tcp_if_include", "198.18.1.0/24"])
-        .args(["--mca", "btl_tcp_if_include", "198.18.1.0/24"])
-        .args([
-            env!("CARGO_BIN_EXE_rdmabench"),
-            "health",
-            "-d",
-            "rxe0",
-            "-D",
-            "3",
-            "-s",
-            "4K",
-            "-n",
-            "50",
-        ])
-        .args(["--timeout", "30", "--peer-fraction", "0.2", "--json", json.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    finish(c.spawn().unwrap(), LIMIT)
+    let args = ["health", "-d", "rxe0", "-D", "3", "-s", "4K", "-n", "50", "--timeout", "30"];
+    let json = json.to_str().unwrap();
+    let mut args = args.to_vec();
+    args.extend(["--peer-fraction", "0.2", "--json", json]);
+    nodes::mpirun_three(&args, LIMIT)
 }
 
 /// Each host's line: (host, verdict).

@@ -8,11 +8,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use common::nodes;
-use common::{err, finish, read_json, text};
+use common::{err, read_json, text};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(600);
@@ -24,24 +24,11 @@ fn three_nodes() -> Vec<String> {
     nodes
 }
 
-/// `mpirun` of one rank on each of nodes 1–3, over the lab's ssh, MPI's own connections
-/// on the lab link; `args` follow `rdmabench mesh`.
+/// `rdmabench mesh ARGS` under mpirun, one rank on each of nodes 1–3.
 fn mesh(json: &Path, args: &[&str]) -> Output {
-    three_nodes();
-    let config = std::env::var("RDMABENCH_LAB_SSH_CONFIG").expect("the lab's ssh config");
-    let agent = format!("ssh -F {config}");
-    let mut c = Command::new("mpirun");
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args(["--host", "node1,node2,node3", "-np", "3", "--mca", "plm_rsh_agent", &agent])
-        .args(["--mca", "oob_tcp_if_include", "198.18.1.0/24"])
-        .args(["--mca", "btl_tcp_if_include", "198.18.1.0/24"])
-        .args([env!("CARGO_BIN_EXE_rdmabench"), "mesh", "--json", json.to_str().unwrap()])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    finish(c.spawn().unwrap(), LIMIT)
+    let mut all = vec!["mesh", "--json", json.to_str().unwrap()];
+    all.extend(args);
+    nodes::mpirun_three(&all, LIMIT)
 }
 
 /// Small tests: three TCG guests share two cores. 4 KiB writes: soft-RoCE across the

@@ -21,6 +21,28 @@ pub fn addresses() -> Vec<String> {
     nodes
 }
 
+/// `mpirun` of `rdmabench ARGS` with one rank on each of nodes 1–3, over the lab's ssh,
+/// MPI's own connections on the lab link; its output once it has ended (a failure past
+/// `limit`).
+pub fn mpirun_three(args: &[&str], limit: Duration) -> std::process::Output {
+    let nodes = addresses();
+    assert!(nodes.len() >= 3, "a three-host test: run in `ci/lab-vm --nodes 3` ({nodes:?})");
+    let config = std::env::var("RDMABENCH_LAB_SSH_CONFIG").expect("the lab's ssh config");
+    let agent = format!("ssh -F {config}");
+    let mut c = Command::new("mpirun");
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--host", "node1,node2,node3", "-np", "3", "--mca", "plm_rsh_agent", &agent])
+        .args(["--mca", "oob_tcp_if_include", "198.18.1.0/24"])
+        .args(["--mca", "btl_tcp_if_include", "198.18.1.0/24"])
+        .arg(env!("CARGO_BIN_EXE_rdmabench"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    super::finish(c.spawn().unwrap(), limit)
+}
+
 /// Node `n`'s address (1-based).
 pub fn address(n: usize) -> String {
     addresses()[n - 1].clone()
