@@ -17,7 +17,7 @@ use super::{probe, Floors, HealthOptions, HealthReport, HostHealth, Phases};
 use crate::engine::{self, Side};
 use crate::error::{Error, ErrorKind};
 use crate::mesh::bootstrap::Bootstrap;
-use crate::spec::rules::{self, RdmaRequest};
+use crate::spec::rules;
 use crate::spec::{Local, Measure, TestKind, Verb};
 
 /// Where a rank meets its ring neighbours: its first ACTIVE port's address and device.
@@ -237,14 +237,7 @@ fn meet(
     };
     let bw = TestKind { verb: Verb::Write, measure: Measure::Bw };
     let lat = TestKind { verb: Verb::Write, measure: Measure::Lat };
-    let bw_req = RdmaRequest {
-        size: Some(o.size),
-        duration: Some(o.seconds),
-        cq_mod: Some(1),
-        ..Default::default()
-    };
-    let lat_req =
-        RdmaRequest { size: Some(probe::LAT_SIZE), iters: Some(o.lat_iters), ..Default::default() };
+    let (bw_req, lat_req) = probe::requests(o);
     // (kind, request, control port offset, the client's rank, the server's endpoint)
     let tests = [(bw, &bw_req, 0, a, eb), (bw, &bw_req, 1, b, ea), (lat, &lat_req, 2, a, eb)];
     for (i, (kind, req, offset, client, server)) in tests.into_iter().enumerate() {

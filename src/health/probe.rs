@@ -287,16 +287,7 @@ fn loopback(t: &Target, o: &HealthOptions, timeout: Duration) -> Loopback {
         ..Local::default()
     };
     let write = |measure| TestKind { verb: Verb::Write, measure };
-    // A completion per message (perftest's moderation is 100): `-D`'s window counts the
-    // messages completed within it, and a slow port must still complete some.
-    let bw_req = RdmaRequest {
-        size: Some(o.size),
-        duration: Some(o.seconds),
-        cq_mod: Some(1),
-        ..Default::default()
-    };
-    let lat_req =
-        RdmaRequest { size: Some(LAT_SIZE), iters: Some(o.lat_iters), ..Default::default() };
+    let (bw_req, lat_req) = requests(o);
     let mut lb = Loopback::default();
     let bw_once = || {
         rules::rdma(write(Measure::Bw), &bw_req).and_then(|s| pair(&s, &local(t.control), address))
@@ -328,6 +319,20 @@ fn loopback(t: &Target, o: &HealthOptions, timeout: Duration) -> Loopback {
         Err(e) => lb.error = Some(format!("write_lat: {e}")),
     }
     lb
+}
+
+/// The write_bw and write_lat every health test runs (a port's loopback, a ring pair).
+/// A completion per message (perftest's moderation is 100): `-D`'s window counts the
+/// messages completed within it, and a slow port must still complete some.
+pub(super) fn requests(o: &HealthOptions) -> (RdmaRequest, RdmaRequest) {
+    let bw = RdmaRequest {
+        size: Some(o.size),
+        duration: Some(o.seconds),
+        cq_mod: Some(1),
+        ..Default::default()
+    };
+    let lat = RdmaRequest { size: Some(LAT_SIZE), iters: Some(o.lat_iters), ..Default::default() };
+    (bw, lat)
 }
 
 /// One test, server and client in two threads of this process; the client's one size.
