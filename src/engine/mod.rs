@@ -144,7 +144,9 @@ fn serve_one(
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let (mut ch, theirs) = accept_client(listener, local, out)?;
-    if stops {
+    // `--run_infinitely` ends on a signal by design: its test then finishes the exchange
+    // with the client (the whole run's summary on both sides, exit 0).
+    if stops && !spec.rdma().is_some_and(|r| r.run_infinitely) {
         ch.stop_on_signal();
     }
     let spec = if local.follows_client && follows_client(spec, &theirs) { &theirs } else { spec };
