@@ -70,7 +70,7 @@ fn repo() -> String {
 
 #[test]
 #[ignore = "hosts: needs three lab hosts (ci/lab-vm --nodes 3)"]
-fn hosts_health_of_three_healthy_nodes() {
+fn trial_hosts_health_of_three_healthy_nodes() {
     let json = common::scratch("rdmabench-health-hosts").join("healthy.json");
     let o = health(&json);
     eprintln!("{}\n{}", text(&o), err(&o));
