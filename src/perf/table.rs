@@ -7,8 +7,8 @@ use std::fmt::Write;
 use crate::measure::cpu::{CounterSource, CpuCost};
 use crate::spec::{Measure, Output, RunLength, TestKind, TestSpec};
 
-use crate::measure::bw_in_unit;
 use crate::measure::stability::{Stability, StabilityUnit};
+use crate::measure::{bw_in_unit, BwStats};
 use crate::results::SizeResult;
 
 /// How a results table is laid out: the unit, the columns, what goes under each size.
@@ -187,6 +187,17 @@ fn under_labels<L: AsRef<str>>(header: &str, labels: &[L], values: &[String]) ->
     row
 }
 
+/// One part's line under a size's row (a QP, a stream, a thread): its share of the run.
+fn share_line(o: &mut String, label: &str, part: &BwStats, unit: &str, gbits: bool) {
+    let _ = writeln!(
+        o,
+        "   {label} {:>10} messages  BW average {:.2} {unit}  MsgRate {:.6} Mpps",
+        part.messages,
+        bw_in_unit(part.avg_bytes_per_sec, gbits),
+        part.msg_rate / 1e6
+    );
+}
+
 /// Lines under a size's row: per-QP (per-stream) and per-direction figures, validation,
 /// and with `--cpu_util` each side's CPU cost.
 pub fn details(r: &SizeResult, layout: Layout) -> String {
@@ -196,24 +207,12 @@ pub fn details(r: &SizeResult, layout: Layout) -> String {
     if r.per_qp.len() > 1 && layout.verbose {
         let name = if layout.streams { "stream" } else { "qp" };
         for (i, q) in r.per_qp.iter().enumerate() {
-            let _ = writeln!(
-                o,
-                "   {name} {i:<3} {:>10} messages  BW average {:.2} {unit}  MsgRate {:.6} Mpps",
-                q.messages,
-                bw_in_unit(q.avg_bytes_per_sec, gbits),
-                q.msg_rate / 1e6
-            );
+            share_line(&mut o, &format!("{name} {i:<3}"), q, unit, gbits);
         }
     }
     // --threads: each thread's share, always (it is what the option is for).
     for (k, t) in r.per_thread.iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "   thread {k:<3} {:>10} messages  BW average {:.2} {unit}  MsgRate {:.6} Mpps",
-            t.messages,
-            bw_in_unit(t.avg_bytes_per_sec, gbits),
-            t.msg_rate / 1e6
-        );
+        share_line(&mut o, &format!("thread {k:<3}"), t, unit, gbits);
     }
     if let Some([out, back]) = &r.directions {
         let _ = writeln!(
