@@ -7,6 +7,8 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
@@ -111,9 +113,11 @@ fn item1_a_trickling_or_silent_client_holds_the_slot_no_longer_than_max_time() {
 }
 
 /// Relays one data stream to `to`, taking 128 KiB from its client every 0.5 s for at
-/// most a minute: a stream that always moves (a byte a second would not: the client's
-/// socket sees no window open for less than a segment), far too slowly to end.
-fn slow_reader(to: String) -> String {
+/// most a minute or until `done`: a stream that always moves (a byte a second would not:
+/// the client's socket sees no window open for less than a segment), far too slowly to
+/// end. (`done`: once the client has gone, what its socket still holds would take the
+/// relay half a minute to pass on.)
+fn slow_reader(to: String, done: Arc<AtomicBool>) -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
@@ -121,7 +125,7 @@ fn slow_reader(to: String) -> String {
         let mut server = TcpStream::connect(to).unwrap();
         let mut chunk = vec![0u8; 128 << 10];
         let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(60) {
+        while start.elapsed() < Duration::from_secs(60) && !done.load(Ordering::Relaxed) {
             let Ok(n) = client.read(&mut chunk) else { break };
             if n == 0 || server.write_all(&chunk[..n]).is_err() {
                 break;
@@ -134,12 +138,12 @@ fn slow_reader(to: String) -> String {
 
 /// Relays one client to `serve` on `to`, the server's data endpoints replaced by
 /// [`slow_reader`]s: a server that takes the client's data slowly, and never stops.
-fn slow_server(to: String) -> String {
+fn slow_server(to: String, done: Arc<AtomicBool>) -> String {
     common::relay::rewriting(to, false, move |msg| {
         if msg["type"] == "endpoints" {
             for qp in msg["qps"].as_array_mut().unwrap() {
                 let real = qp["addr"].as_str().unwrap().to_string();
-                qp["addr"] = slow_reader(real).into();
+                qp["addr"] = slow_reader(real, done.clone()).into();
             }
         }
     })
@@ -154,11 +158,13 @@ fn item1_a_slow_server_holds_a_client_no_longer_than_its_max_time() {
     let p = port();
     let serve = spawn(&["serve", "-p", &p, "--count", "1"]);
     wait_listening(&p);
-    let relay = slow_server(format!("127.0.0.1:{p}"));
+    let done = Arc::new(AtomicBool::new(false));
+    let relay = slow_server(format!("127.0.0.1:{p}"), done.clone());
     let start = Instant::now();
     let args = ["tcp-bw", "-s", "65536", "-n", "100000", "--timeout", "2", "--max-time", "3"];
     let held = client(&relay, &args);
     let took = start.elapsed();
+    done.store(true, Ordering::Relaxed);
     assert_eq!(held.status.code(), Some(2), "{}", err(&held));
     let why = "the test ran past this side's limit of 3 s (--max-time)";
     assert!(err(&held).contains(why), "{}", err(&held));

@@ -286,10 +286,17 @@ fn link_back(n: usize) {
     }
 }
 
+/// How long a cable is pulled for, and each side's `--timeout`: longer than it, so that
+/// the side whose port stays up gives up while the link is down.
+const CUT_FOR: u64 = 14;
+const CUT_TIMEOUT: u64 = 8;
+
 /// A write-bw client here against a server on node 2, `-D 30`, with the link cut on
-/// node `cut_at` 8 s in (for 20 s); returns (client's JSON, its stderr, the server's).
+/// node `cut_at` 5 s in (for [`CUT_FOR`]); returns (client's JSON, its stderr, the
+/// server's). (A cut 8 s in for 20 s, with 10 s timeouts, took 44–48 s a test in ci10.)
 fn cut_mid_run(port: u16, cut_at: usize) -> (Value, String, Value, String, Duration) {
-    let args = ["-s", "65536", "-D", "30", "--timeout", "10"];
+    let timeout = CUT_TIMEOUT.to_string();
+    let args = ["-s", "65536", "-D", "30", "--timeout", timeout.as_str()];
     let p = port.to_string();
     let server_json = format!("/tmp/rdmabench-hosts-cut-{port}.json");
     let mut server_args = vec!["write-bw", "-p", &p, "--json", &server_json];
@@ -301,10 +308,10 @@ fn cut_mid_run(port: u16, cut_at: usize) -> (Value, String, Value, String, Durat
     client_args.extend_from_slice(&args);
     let _faults = Faults;
     let client = spawn(true, &client_args);
-    std::thread::sleep(Duration::from_secs(8));
+    std::thread::sleep(Duration::from_secs(5));
     // Detached, a second later: the ssh session that asks for it is cut too.
     let fault = format!(
-        "setsid bash -c 'sleep 1; {}/ci/lab-fault down 20' < /dev/null > /dev/null 2>&1 &",
+        "setsid bash -c 'sleep 1; {}/ci/lab-fault down {CUT_FOR}' < /dev/null > /dev/null 2>&1 &",
         repo()
     );
     nodes::on(cut_at, &fault, MINUTE);
@@ -330,17 +337,18 @@ fn hosts_a_cable_pulled_at_the_far_end_is_named_by_both_sides() {
     // (IBV_WC_RETRY_EXC_ERR, a completion error); soft-RoCE in Linux 6.1 retries a few
     // times and then stalls, and while the peer is unreachable it keeps its single vCPU
     // busy in the kernel (docs/lab.md#link-faults): the client's stall watch names the
-    // silence once the guest runs it again, when the link is back (20 s), by which time
-    // the server has given up and closed the control connection.
+    // silence once the guest runs it again, when the link is back (CUT_FOR), by which
+    // time the server has given up and closed the control connection.
     let kind = client["error"]["kind"].as_str().unwrap();
     assert!(kind == "peer_silent" || kind == "peer_closed", "{client_err}");
     assert!(
-        client_err.contains("no progress for 10 s waiting for completions")
+        client_err.contains(&format!("no progress for {CUT_TIMEOUT} s waiting for completions"))
             && client_err.lines().filter(|l| l.starts_with("rdmabench:")).count() == 1,
         "{client_err}"
     );
     eprintln!("far-end cut: the client stopped {noticed:?} after it; {client_err}");
-    assert!(noticed < Duration::from_secs(20 + 10 + 10), "noticed after {noticed:?}");
+    let limit = Duration::from_secs(CUT_FOR + CUT_TIMEOUT + 10);
+    assert!(noticed < limit, "noticed after {noticed:?}");
     // The server, whose own port went down, names that.
     assert_eq!(server["error"]["kind"], "link_down", "{server_err}");
     assert!(server_err.contains("rxe0 port 1 is DOWN"), "{server_err}");
@@ -432,7 +440,9 @@ fn wait_for_records(path: &std::path::Path, n: usize) -> usize {
 #[ignore = "hosts: needs two lab hosts (ci/lab-vm --nodes 2)"]
 fn hosts_a_soak_flags_the_intervals_of_loss() {
     nodes::addresses();
-    let (port, args) = ("18760", ["-s", "65536", "-D", "30", "--timeout", "20"]);
+    // 22 one-second records: 6 calm, 4 or more lossy, 4 or more calm again, and room for
+    // ci/lab-fault's own seconds (-D 30 took 38 s in ci10).
+    let (port, args) = ("18760", ["-s", "65536", "-D", "22", "--timeout", "20"]);
     let mut server_args = vec!["write-bw", "-p", port];
     server_args.extend_from_slice(&args);
     let server = Remote::rdmabench(2, "soak", &server_args, 3 * MINUTE);

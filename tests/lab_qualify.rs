@@ -370,9 +370,11 @@ fn lab_qualify_walk_through_baseline_upgrade_diff_history() {
     // Under emulation on a loaded host a run's speed changes by up to 2x from the next
     // one's: the lab's tolerance is wide (40 Mbit/s is still far beyond it), and each
     // run lasts 2 s (a run of a few MB is a fraction of a second there, as noisy as the
-    // guest's scheduler). Five runs a side: the interval then leaves out the two
-    // farthest differences at each end (one starved baseline run moves nothing). No latency point: rxe's ping-pong there is ~70 us in one run
-    // and ~4 ms (a timer tick) in the next, a change no tolerance would call noise.
+    // guest's scheduler).
+    // Five runs a side: the interval then leaves out the two farthest differences at
+    // each end (one starved baseline run moves nothing). No latency point: rxe's
+    // ping-pong there is ~70 us in one run and ~4 ms (a timer tick) in the next, a
+    // change no tolerance would call noise.
     let walk = profile(
         &dir,
         "walk",
@@ -399,7 +401,8 @@ fn lab_qualify_walk_through_baseline_upgrade_diff_history() {
     assert_eq!(out.status.code(), Some(0), "{}{}", text(&out), err(&out));
     let seen = verdicts(&again);
     assert_eq!(seen.len(), 2, "{seen:?}");
-    assert!(seen.iter().all(|(_, v)| v != "worse" && v != "none"), "{seen:?}");
+    let fine = seen.iter().all(|(_, v)| v != "worse" && v != "none");
+    assert!(fine, "{seen:?}\n{}{}", text(&out), err(&out));
     // 3. lo shaped to 40 Mbit/s: the TCP point is worse, the qualification fails.
     let (out, slow) = {
         let _shaped = Shaped::lo();
