@@ -286,14 +286,16 @@ fn link_back(n: usize) {
     }
 }
 
-/// How long a cable is pulled for, and each side's `--timeout`: longer than it, so that
-/// the side whose port stays up gives up while the link is down.
+/// How long a cable is pulled for, and each side's `--timeout`: shorter, so that the
+/// side whose port stays up gives up while the link is down; and no shorter than 10 s,
+/// so that soft-RoCE fails this side's work (`IBV_WC_LOC_QP_OP_ERR`, with its status)
+/// before the stall watch names the link (8 s was too short on a loaded host).
 const CUT_FOR: u64 = 14;
-const CUT_TIMEOUT: u64 = 8;
+const CUT_TIMEOUT: u64 = 10;
 
 /// A write-bw client here against a server on node 2, `-D 30`, with the link cut on
 /// node `cut_at` 5 s in (for [`CUT_FOR`]); returns (client's JSON, its stderr, the
-/// server's). (A cut 8 s in for 20 s, with 10 s timeouts, took 44–48 s a test in ci10.)
+/// server's). (A cut 8 s in for 20 s took 44–48 s a test in ci10.)
 fn cut_mid_run(port: u16, cut_at: usize) -> (Value, String, Value, String, Duration) {
     let timeout = CUT_TIMEOUT.to_string();
     let args = ["-s", "65536", "-D", "30", "--timeout", timeout.as_str()];
