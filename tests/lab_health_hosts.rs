@@ -2,15 +2,18 @@
 //! mpirun on node 1: healthy → exit 0 and three `Healthy` lines, every host's run in the
 //! store; node 3's link slowed (`ci/lab-fault --node 3 delay 50`) → node 3 alone
 //! unhealthy, `NEIGHBOUR_LOW`; node 3's MTU unlike the others' → node 3 named
-//! `CONFIG_UNLIKE`.
+//! `CONFIG_UNLIKE`. (Slowed and unlike at once, in one run, failed a ring pair with
+//! IBV_WC_REM_INV_REQ_ERR: three runs.)
 //!
-//! Short: 2 s of 4 KiB write_bw (1 s measured; 64 KiB writes across the lab switch fail
-//! IBV_WC_REM_INV_REQ_ERR, as in lab_mesh_hosts) and 20 round trips per test (a loopback
-//! per host, then the ring's three pairs in three rounds); the MTU test, which judges
-//! the facts alone, the least health takes (`-D 1 -n 5`). `--peer-fraction 0.2`: three
-//! TCG guests on two shared cores spread their own figures severalfold. `--lat-floor
-//! 15000`: their ring latencies are timer ticks, 112 µs to 5.4 ms in one healthy run
-//! (ci10), where node 3's 50 ms delay makes 31 ms (docs/health.md).
+//! Short (issue #52): 2 s of 4 KiB write_bw (1 s measured; 64 KiB writes across the lab
+//! switch fail IBV_WC_REM_INV_REQ_ERR, as in lab_mesh_hosts) and 20 round trips per test
+//! (a loopback per host, then the ring's three pairs in three rounds); the MTU test, which
+//! judges the facts alone, the least health takes (`-D 1 -n 5`: a 0.5 s window names
+//! healthy loopbacks BELOW_MEDIAN there, which it does not assert against).
+//! `--peer-fraction 0.2`: three TCG guests on two shared cores spread their own
+//! bandwidths severalfold. `--lat-ratio 1.5 --lat-floor 15000`: their ring latencies are
+//! timer ticks, 112 µs to 5.4 ms in one healthy run (ci10) and up to 12 ms under load,
+//! where node 3's 50 ms delay adds 25 ms or more to a one-way figure (docs/health.md).
 #![cfg(unix)]
 
 mod common;
@@ -30,12 +33,13 @@ fn three_nodes() {
     assert!(nodes.len() >= 3, "a three-host test: run in `ci/lab-vm --nodes 3` ({nodes:?})");
 }
 
-/// `rdmabench health` under mpirun on nodes 1–3, `-D SECS -n N` and `more` flags.
-fn health(json: &Path, secs: &str, n: &str, more: &[&str]) -> Output {
-    let args = ["health", "-d", "rxe0", "-D", secs, "-s", "4K", "-n", n, "--timeout", "30"];
+/// `rdmabench health` under mpirun on nodes 1–3, with `more` flags (`-D`, `-n`).
+fn health(json: &Path, more: &[&str]) -> Output {
+    let args = ["health", "-d", "rxe0", "-s", "4K", "--timeout", "30"];
     let json = json.to_str().unwrap();
     let mut args = args.to_vec();
-    args.extend(["--peer-fraction", "0.2", "--lat-floor", "15000", "--json", json]);
+    args.extend(["--peer-fraction", "0.2", "--lat-ratio", "1.5", "--lat-floor", "15000"]);
+    args.extend(["--json", json]);
     args.extend(more);
     nodes::mpirun_three(&args, LIMIT)
 }
@@ -59,10 +63,11 @@ struct Restore;
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        let _ = nodes::ssh(3).arg(format!("{}/ci/lab-fault clear", repo())).status();
-        let _ = nodes::ssh(3)
-            .arg("ip link set \"$RDMABENCH_LAB_NIC\" mtu \"$RDMABENCH_LAB_MTU\"")
-            .status();
+        let line = format!(
+            "{}/ci/lab-fault clear; ip link set \"$RDMABENCH_LAB_NIC\" mtu \"$RDMABENCH_LAB_MTU\"",
+            repo()
+        );
+        let _ = nodes::ssh(3).arg(line).status();
     }
 }
 
@@ -76,14 +81,14 @@ fn hosts_health_of_three_healthy_nodes() {
     three_nodes();
     let dir = common::scratch("rdmabench-health-hosts");
     let (json, store) = (dir.join("healthy.json"), dir.join("results.db"));
-    let o = health(&json, "2", "20", &["--store", store.to_str().unwrap()]);
+    let o = health(&json, &["-D", "2", "-n", "20", "--store", store.to_str().unwrap()]);
     eprintln!("{}\n{}", text(&o), err(&o));
     let doc = read_json(&json, &o);
     let hosts: Vec<(String, String)> = lines(&o);
     let names: Vec<&str> = hosts.iter().map(|(h, _)| h.as_str()).collect();
     assert_eq!(names, ["node1", "node2", "node3"], "{}", text(&o));
     for (h, v) in &hosts {
-        assert_eq!(v, "Healthy", "{h}: {v}");
+        assert_eq!(v, "Healthy", "{h}: {v}; ring: {}", doc["ring"]);
     }
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(doc["ring"].as_array().unwrap().len(), 3, "{}", doc["ring"]);
@@ -100,11 +105,8 @@ fn hosts_health_of_three_healthy_nodes() {
     let runs: Value = serde_json::from_str(&text(&listed)).expect(&err(&listed));
     let runs = runs.as_array().unwrap();
     assert_eq!(runs.len(), 1, "{runs:?}");
-    assert_eq!(
-        (&runs[0]["kind"], &runs[0]["host"], &runs[0]["pass"]),
-        (&"health".into(), &"node3".into(), &true.into()),
-        "{runs:?}"
-    );
+    let run = (&runs[0]["kind"], &runs[0]["host"], &runs[0]["pass"]);
+    assert_eq!(run, (&"health".into(), &"node3".into(), &true.into()), "{runs:?}");
 }
 
 #[test]
@@ -114,13 +116,16 @@ fn hosts_health_names_the_slowed_node_alone() {
     let _restore = Restore;
     nodes::on(3, &format!("{}/ci/lab-fault delay 50", repo()), Duration::from_secs(60));
     let json = common::scratch("rdmabench-health-hosts").join("slowed.json");
-    let o = health(&json, "2", "20", &["--no-store"]);
+    let o = health(&json, &["-D", "2", "-n", "20", "--no-store"]);
     eprintln!("{}\n{}", text(&o), err(&o));
     let doc = read_json(&json, &o);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert_eq!(codes(&doc, "node1"), Vec::<String>::new());
-    assert_eq!(codes(&doc, "node2"), Vec::<String>::new());
-    assert!(codes(&doc, "node3").contains(&"NEIGHBOUR_LOW".to_string()), "{}", text(&o));
+    let ring = &doc["ring"];
+    assert_eq!(o.status.code(), Some(1), "{}; ring: {ring}", text(&o));
+    assert_eq!(codes(&doc, "node1"), Vec::<String>::new(), "ring: {ring}");
+    assert_eq!(codes(&doc, "node2"), Vec::<String>::new(), "ring: {ring}");
+    let node3 = codes(&doc, "node3");
+    assert!(node3.contains(&"NEIGHBOUR_LOW".to_string()), "{}; ring: {ring}", text(&o));
+    println!("ring: {ring}");
 }
 
 #[test]
@@ -131,7 +136,8 @@ fn hosts_health_names_the_node_configured_unlike_the_others() {
     // 1100 bytes: soft-RoCE's active MTU 512, where the others' 1500 give 1024.
     nodes::on(3, "ip link set \"$RDMABENCH_LAB_NIC\" mtu 1100", Duration::from_secs(60));
     let json = common::scratch("rdmabench-health-hosts").join("unlike.json");
-    let o = health(&json, "1", "5", &["--no-store"]);
+    // The facts alone are judged here: the least loopback and ring health takes.
+    let o = health(&json, &["-D", "1", "-n", "5", "--no-store"]);
     eprintln!("{}\n{}", text(&o), err(&o));
     let doc = read_json(&json, &o);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));

@@ -126,11 +126,14 @@ pub struct HealthArgs {
     #[command(flatten)]
     pub store: super::StoreArgs,
     /// Under mpirun/srun: a port below this fraction of the job's median loopback for its
-    /// model and rate, or a host both of whose ring pairs are, is named.
+    /// model and rate, or a host both of whose ring pairs' bandwidth are, is named.
     #[arg(long = "peer-fraction", value_name = "FRACTION", default_value_t = crate::health::DEFAULT_PEER_FRACTION)]
     pub peer_fraction: f64,
-    /// Under mpirun/srun: a host's ring latency is slow only this many µs above the other
-    /// pairs' median too (beside --peer-fraction's ratio).
+    /// Under mpirun/srun: a host both of whose ring pairs' latency are past X times the
+    /// other pairs' median, and --lat-floor µs above it, is named.
+    #[arg(long = "lat-ratio", value_name = "X", default_value_t = crate::health::DEFAULT_LAT_RATIO)]
+    pub lat_ratio: f64,
+    /// Under mpirun/srun: see --lat-ratio.
     #[arg(long = "lat-floor", value_name = "USEC", default_value_t = crate::health::DEFAULT_LAT_FLOOR_US)]
     pub lat_floor: f64,
 }
@@ -161,6 +164,7 @@ impl HealthArgs {
             prometheus: self.prometheus.clone(),
             store,
             peer_fraction: self.peer_fraction,
+            lat_ratio: self.lat_ratio,
             lat_floor_us: self.lat_floor,
         })
     }

@@ -116,11 +116,7 @@ pub fn run(
             None => hosts.push(silent(r, floors)),
         }
     }
-    for (i, f) in job::judge(
-        &hosts,
-        &ring,
-        job::PeerRule { fraction: o.peer_fraction, lat_floor_us: o.lat_floor_us },
-    ) {
+    for (i, f) in job::judge(&hosts, &ring, rule(o)) {
         hosts[i].findings.push(f);
     }
     for h in &mut hosts {
@@ -158,6 +154,15 @@ pub fn run(
         _ => Ok(()),
     };
     written.and(prometheus).map(|()| code)
+}
+
+/// The flags' peer-relative rule.
+fn rule(o: &HealthOptions) -> job::PeerRule {
+    job::PeerRule {
+        fraction: o.peer_fraction,
+        lat_ratio: o.lat_ratio,
+        lat_floor_us: o.lat_floor_us,
+    }
 }
 
 /// A rank's exit status from rank 0 (2 if it never says), and with --prometheus its

@@ -12,8 +12,8 @@
 //!   MADs too, as mesh's host band): never with fewer than [`HOST_BAND_MIN_HOSTS`] ports.
 //! - **Neighbours** (`NEIGHBOUR_LOW`): each host meets the next in a ring, both ways; a
 //!   pair's figure is its slower direction. A host whose two ring pairs are both below
-//!   `fraction` of the median of the other pairs (bandwidth), or above it divided by
-//!   `fraction` *and* more than `--lat-floor` µs above it (latency), is named: a slow
+//!   `fraction` of the median of the other pairs (bandwidth), or past `--lat-ratio` times
+//!   it *and* more than `--lat-floor` µs above it (latency, the mesh's two), is named: a slow
 //!   cable or NIC shows as the two slow pairs that share its host. The floor is there
 //!   because a job of 3 has one other pair, whose latency is the whole centre: emulated
 //!   hosts' timer-tick latencies (112 µs and 4–5 ms in one healthy lab run) are farther
@@ -79,10 +79,11 @@ pub fn ring_rounds(n: usize) -> Vec<Vec<(usize, usize)>> {
 /// How far from its peers a figure must be to be named.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PeerRule {
-    /// `--peer-fraction`: below this share of the peers' median bandwidth (latency: above
-    /// the median divided by it).
+    /// `--peer-fraction`: below this share of the peers' median bandwidth.
     pub fraction: f64,
-    /// `--lat-floor`: a ring pair's latency is slow only this many µs above the median too.
+    /// `--lat-ratio`: a ring pair's latency is slow past this many times the median…
+    pub lat_ratio: f64,
+    /// `--lat-floor`: …and this many µs above it.
     pub lat_floor_us: f64,
 }
 
@@ -249,7 +250,7 @@ pub fn neighbours(names: &[String], ring: &[RingPair], rule: PeerRule) -> Vec<(u
         let lats: Vec<f64> = others.iter().filter_map(|p| p.lat()).collect();
         if !lats.is_empty() {
             let centre = median(&lats);
-            let (ratio, gap) = (centre / fraction, centre + rule.lat_floor_us);
+            let (ratio, gap) = (centre * rule.lat_ratio, centre + rule.lat_floor_us);
             let limit = ratio.max(gap);
             if mine.iter().all(|p| p.lat().is_some_and(|l| l > limit)) {
                 let figures: Vec<String> = mine
@@ -257,7 +258,7 @@ pub fn neighbours(names: &[String], ring: &[RingPair], rule: PeerRule) -> Vec<(u
                     .map(|p| format!("{:.1} µs with {}", p.lat().unwrap_or(0.0), peer(p)))
                     .collect();
                 let judged = if ratio >= gap {
-                    format!("÷ {fraction}")
+                    format!("× --lat-ratio {}", rule.lat_ratio)
                 } else {
                     format!("+ --lat-floor {} µs", rule.lat_floor_us)
                 };
@@ -276,13 +277,19 @@ pub fn neighbours(names: &[String], ring: &[RingPair], rule: PeerRule) -> Vec<(u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::{Floors, LinkFacts, Loopback, Phases, PortHealth, DEFAULT_LAT_FLOOR_US};
+    use crate::health::{
+        Floors, LinkFacts, Loopback, Phases, PortHealth, DEFAULT_LAT_FLOOR_US, DEFAULT_LAT_RATIO,
+    };
 
-    /// The defaults: `--peer-fraction 0.8`, `--lat-floor 50`.
-    const RULE: PeerRule = PeerRule { fraction: 0.8, lat_floor_us: DEFAULT_LAT_FLOOR_US };
+    /// The defaults: `--peer-fraction 0.8 --lat-ratio 3 --lat-floor 50`.
+    const RULE: PeerRule = PeerRule {
+        fraction: 0.8,
+        lat_ratio: DEFAULT_LAT_RATIO,
+        lat_floor_us: DEFAULT_LAT_FLOOR_US,
+    };
 
     /// tests/lab_health_hosts.rs's flags: three TCG guests on two shared cores.
-    const LAB: PeerRule = PeerRule { fraction: 0.2, lat_floor_us: 15_000.0 };
+    const LAB: PeerRule = PeerRule { fraction: 0.2, lat_ratio: 1.5, lat_floor_us: 15_000.0 };
 
     /// A deterministic noise in ±`pct` % (a linear congruential generator).
     struct Noise(u64);
@@ -497,20 +504,23 @@ mod tests {
     #[test]
     fn emulations_timer_tick_latencies_name_no_host_and_a_delay_still_does() {
         // ci10 (a healthy lab run): node2's pairs 4.0 and 5.4 ms, the one other 112 µs —
-        // 36× apart, which 562 µs (its ÷ 0.2) had named; --lat-floor 15 ms names no one.
+        // 36× apart, which the ratio alone had named; 15 ms above it names no one.
         assert!(neighbours(&names(3), &three([4_000.0, 5_400.0, 112.4]), LAB).is_empty());
         // The slowed lab run (node 3 at netem delay 50 ms): 31.0 and 32.1 ms against
-        // the other pair's 4.3 ms, still named, by the ratio (21.4 ms above the floor's
-        // 19.3 ms).
+        // the other pair's 4.3 ms, still named.
         let slowed = three([4_272.1, 30_965.8, 32_145.4]);
         let found = neighbours(&names(3), &slowed, LAB);
         assert_eq!(named(&found, Code::NeighbourLow), [2]);
         assert_eq!(
             found[0].1.detail,
             "both ring pairs slow: 30965.8 µs with node0001, 32145.4 µs with node0000 > \
-             21360.5 µs [the median 4272.1 µs of the 1 other pairs ÷ 0.2]"
+             19272.1 µs [the median 4272.1 µs of the 1 other pairs + --lat-floor 15000 µs]"
         );
-        // Where the gap is the stricter, the detail says so; below it, no finding.
+        // Under heavier load the centre itself is slow (8 ms): a ratio to it (÷ 0.2: 40
+        // ms) hid the delay's 33 ms; the gap does not.
+        let loaded = three([8_000.0, 33_000.0, 34_000.0]);
+        assert_eq!(named(&neighbours(&names(3), &loaded, LAB), Code::NeighbourLow), [2]);
+        // The defaults: the gap binds on µs latencies, the ratio on slow ones.
         let found = neighbours(&names(3), &three([2.0, 60.0, 70.0]), RULE);
         assert_eq!(named(&found, Code::NeighbourLow), [2]);
         assert!(
@@ -522,5 +532,15 @@ mod tests {
             found[0].1.detail
         );
         assert!(neighbours(&names(3), &three([2.0, 40.0, 45.0]), RULE).is_empty());
+        let found = neighbours(&names(3), &three([100.0, 400.0, 450.0]), RULE);
+        assert!(
+            found[0]
+                .1
+                .detail
+                .ends_with("[the median 100.0 µs of the 1 other pairs × --lat-ratio 3]"),
+            "{}",
+            found[0].1.detail
+        );
+        assert!(neighbours(&names(3), &three([100.0, 250.0, 290.0]), RULE).is_empty());
     }
 }

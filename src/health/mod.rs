@@ -61,8 +61,10 @@ pub struct HealthOptions {
     /// Across a job: a port below this fraction of its peers' median loopback, or a
     /// host both of whose ring pairs are, is named.
     pub peer_fraction: f64,
-    /// Across a job: a ring pair's latency is slow only this many µs above its peers'
-    /// median too.
+    /// Across a job: a ring pair's latency is slow past this many times its peers'
+    /// median…
+    pub lat_ratio: f64,
+    /// …and this many µs above it.
     pub lat_floor_us: f64,
 }
 
@@ -84,6 +86,7 @@ impl Default for HealthOptions {
             prometheus: None,
             store: None,
             peer_fraction: DEFAULT_PEER_FRACTION,
+            lat_ratio: DEFAULT_LAT_RATIO,
             lat_floor_us: DEFAULT_LAT_FLOOR_US,
         }
     }
@@ -92,8 +95,12 @@ impl Default for HealthOptions {
 /// The share of the job's median below which a port or a host is named.
 pub const DEFAULT_PEER_FRACTION: f64 = 0.8;
 
+/// How many times the job's median ring latency a pair must take to be slow: mesh's
+/// `--lat-ratio` (docs/health.md#across-a-job-mpirun-srun).
+pub const DEFAULT_LAT_RATIO: f64 = 3.0;
+
 /// The µs above the job's median ring latency below which a pair is not slow, whatever
-/// the ratio: mesh's `--lat-floor` (docs/health.md#across-a-job-mpirun-srun).
+/// the ratio: mesh's `--lat-floor`.
 pub const DEFAULT_LAT_FLOOR_US: f64 = 50.0;
 
 /// The loopbacks' first control port, by default (beside `serve`'s 18520).
@@ -283,6 +290,12 @@ pub fn command(options: &HealthOptions, out: &mut dyn Write) -> Result<u8, Error
     ])?;
     if !(options.peer_fraction > 0.0 && options.peer_fraction < 1.0) {
         return Err(Error::usage("--peer-fraction: a fraction between 0 and 1 (0.8: 80 %)"));
+    }
+    if !(options.lat_ratio.is_finite() && options.lat_ratio >= 1.0) {
+        return Err(Error::usage(format!(
+            "--lat-ratio {}: times the median, 1 or more",
+            options.lat_ratio
+        )));
     }
     if !(options.lat_floor_us.is_finite() && options.lat_floor_us >= 0.0) {
         return Err(Error::usage(format!(
