@@ -181,7 +181,8 @@ fn lab_health_names_a_port_whose_link_is_down() {
     // Without --store, the run is in the default store, failed.
     let store = data.join("rdmabench").join("results.db");
     let listed = history(store.to_str().unwrap(), &["--host", host, "--json"]);
-    let runs: serde_json::Value = serde_json::from_str(&text(&listed)).expect(&err(&listed));
+    let runs: serde_json::Value =
+        serde_json::from_str(&text(&listed)).unwrap_or_else(|e| panic!("{e}: {}", err(&listed)));
     assert_eq!(runs.as_array().map(Vec::len), Some(1), "{runs}");
     assert_eq!((&runs[0]["kind"], &runs[0]["pass"]), (&"health".into(), &false.into()), "{runs}");
 }

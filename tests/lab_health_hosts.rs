@@ -102,7 +102,8 @@ fn hosts_health_of_three_healthy_nodes() {
         .spawn()
         .unwrap();
     let listed = common::finish(child, Duration::from_secs(60));
-    let runs: Value = serde_json::from_str(&text(&listed)).expect(&err(&listed));
+    let runs: Value =
+        serde_json::from_str(&text(&listed)).unwrap_or_else(|e| panic!("{e}: {}", err(&listed)));
     let runs = runs.as_array().unwrap();
     assert_eq!(runs.len(), 1, "{runs:?}");
     let run = (&runs[0]["kind"], &runs[0]["host"], &runs[0]["pass"]);
