@@ -79,6 +79,9 @@ fn lab_health_is_healthy_on_rxe0_and_rxe1_at_once() {
         assert!(lb["lat_us"].as_f64().unwrap() > 0.0, "{p}");
         assert!(lb["error"].is_null() && lb["skipped"].is_null(), "{p}");
         assert_eq!(p["before"]["state"], "ACTIVE");
+        // The driver the homogeneity check compares: soft-RoCE's module and rdma-core.
+        let driver = p["before"]["driver"].as_str().unwrap_or_default();
+        assert!(driver.starts_with("rdma_rxe, rdma-core "), "{p}");
         assert_eq!(p["after"], p["before"], "{p}");
         // The loopback's packets moved the port's own counters.
         let sent = p["counters"]["changes"]["hw_counters/sent_pkts"].as_u64().unwrap();
