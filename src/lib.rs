@@ -75,7 +75,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<u8, Error> {
         Command::Serve(args) => serve::serve(&args.options(), out),
         Command::Compare(args) => compare::compare(&args.options(), out),
         Command::Doctor(args) => doctor(&args, out),
-        Command::Health(args) => health::command(&args.options(), out),
+        Command::Health(args) => health::command(&args.options()?, out),
         Command::Qualify(args) => qualify::qualify(&args.options()?, out),
         Command::History(args) => history::history(&args.options()?, out),
         Command::Diff(args) => history::diff(&args.options(), out),

@@ -1,6 +1,7 @@
 //! `health` on one lab guest: rxe0 and rxe1 at once are healthy (exit 0, one `HOST |
 //! Healthy` line, each port's loopback figures in the JSON), and rxe1 with its netdev
-//! (rdv0) set down is named `PORT_DOWN` (exit 1), its loopback skipped.
+//! (rdv0) set down is named `PORT_DOWN` (exit 1), its loopback skipped, and recorded in
+//! the default results store (here under a scratch `XDG_DATA_HOME`).
 #![cfg(unix)]
 
 use std::path::Path;
@@ -10,9 +11,11 @@ use std::time::{Duration, Instant};
 mod common;
 use common::{err, finish, read_json, text};
 
-/// `rdmabench health ARGS` with short loopbacks (2 s of write_bw, 200 round trips).
-fn health(args: &[&str]) -> Output {
+/// `rdmabench health ARGS` with short loopbacks (2 s of write_bw, 200 round trips), its
+/// default store under `data` (`XDG_DATA_HOME`: never the lab's home, the host's over 9p).
+fn health(data: &Path, args: &[&str]) -> Output {
     let child = common::rdmabench(true)
+        .env("XDG_DATA_HOME", data)
         .arg("health")
         .args(["-D", "2", "-n", "200"])
         .args(args)
@@ -35,26 +38,29 @@ fn lab_health_is_healthy_on_rxe0_and_rxe1_at_once() {
     let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let (json, store, prom) = (dir.join("health.json"), path("results.db"), path("health.prom"));
     let (junit, csv, list) = (path("junit.xml"), path("health.csv"), path("unhealthy"));
-    let o = health(&[
-        "-d",
-        "rxe0",
-        "-d",
-        "rxe1",
-        "-p",
-        "19760",
-        "--json",
-        json.to_str().unwrap(),
-        "--store",
-        &store,
-        "--prometheus",
-        &prom,
-        "--junit",
-        &junit,
-        "--csv",
-        &csv,
-        "--hostlist",
-        &list,
-    ]);
+    let o = health(
+        &dir,
+        &[
+            "-d",
+            "rxe0",
+            "-d",
+            "rxe1",
+            "-p",
+            "19760",
+            "--json",
+            json.to_str().unwrap(),
+            "--store",
+            &store,
+            "--prometheus",
+            &prom,
+            "--junit",
+            &junit,
+            "--csv",
+            &csv,
+            "--hostlist",
+            &list,
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "stdout: {}\nstderr: {}", text(&o), err(&o));
     let lines = verdicts(&o);
     assert_eq!(lines.len(), 1, "{}", text(&o));
@@ -73,6 +79,9 @@ fn lab_health_is_healthy_on_rxe0_and_rxe1_at_once() {
         assert!(lb["lat_us"].as_f64().unwrap() > 0.0, "{p}");
         assert!(lb["error"].is_null() && lb["skipped"].is_null(), "{p}");
         assert_eq!(p["before"]["state"], "ACTIVE");
+        // The driver the homogeneity check compares: soft-RoCE's module and rdma-core.
+        let driver = p["before"]["driver"].as_str().unwrap_or_default();
+        assert!(driver.starts_with("rdma_rxe, rdma-core "), "{p}");
         assert_eq!(p["after"], p["before"], "{p}");
         // The loopback's packets moved the port's own counters.
         let sent = p["counters"]["changes"]["hw_counters/sent_pkts"].as_u64().unwrap();
@@ -100,17 +109,7 @@ fn lab_health_is_healthy_on_rxe0_and_rxe1_at_once() {
         )),
         "{metrics}"
     );
-    let history = |args: &[&str]| {
-        let child = common::rdmabench(true)
-            .arg("history")
-            .args(["--store", &store])
-            .args(args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        finish(child, Duration::from_secs(60))
-    };
+    let history = |args: &[&str]| history(&store, args);
     let listed = history(&["--host", name]);
     assert_eq!(listed.status.code(), Some(0), "{}", err(&listed));
     assert!(text(&listed).contains("health"), "{}", text(&listed));
@@ -121,6 +120,19 @@ fn lab_health_is_healthy_on_rxe0_and_rxe1_at_once() {
         text(&shown),
         err(&shown)
     );
+}
+
+/// `rdmabench history --store STORE ARGS`.
+fn history(store: &str, args: &[&str]) -> Output {
+    let child = common::rdmabench(true)
+        .arg("history")
+        .args(["--store", store])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(child, Duration::from_secs(60))
 }
 
 /// Sets rdv0 (rxe1's netdev) up again, and waits for rxe1 to be ACTIVE, whatever the
@@ -153,7 +165,8 @@ fn lab_health_names_a_port_whose_link_is_down() {
     let down = Command::new("ip").args(["link", "set", "rdv0", "down"]).status().unwrap();
     assert!(down.success());
     assert!(wait_state("DOWN"), "rxe1 did not go DOWN with rdv0");
-    let o = health(&["-d", "rxe1", "-p", "19770", "--hostlist", "-", "--drain"]);
+    let data = common::scratch("rdmabench-lab-health-data");
+    let o = health(&data, &["-d", "rxe1", "-p", "19770", "--hostlist", "-", "--drain"]);
     assert_eq!(o.status.code(), Some(1), "stdout: {}\nstderr: {}", text(&o), err(&o));
     let lines = verdicts(&o);
     assert_eq!(lines.len(), 1, "{}", text(&o));
@@ -168,4 +181,11 @@ fn lab_health_names_a_port_whose_link_is_down() {
         "scontrol update NodeName={host} State=DRAIN Reason=\"rdmabench health: PORT_DOWN rxe1/1: "
     );
     assert!(text(&o).lines().any(|l| l.starts_with(&drain)), "{}", text(&o));
+    // Without --store, the run is in the default store, failed.
+    let store = data.join("rdmabench").join("results.db");
+    let listed = history(store.to_str().unwrap(), &["--host", host, "--json"]);
+    let runs: serde_json::Value =
+        serde_json::from_str(&text(&listed)).unwrap_or_else(|e| panic!("{e}: {}", err(&listed)));
+    assert_eq!(runs.as_array().map(Vec::len), Some(1), "{runs}");
+    assert_eq!((&runs[0]["kind"], &runs[0]["pass"]), (&"health".into(), &false.into()), "{runs}");
 }

@@ -122,19 +122,33 @@ pub struct HealthArgs {
     /// (node_exporter's textfile collector: DIR/rdmabench_health.prom).
     #[arg(long = "prometheus", value_name = "FILE")]
     pub prometheus: Option<std::path::PathBuf>,
-    /// Record every host's result in the results store at PATH (`history --host`).
-    #[arg(long = "store", value_name = "PATH")]
-    pub store: Option<std::path::PathBuf>,
+    /// Where every host's result is recorded (`history --host`): on by default.
+    #[command(flatten)]
+    pub store: super::StoreArgs,
     /// Under mpirun/srun: a port below this fraction of the job's median loopback for its
-    /// model and rate, or a host both of whose ring pairs are, is named.
+    /// model and rate, or a host both of whose ring pairs' bandwidth are, is named.
     #[arg(long = "peer-fraction", value_name = "FRACTION", default_value_t = crate::health::DEFAULT_PEER_FRACTION)]
     pub peer_fraction: f64,
+    /// Under mpirun/srun: a host both of whose ring pairs' latency are past X times the
+    /// other pairs' median, and --lat-floor µs above it, is named.
+    #[arg(long = "lat-ratio", value_name = "X", default_value_t = crate::health::DEFAULT_LAT_RATIO)]
+    pub lat_ratio: f64,
+    /// Under mpirun/srun: see --lat-ratio.
+    #[arg(long = "lat-floor", value_name = "USEC", default_value_t = crate::health::DEFAULT_LAT_FLOOR_US)]
+    pub lat_floor: f64,
 }
 
 impl HealthArgs {
     /// The flags as `health`'s options.
-    pub fn options(&self) -> crate::health::HealthOptions {
-        crate::health::HealthOptions {
+    ///
+    /// # Errors
+    /// No `--store` or `--no-store`, and no data directory for the default store.
+    pub fn options(&self) -> Result<crate::health::HealthOptions, Error> {
+        let store = match self.store.choice()? {
+            crate::store::Choice::At(path) => Some(path),
+            crate::store::Choice::Nowhere => None,
+        };
+        Ok(crate::health::HealthOptions {
             ports: self.ports.clone(),
             base_port: self.base_port,
             seconds: self.seconds,
@@ -148,9 +162,11 @@ impl HealthArgs {
             hostlist: self.hostlist.clone(),
             drain: self.drain,
             prometheus: self.prometheus.clone(),
-            store: self.store.clone(),
+            store,
             peer_fraction: self.peer_fraction,
-        }
+            lat_ratio: self.lat_ratio,
+            lat_floor_us: self.lat_floor,
+        })
     }
 }
 

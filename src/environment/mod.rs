@@ -24,7 +24,7 @@ use crate::files::SystemTree;
 
 pub use crate::text::clean;
 pub use diff::{diff, Change, ABSENT};
-pub use rdma::rdma_core_version;
+pub use rdma::{kernel_driver_of, rdma_core_version};
 
 /// The host a side ran on, and its RDMA device or network interface.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -84,11 +84,18 @@ impl From<&PcieLink> for PcieEnvironment {
 /// The kernel driver of a verbs device: its PCI (or auxiliary bus) driver, or the soft
 /// driver its vendor id names.
 fn kernel_driver(info: &DeviceInfo, root: &Path) -> Option<String> {
-    let link = root.join("sys/class/infiniband").join(&info.name).join("device/driver");
+    kernel_driver_of(&info.name, info.vendor_id, root)
+}
+
+/// The kernel driver of the verbs device `name` under `root`: the basename of its
+/// `device/driver` link, or, without one (soft devices), the module `vendor_id` names
+/// (`rdma_rxe`, `siw`).
+pub fn kernel_driver_of(name: &str, vendor_id: u32, root: &Path) -> Option<String> {
+    let link = root.join("sys/class/infiniband").join(name).join("device/driver");
     if let Ok(target) = fs::read_link(link) {
         return target.file_name().map(|n| clean(&n.to_string_lossy())).filter(|n| !n.is_empty());
     }
-    match info.vendor_id {
+    match vendor_id {
         RXE_VENDOR_ID => Some("rdma_rxe".to_string()),
         SIW_VENDOR_ID => Some("siw".to_string()),
         _ => None,

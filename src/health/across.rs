@@ -56,6 +56,12 @@ pub fn run(
             boot.abort(2);
         }
     }
+    if rank == 0 {
+        if let Err(e) = super::check_store(o) {
+            eprintln!("rdmabench health: rank 0: {e}");
+            boot.abort(2);
+        }
+    }
     let started = crate::stamp::utc_now();
     let timeout = Duration::from_secs(o.timeout);
     let host = probe::this_host(o, floors, timeout).unwrap_or_else(|e| failed_host(boot, &e));
@@ -110,7 +116,7 @@ pub fn run(
             None => hosts.push(silent(r, floors)),
         }
     }
-    for (i, f) in job::judge(&hosts, &ring, o.peer_fraction) {
+    for (i, f) in job::judge(&hosts, &ring, rule(o)) {
         hosts[i].findings.push(f);
     }
     for h in &mut hosts {
@@ -148,6 +154,15 @@ pub fn run(
         _ => Ok(()),
     };
     written.and(prometheus).map(|()| code)
+}
+
+/// The flags' peer-relative rule.
+fn rule(o: &HealthOptions) -> job::PeerRule {
+    job::PeerRule {
+        fraction: o.peer_fraction,
+        lat_ratio: o.lat_ratio,
+        lat_floor_us: o.lat_floor_us,
+    }
 }
 
 /// A rank's exit status from rank 0 (2 if it never says), and with --prometheus its

@@ -2,8 +2,8 @@
 //! the hosts' records and the ring's links, so jobs of 2, 3 or 1,000 modelled hosts are
 //! judged exactly as real ones.
 //!
-//! - **Homogeneity** (`CONFIG_UNLIKE`): per adapter model, each host's firmware, link
-//!   layer, link rate and active MTU, and every host's kernel, against the value a
+//! - **Homogeneity** (`CONFIG_UNLIKE`): per adapter model, each host's firmware, driver
+//!   (kernel module and rdma-core), link layer, link rate and active MTU, and every host's kernel, against the value a
 //!   strict majority of the hosts hold; where no value has a majority, every host is
 //!   named (the job is not alike, and nothing says which is right).
 //! - **Peer-relative floors** (`BELOW_MEDIAN`): a port's loopback bandwidth below
@@ -12,9 +12,12 @@
 //!   MADs too, as mesh's host band): never with fewer than [`HOST_BAND_MIN_HOSTS`] ports.
 //! - **Neighbours** (`NEIGHBOUR_LOW`): each host meets the next in a ring, both ways; a
 //!   pair's figure is its slower direction. A host whose two ring pairs are both below
-//!   `fraction` of the median of the other pairs (bandwidth), or above it divided by
-//!   `fraction` (latency), is named: a slow cable or NIC shows as the two slow pairs
-//!   that share its host.
+//!   `fraction` of the median of the other pairs (bandwidth), or past `--lat-ratio` times
+//!   it *and* more than `--lat-floor` µs above it (latency, the mesh's two), is named: a slow
+//!   cable or NIC shows as the two slow pairs that share its host. The floor is there
+//!   because a job of 3 has one other pair, whose latency is the whole centre: emulated
+//!   hosts' timer-tick latencies (112 µs and 4–5 ms in one healthy lab run) are farther
+//!   apart than any ratio can allow, and only an absolute gap tells them from a delay.
 
 use std::collections::BTreeMap;
 
@@ -73,12 +76,23 @@ pub fn ring_rounds(n: usize) -> Vec<Vec<(usize, usize)>> {
     }
 }
 
+/// How far from its peers a figure must be to be named.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PeerRule {
+    /// `--peer-fraction`: below this share of the peers' median bandwidth.
+    pub fraction: f64,
+    /// `--lat-ratio`: a ring pair's latency is slow past this many times the median…
+    pub lat_ratio: f64,
+    /// `--lat-floor`: …and this many µs above it.
+    pub lat_floor_us: f64,
+}
+
 /// Every job-level finding, each with the host it belongs to (index into `hosts`).
-pub fn judge(hosts: &[HostHealth], ring: &[RingPair], fraction: f64) -> Vec<(usize, Finding)> {
+pub fn judge(hosts: &[HostHealth], ring: &[RingPair], rule: PeerRule) -> Vec<(usize, Finding)> {
     let mut found = homogeneity(hosts);
-    found.extend(below_median(hosts, fraction));
+    found.extend(below_median(hosts, rule.fraction));
     let names: Vec<String> = hosts.iter().map(|h| h.host.clone()).collect();
-    found.extend(neighbours(&names, ring, fraction));
+    found.extend(neighbours(&names, ring, rule));
     // A ring pair that could not run: both ends named (which one failed, it cannot tell).
     for p in ring {
         let Some(e) = &p.error else { continue };
@@ -104,6 +118,7 @@ pub fn homogeneity(hosts: &[HostHealth]) -> Vec<(usize, Finding)> {
             let show = |v: Option<String>| v.unwrap_or_else(|| "unknown".into());
             for (what, value) in [
                 ("firmware", show(b.firmware.clone())),
+                ("driver", show(b.driver.clone())),
                 ("link layer", b.link_layer.clone()),
                 ("link rate", show(b.rate_gbps.map(|r| format!("{r} Gb/s")))),
                 ("active MTU", show(b.active_mtu.map(|m| m.to_string()))),
@@ -197,7 +212,8 @@ pub fn below_median(hosts: &[HostHealth], fraction: f64) -> Vec<(usize, Finding)
 }
 
 /// `NEIGHBOUR_LOW`: hosts both of whose ring pairs are low (bandwidth) or slow (latency).
-pub fn neighbours(names: &[String], ring: &[RingPair], fraction: f64) -> Vec<(usize, Finding)> {
+pub fn neighbours(names: &[String], ring: &[RingPair], rule: PeerRule) -> Vec<(usize, Finding)> {
+    let fraction = rule.fraction;
     let n = names.len();
     let mut found = Vec::new();
     if n < HOST_BAND_MIN_HOSTS {
@@ -234,14 +250,20 @@ pub fn neighbours(names: &[String], ring: &[RingPair], fraction: f64) -> Vec<(us
         let lats: Vec<f64> = others.iter().filter_map(|p| p.lat()).collect();
         if !lats.is_empty() {
             let centre = median(&lats);
-            let limit = centre / fraction;
+            let (ratio, gap) = (centre * rule.lat_ratio, centre + rule.lat_floor_us);
+            let limit = ratio.max(gap);
             if mine.iter().all(|p| p.lat().is_some_and(|l| l > limit)) {
                 let figures: Vec<String> = mine
                     .iter()
                     .map(|p| format!("{:.1} µs with {}", p.lat().unwrap_or(0.0), peer(p)))
                     .collect();
+                let judged = if ratio >= gap {
+                    format!("× --lat-ratio {}", rule.lat_ratio)
+                } else {
+                    format!("+ --lat-floor {} µs", rule.lat_floor_us)
+                };
                 let detail = format!(
-                    "both ring pairs slow: {} > {limit:.1} µs [the median {centre:.1} µs of the {} other pairs ÷ {fraction}]",
+                    "both ring pairs slow: {} > {limit:.1} µs [the median {centre:.1} µs of the {} other pairs {judged}]",
                     figures.join(", "),
                     lats.len()
                 );
@@ -255,7 +277,19 @@ pub fn neighbours(names: &[String], ring: &[RingPair], fraction: f64) -> Vec<(us
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::{Floors, LinkFacts, Loopback, Phases, PortHealth};
+    use crate::health::{
+        Floors, LinkFacts, Loopback, Phases, PortHealth, DEFAULT_LAT_FLOOR_US, DEFAULT_LAT_RATIO,
+    };
+
+    /// The defaults: `--peer-fraction 0.8 --lat-ratio 3 --lat-floor 50`.
+    const RULE: PeerRule = PeerRule {
+        fraction: 0.8,
+        lat_ratio: DEFAULT_LAT_RATIO,
+        lat_floor_us: DEFAULT_LAT_FLOOR_US,
+    };
+
+    /// tests/lab_health_hosts.rs's flags: three TCG guests on two shared cores.
+    const LAB: PeerRule = PeerRule { fraction: 0.2, lat_ratio: 1.5, lat_floor_us: 15_000.0 };
 
     /// A deterministic noise in ±`pct` % (a linear congruential generator).
     struct Noise(u64);
@@ -276,6 +310,7 @@ mod tests {
             rate_gbps: Some(200.0),
             active_mtu: Some(mtu),
             firmware: Some(fw.into()),
+            driver: Some("mlx5_core, rdma-core 44.0".into()),
             ..LinkFacts::default()
         };
         PortHealth {
@@ -351,6 +386,15 @@ mod tests {
         let found = homogeneity(&hosts);
         assert_eq!(named(&found, Code::ConfigUnlike), [1]);
         assert_eq!(found[0].1.detail, "ConnectX-6 active MTU 1024 [4096 on 2 of 3 hosts]");
+        // The driver: the kernel module and the rdma-core beside it.
+        let mut hosts = job(3, 0.0, None);
+        hosts[2].ports[0].before.driver = Some("mlx5_core, rdma-core 39.0".into());
+        let found = homogeneity(&hosts);
+        assert_eq!(named(&found, Code::ConfigUnlike), [2]);
+        assert_eq!(
+            found[0].1.detail,
+            "ConnectX-6 driver mlx5_core, rdma-core 39.0 [mlx5_core, rdma-core 44.0 on 2 of 3 hosts]"
+        );
         // Two hosts unlike each other: both named, nothing says which is right.
         let mut two = job(2, 0.0, None);
         two[0].ports[0].before.firmware = Some("20.28.1002".into());
@@ -382,7 +426,7 @@ mod tests {
         assert_eq!(named(&found, Code::BelowMedian), [517]);
         assert!(below_median(&job(1000, 8.0, None), 0.8).is_empty());
         // A job of one is judged by its absolute floors alone.
-        assert!(judge(&job(1, 0.0, None), &[], 0.8).is_empty());
+        assert!(judge(&job(1, 0.0, None), &[], RULE).is_empty());
     }
 
     /// The ring's pairs of `n` hosts, `bad`'s both ways at `slow` of the rest.
@@ -410,20 +454,20 @@ mod tests {
 
     #[test]
     fn a_host_both_of_whose_ring_pairs_are_slow_is_named_and_its_neighbours_are_not() {
-        let found = neighbours(&names(3), &ring(3, 3.0, Some(2), 0.3), 0.8);
+        let found = neighbours(&names(3), &ring(3, 3.0, Some(2), 0.3), RULE);
         assert_eq!(named(&found, Code::NeighbourLow), [2]);
         let detail = &found[0].1.detail;
         assert!(
             detail.starts_with("both ring pairs low: ") && detail.contains("with node0001"),
             "{detail}"
         );
-        assert!(neighbours(&names(3), &ring(3, 3.0, None, 1.0), 0.8).is_empty());
+        assert!(neighbours(&names(3), &ring(3, 3.0, None, 1.0), RULE).is_empty());
         // Two hosts share their one pair: which end is slow cannot be told.
-        assert!(neighbours(&names(2), &ring(2, 0.0, Some(1), 0.3), 0.8).is_empty());
+        assert!(neighbours(&names(2), &ring(2, 0.0, Some(1), 0.3), RULE).is_empty());
         // A thousand with ±8 % noise: the bad host, not the two beside it.
-        let found = neighbours(&names(1000), &ring(1000, 8.0, Some(500), 0.5), 0.8);
+        let found = neighbours(&names(1000), &ring(1000, 8.0, Some(500), 0.5), RULE);
         assert_eq!(named(&found, Code::NeighbourLow), [500]);
-        assert!(neighbours(&names(1000), &ring(1000, 8.0, None, 1.0), 0.8).is_empty());
+        assert!(neighbours(&names(1000), &ring(1000, 8.0, None, 1.0), RULE).is_empty());
     }
 
     #[test]
@@ -432,12 +476,77 @@ mod tests {
         for p in pairs.iter_mut().filter(|p| p.a == 1 || p.b == 1) {
             p.lat_us = [Some(52_000.0), Some(51_000.0)];
         }
-        let found = neighbours(&names(3), &pairs, 0.8);
+        let found = neighbours(&names(3), &pairs, RULE);
         assert_eq!(named(&found, Code::NeighbourLow), [1]);
         assert!(
             found[0].1.detail.starts_with("both ring pairs slow: 52000.0 µs with"),
             "{}",
             found[0].1.detail
         );
+    }
+
+    /// A ring of three whose pairs' latencies are `lat` µs (node1–node2, node2–node3,
+    /// node3–node1, as `names(3)`'s 0, 1, 2), bandwidths alike.
+    fn three(lat: [f64; 3]) -> Vec<RingPair> {
+        ring_rounds(3)
+            .into_iter()
+            .flatten()
+            .map(|(a, b)| RingPair {
+                a,
+                b,
+                bw_gbps: [Some(0.05), Some(0.05)],
+                lat_us: [Some(lat[a]); 2],
+                error: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn emulations_timer_tick_latencies_name_no_host_and_a_delay_still_does() {
+        // ci10 (a healthy lab run): node2's pairs 4.0 and 5.4 ms, the one other 112 µs —
+        // 36× apart, which the ratio alone had named; 15 ms above it names no one.
+        assert!(neighbours(&names(3), &three([4_000.0, 5_400.0, 112.4]), LAB).is_empty());
+        // The slowed lab run (node 3 at netem delay 50 ms): 31.0 and 32.1 ms against
+        // the other pair's 4.3 ms, still named.
+        let slowed = three([4_272.1, 30_965.8, 32_145.4]);
+        let found = neighbours(&names(3), &slowed, LAB);
+        assert_eq!(named(&found, Code::NeighbourLow), [2]);
+        assert_eq!(
+            found[0].1.detail,
+            "both ring pairs slow: 30965.8 µs with node0001, 32145.4 µs with node0000 > \
+             19272.1 µs [the median 4272.1 µs of the 1 other pairs + --lat-floor 15000 µs]"
+        );
+        // Under heavier load (a lab run at load ~16) the centre itself was slow, 8.1 ms:
+        // a ratio to it (÷ 0.2: 40.6 ms) would hide the pair of 39.1 ms; the gap does not.
+        let loaded = three([8_122.4, 55_935.0, 39_092.2]);
+        let found = neighbours(&names(3), &loaded, LAB);
+        assert_eq!(named(&found, Code::NeighbourLow), [2]);
+        assert!(
+            found[0].1.detail.contains("> 23122.4 µs [the median 8122.4 µs"),
+            "{}",
+            found[0].1.detail
+        );
+        // The defaults: the gap binds on µs latencies, the ratio on slow ones.
+        let found = neighbours(&names(3), &three([2.0, 60.0, 70.0]), RULE);
+        assert_eq!(named(&found, Code::NeighbourLow), [2]);
+        assert!(
+            found[0]
+                .1
+                .detail
+                .ends_with("[the median 2.0 µs of the 1 other pairs + --lat-floor 50 µs]"),
+            "{}",
+            found[0].1.detail
+        );
+        assert!(neighbours(&names(3), &three([2.0, 40.0, 45.0]), RULE).is_empty());
+        let found = neighbours(&names(3), &three([100.0, 400.0, 450.0]), RULE);
+        assert!(
+            found[0]
+                .1
+                .detail
+                .ends_with("[the median 100.0 µs of the 1 other pairs × --lat-ratio 3]"),
+            "{}",
+            found[0].1.detail
+        );
+        assert!(neighbours(&names(3), &three([100.0, 250.0, 290.0]), RULE).is_empty());
     }
 }

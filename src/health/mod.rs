@@ -56,11 +56,16 @@ pub struct HealthOptions {
     pub drain: bool,
     /// Each host's Prometheus text-format file, at this path on that host.
     pub prometheus: Option<PathBuf>,
-    /// Record every host's result in this results store.
+    /// Record every host's result in this results store (`None`: `--no-store`).
     pub store: Option<PathBuf>,
     /// Across a job: a port below this fraction of its peers' median loopback, or a
     /// host both of whose ring pairs are, is named.
     pub peer_fraction: f64,
+    /// Across a job: a ring pair's latency is slow past this many times its peers'
+    /// median…
+    pub lat_ratio: f64,
+    /// …and this many µs above it.
+    pub lat_floor_us: f64,
 }
 
 impl Default for HealthOptions {
@@ -81,12 +86,22 @@ impl Default for HealthOptions {
             prometheus: None,
             store: None,
             peer_fraction: DEFAULT_PEER_FRACTION,
+            lat_ratio: DEFAULT_LAT_RATIO,
+            lat_floor_us: DEFAULT_LAT_FLOOR_US,
         }
     }
 }
 
 /// The share of the job's median below which a port or a host is named.
 pub const DEFAULT_PEER_FRACTION: f64 = 0.8;
+
+/// How many times the job's median ring latency a pair must take to be slow: mesh's
+/// `--lat-ratio` (docs/health.md#across-a-job-mpirun-srun).
+pub const DEFAULT_LAT_RATIO: f64 = 3.0;
+
+/// The µs above the job's median ring latency below which a pair is not slow, whatever
+/// the ratio: mesh's `--lat-floor`.
+pub const DEFAULT_LAT_FLOOR_US: f64 = 50.0;
 
 /// The loopbacks' first control port, by default (beside `serve`'s 18520).
 pub const DEFAULT_BASE_PORT: u16 = 18600;
@@ -194,6 +209,10 @@ pub struct LinkFacts {
     pub pcie: Option<String>,
     /// Firmware version.
     pub firmware: Option<String>,
+    /// The kernel driver and the rdma-core (user-space provider) version, as a test's
+    /// environment reports them: `rdma_rxe, rdma-core 44.0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
 }
 
 /// A port's loopback figures.
@@ -272,6 +291,18 @@ pub fn command(options: &HealthOptions, out: &mut dyn Write) -> Result<u8, Error
     if !(options.peer_fraction > 0.0 && options.peer_fraction < 1.0) {
         return Err(Error::usage("--peer-fraction: a fraction between 0 and 1 (0.8: 80 %)"));
     }
+    if !(options.lat_ratio.is_finite() && options.lat_ratio >= 1.0) {
+        return Err(Error::usage(format!(
+            "--lat-ratio {}: times the median, 1 or more",
+            options.lat_ratio
+        )));
+    }
+    if !(options.lat_floor_us.is_finite() && options.lat_floor_us >= 0.0) {
+        return Err(Error::usage(format!(
+            "--lat-floor {}: microseconds, 0 or more",
+            options.lat_floor_us
+        )));
+    }
     #[cfg(feature = "mesh")]
     if crate::mesh::bootstrap::Mpi::launched() {
         let boot = crate::mesh::bootstrap::Mpi::init()?;
@@ -280,6 +311,7 @@ pub fn command(options: &HealthOptions, out: &mut dyn Write) -> Result<u8, Error
     if let Some(path) = &options.json {
         crate::report::prepare_json(path)?;
     }
+    check_store(options)?;
     let started = crate::stamp::utc_now();
     let host = probe::this_host(options, &floors, Duration::from_secs(options.timeout))?;
     let report = HealthReport {
@@ -294,6 +326,18 @@ pub fn command(options: &HealthOptions, out: &mut dyn Write) -> Result<u8, Error
         write_prometheus(path, &report.hosts[0])?;
     }
     Ok(if report.healthy() { 0 } else { crate::error::EXIT_VERDICT })
+}
+
+/// The results store, opened before anything runs (as qualify does), so one that cannot
+/// be written is refused at once rather than after the test.
+///
+/// # Errors
+/// [`crate::store::Store::open`]'s refusal: one line naming the file and the way out.
+pub fn check_store(o: &HealthOptions) -> Result<(), Error> {
+    match &o.store {
+        Some(path) => crate::store::Store::open(path).map(drop),
+        None => Ok(()),
+    }
 }
 
 /// The outputs of a finished report (rank 0's in a job): text, JSON, JUnit, CSV, the

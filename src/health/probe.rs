@@ -12,10 +12,10 @@ use crate::doctor::checks::{self, NO_PHYSICAL_LINK};
 use crate::doctor::facts::{roce_mtu_for, HostFacts, NicFacts, PortFacts};
 use crate::doctor::{self, Check};
 use crate::engine::{self, Side};
-use crate::environment::Environment;
+use crate::environment::{self, Environment};
 use crate::error::{Error, ErrorKind};
 use crate::files::SystemTree;
-use crate::inventory;
+use crate::inventory::{self, decode};
 use crate::qualify::threshold::LinkRate;
 use crate::spec::rules::{self, RdmaRequest};
 use crate::spec::{Local, Measure, TestKind, TestSpec, Verb};
@@ -255,7 +255,24 @@ pub fn link_facts(nic: &NicFacts, p: &PortFacts) -> LinkFacts {
         active_mtu: p.active_mtu,
         pcie,
         firmware: nic.fw_ver.clone(),
+        driver: driver(nic),
     }
+}
+
+/// The device's kernel driver and rdma-core version, read by the environment's own code
+/// (a test's `driver …, rdma-core …`): what the homogeneity rule compares.
+fn driver(nic: &NicFacts) -> Option<String> {
+    let root = Path::new("/");
+    // Doctor's facts keep a soft device's model, not its ids: the model names its module.
+    let soft = [decode::RXE_VENDOR_ID, decode::SIW_VENDOR_ID]
+        .into_iter()
+        .find(|&v| nic.soft && decode::model(v, 0) == nic.model)
+        .unwrap_or(0);
+    let driver = environment::kernel_driver_of(&nic.name, soft, root)?;
+    Some(match environment::rdma_core_version(root) {
+        Some(v) => format!("{driver}, rdma-core {v}"),
+        None => driver,
+    })
 }
 
 /// What a `% link` floor is a share of on this port.

@@ -38,7 +38,7 @@ const COLUMNS: [(&str, &str); 2] = [
 
 /// The way out of a store that cannot be used, named in each refusal.
 const WAY_OUT: &str =
-    "move it aside, or give another --store PATH, or record nothing (qualify --no-store; a test without --store)";
+    "move it aside, or give another --store PATH, or record nothing (qualify or health --no-store; a test without --store)";
 
 /// Schema 1 (docs/history.md#schema).
 const SCHEMA: &str = "
@@ -164,7 +164,7 @@ impl Store {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
                 Error::io(format!(
-                    "results store {}: cannot create {}: {e}; give --store PATH (a place this user can write), or record nothing (qualify --no-store; a test without --store)",
+                    "results store {}: cannot create {}: {e}; give --store PATH (a place this user can write), or record nothing (qualify or health --no-store; a test without --store)",
                     path.display(),
                     dir.display()
                 ))
