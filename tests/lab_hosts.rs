@@ -255,6 +255,13 @@ fn hosts_jumbo_frames_raise_the_rdma_mtu_and_a_mismatch_takes_the_smaller() {
     );
 }
 
+/// The error lines of a stderr: those but the notes of a client that came before its
+/// server listened ("no server at … yet (connection refused); retrying").
+fn errors(stderr: &str) -> usize {
+    let error = |l: &&str| l.starts_with("rdmabench:") && !l.contains("; retrying, ");
+    stderr.lines().filter(error).count()
+}
+
 /// Puts both nodes' links back as the lab made them when dropped (a failed test too).
 struct Faults;
 
@@ -286,16 +293,20 @@ fn link_back(n: usize) {
     }
 }
 
-/// How long a cable is pulled for, and each side's `--timeout`: shorter, so that the
-/// side whose port stays up gives up while the link is down; and no shorter than 10 s,
-/// so that soft-RoCE fails this side's work (`IBV_WC_LOC_QP_OP_ERR`, with its status)
-/// before the stall watch names the link (8 s was too short on a loaded host).
-const CUT_FOR: u64 = 14;
+/// How long a cable is pulled for, and each side's `--timeout`. The side whose port
+/// stays up gives up while the link is down; soft-RoCE fails this side's work
+/// (`IBV_WC_LOC_QP_OP_ERR`, with its status) before the stall watch names the link (8 s
+/// was too short for that on a loaded host); and the far end's client, whose guest
+/// soft-RoCE keeps busy while its peer is unreachable, is overdue for its stall watch by
+/// the time the link is back (at 14 s down a retried write reached the server's
+/// destroyed QP first: `IBV_WC_REM_INV_REQ_ERR`).
+const CUT_FOR: u64 = 20;
 const CUT_TIMEOUT: u64 = 10;
 
 /// A write-bw client here against a server on node 2, `-D 30`, with the link cut on
-/// node `cut_at` 5 s in (for [`CUT_FOR`]); returns (client's JSON, its stderr, the
-/// server's). (A cut 8 s in for 20 s took 44–48 s a test in ci10.)
+/// node `cut_at` 3 s after the client's set-up (for [`CUT_FOR`]); returns (client's
+/// JSON, its stderr, the server's). (A cut 8 s after the start for 20 s took 44–48 s a
+/// test in ci10; a cut 5 s after the start came during the set-up on a loaded host.)
 fn cut_mid_run(port: u16, cut_at: usize) -> (Value, String, Value, String, Duration) {
     let timeout = CUT_TIMEOUT.to_string();
     let args = ["-s", "65536", "-D", "30", "--timeout", timeout.as_str()];
@@ -309,8 +320,11 @@ fn cut_mid_run(port: u16, cut_at: usize) -> (Value, String, Value, String, Durat
     let mut client_args = vec!["write-bw", "-p", &p, "--json", json.to_str().unwrap(), &peer];
     client_args.extend_from_slice(&args);
     let _faults = Faults;
-    let client = spawn(true, &client_args);
-    std::thread::sleep(Duration::from_secs(5));
+    let mut client = spawn(true, &client_args);
+    let header = client.stdout.take().unwrap();
+    let set_up = common::wait_for_line(header, " remote address", 2 * MINUTE);
+    assert!(set_up, "the client never set up");
+    std::thread::sleep(Duration::from_secs(3));
     // Detached, a second later: the ssh session that asks for it is cut too.
     let fault = format!(
         "setsid bash -c 'sleep 1; {}/ci/lab-fault down {CUT_FOR}' < /dev/null > /dev/null 2>&1 &",
@@ -345,7 +359,7 @@ fn hosts_a_cable_pulled_at_the_far_end_is_named_by_both_sides() {
     assert!(kind == "peer_silent" || kind == "peer_closed", "{client_err}");
     assert!(
         client_err.contains(&format!("no progress for {CUT_TIMEOUT} s waiting for completions"))
-            && client_err.lines().filter(|l| l.starts_with("rdmabench:")).count() == 1,
+            && errors(&client_err) == 1,
         "{client_err}"
     );
     eprintln!("far-end cut: the client stopped {noticed:?} after it; {client_err}");
@@ -365,11 +379,7 @@ fn hosts_a_cable_pulled_here_is_named_here_and_silence_there() {
     // named is this side's port, with the status kept.
     assert_eq!(client["error"]["kind"], "link_down", "{client_err}");
     assert!(client["error"]["status"].is_string(), "{}", client["error"]);
-    assert!(
-        client_err.contains("rxe0 port 1 is DOWN")
-            && client_err.lines().filter(|l| l.starts_with("rdmabench:")).count() == 1,
-        "{client_err}"
-    );
+    assert!(client_err.contains("rxe0 port 1 is DOWN") && errors(&client_err) == 1, "{client_err}");
     // The server's port stayed up: for it the client went silent.
     assert_eq!(server["error"]["kind"], "peer_silent", "{server_err}");
     // Both kept the sizes they had: none completed (-D), and the run's parameters.
