@@ -33,6 +33,7 @@ pub mod doctor;
 pub mod engine;
 pub mod environment;
 pub mod error;
+pub mod facts;
 pub mod files;
 pub mod health;
 pub mod history;
