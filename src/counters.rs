@@ -11,11 +11,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-
-/// Where Linux keeps the RDMA devices.
-const SYSFS_DEVICES: &str = "/sys/class/infiniband";
-/// The two folders of a port's counters, in the order they are listed.
-const FOLDERS: [&str; 2] = ["counters", "hw_counters"];
+use crate::facts::paths::COUNTER_FOLDERS;
+use crate::facts::port::{counter_files, read_counter};
+use crate::facts::SystemTree;
 /// At most this many names in a `-W` list, and this long each (a port has a few dozen).
 const MAX_NAMES: usize = 256;
 const MAX_NAME_LEN: usize = 64;
@@ -44,7 +42,8 @@ impl CounterSelection {
             return Err(Error::usage(format!("-W: at most {MAX_NAMES} counters")));
         }
         for n in &names {
-            let bare = FOLDERS.iter().find_map(|f| n.strip_prefix(&format!("{f}/"))).unwrap_or(n);
+            let bare =
+                COUNTER_FOLDERS.iter().find_map(|f| n.strip_prefix(&format!("{f}/"))).unwrap_or(n);
             let ok = !bare.is_empty()
                 && bare.len() <= MAX_NAME_LEN
                 && bare.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
@@ -92,21 +91,21 @@ impl PortCounters {
     /// Kind `usage`: the port keeps no counters, or lacks a named one (the line lists
     /// those it has).
     pub fn open(device: &str, port: u8, selection: &CounterSelection) -> Result<Self, Error> {
-        Self::open_at(Path::new(SYSFS_DEVICES), device, port, selection)
+        Self::open_at(Path::new("/"), device, port, selection)
     }
 
-    /// As [`open`](Self::open), under `devices` instead of `/sys/class/infiniband`.
+    /// As [`open`](Self::open), the system tree under `root` instead of `/`.
     ///
     /// # Errors
     /// As [`open`](Self::open).
     pub fn open_at(
-        devices: &Path,
+        root: &Path,
         device: &str,
         port: u8,
         selection: &CounterSelection,
     ) -> Result<Self, Error> {
         let name = format!("{device}/{port}");
-        let have = readable(&devices.join(device).join("ports").join(port.to_string()));
+        let have = counter_files(&SystemTree::new(root), device, port);
         if have.is_empty() {
             return Err(Error::usage(format!(
                 "-W: port {name} keeps no counters (no readable counters/ or hw_counters/ in sysfs)"
@@ -229,25 +228,6 @@ pub fn counts_recovery(name: &str) -> bool {
             || n.contains("ack_timeout"))
 }
 
-/// Every counter file of a port that reads as a number, `folder/name` each, sorted.
-fn readable(port_dir: &Path) -> Vec<(String, PathBuf)> {
-    let mut found = Vec::new();
-    for folder in FOLDERS {
-        let Ok(entries) = std::fs::read_dir(port_dir.join(folder)) else { continue };
-        let mut here: Vec<(String, PathBuf)> = entries
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                let path = e.path();
-                read_counter(&path).map(|_| (format!("{folder}/{name}"), path))
-            })
-            .collect();
-        here.sort();
-        found.append(&mut here);
-    }
-    found
-}
-
 /// The counter `wanted` names (with or without its folder) among those a port `have`s.
 fn find(have: &[(String, PathBuf)], wanted: &str, port: &str) -> Result<(String, PathBuf), Error> {
     let matches: Vec<&(String, PathBuf)> =
@@ -268,14 +248,6 @@ fn find(have: &[(String, PathBuf)], wanted: &str, port: &str) -> Result<(String,
     }
 }
 
-/// A counter file's value: a decimal number (a few bytes; longer is not a counter).
-fn read_counter(path: &Path) -> Option<u64> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path).ok()?.take(64).read_to_string(&mut text).ok()?;
-    text.trim().parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,7 +255,7 @@ mod tests {
     /// A port's sysfs folder with these `folder/name` counters.
     fn port(counters: &[(&str, &str)]) -> (PathBuf, Tempdir) {
         let dir = Tempdir::new();
-        let ports = dir.0.join("rxe0/ports/1");
+        let ports = dir.0.join(crate::facts::paths::port_dir("rxe0", 1));
         for (name, value) in counters {
             let path = ports.join(name);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -312,7 +284,8 @@ mod tests {
     }
 
     fn set(root: &Path, name: &str, value: u64) {
-        std::fs::write(root.join("rxe0/ports/1").join(name), format!("{value}\n")).unwrap();
+        let ports = root.join(crate::facts::paths::port_dir("rxe0", 1));
+        std::fs::write(ports.join(name), format!("{value}\n")).unwrap();
     }
 
     #[test]

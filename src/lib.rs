@@ -16,7 +16,8 @@
 //! - [`spec`]: what to run, with perftest's defaults and every rule in [`spec::rules`];
 //! - [`environment`], [`inventory`]: the host, devices and interfaces results record;
 //! - [`transport`]: the backend-neutral `Connection` the loops drive;
-//! - the ground: [`measure`] (pure arithmetic), [`counters`], [`error`] (one error type
+//! - the ground: [`facts`] (the host as `/sys` and `/proc` state it: every such path and
+//!   read, bounded, and the one device model), [`measure`] (pure arithmetic), [`counters`], [`error`] (one error type
 //!   with a kind, mapped once to the exit status), [`files`], [`text`], [`stamp`],
 //!   [`progress`], [`version`].
 //!
@@ -33,6 +34,7 @@ pub mod doctor;
 pub mod engine;
 pub mod environment;
 pub mod error;
+pub mod facts;
 pub mod files;
 pub mod health;
 pub mod history;

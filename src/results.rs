@@ -12,6 +12,8 @@ use crate::measure::cpu::CpuSides;
 use crate::measure::{BwStats, LatStats};
 use crate::spec::RunLength;
 
+pub use crate::facts::cpus::cpu_ranges;
+
 /// What one side measured for one message size.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SizeResult {
@@ -443,21 +445,6 @@ pub struct Outcome {
     pub report: RunReport,
     /// Why the run stopped early, if it did.
     pub error: Option<Error>,
-}
-
-/// `0-3,8` for a sorted CPU list.
-pub fn cpu_ranges(cpus: &[usize]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
-        i = j + 1;
-    }
-    parts.join(",")
 }
 
 #[cfg(test)]

@@ -37,8 +37,7 @@ fn libraries() -> Vec<String> {
         built("libibverbs", env!("RDMABENCH_LIBIBVERBS")),
         built("librdmacm", env!("RDMABENCH_LIBRDMACM"))
     )];
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-    lines.push(match loaded_library(&maps, "libibverbs.so") {
+    lines.push(match loaded_library(&crate::facts::system::mapped_files(), "libibverbs.so") {
         Some(path) => {
             let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone().into());
             let file = real.file_name().map_or(String::new(), |f| f.to_string_lossy().into_owned());
@@ -69,13 +68,13 @@ pub fn rdma_core_release(library_version: &str) -> Option<&str> {
     (!release.is_empty() && release.bytes().all(|b| b.is_ascii_digit())).then_some(release)
 }
 
-/// The path of the first mapping in `/proc/self/maps` text whose file name starts with
-/// `prefix`.
-pub fn loaded_library(maps: &str, prefix: &str) -> Option<String> {
-    maps.lines()
-        .filter_map(|line| line.split_whitespace().nth(5))
+/// The first of the files `mapped` ([`crate::facts::system::mapped_files`]) whose file
+/// name starts with `prefix`.
+pub fn loaded_library(mapped: &[String], prefix: &str) -> Option<String> {
+    mapped
+        .iter()
         .find(|path| path.rsplit('/').next().is_some_and(|f| f.starts_with(prefix)))
-        .map(str::to_string)
+        .cloned()
 }
 
 #[cfg(test)]
@@ -97,11 +96,12 @@ mod tests {
 7f10-7f11 r-xp 00000000 fe:01 2 /usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0
 7f20-7f21 rw-p 00000000 00:00 0
 7f30-7f31 r--p 00000000 fe:01 3 /opt/libibverbs.so.extra/libc.so";
+        let maps = crate::facts::system::mapped(maps);
         assert_eq!(
-            loaded_library(maps, "libibverbs.so").as_deref(),
+            loaded_library(&maps, "libibverbs.so").as_deref(),
             Some("/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0")
         );
-        assert_eq!(loaded_library(maps, "librdmacm.so"), None);
+        assert_eq!(loaded_library(&maps, "librdmacm.so"), None);
     }
 
     #[test]

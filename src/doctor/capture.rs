@@ -1,4 +1,4 @@
-//! `rdmabench doctor --capture DIR`: copies the files doctor reads ([`super::facts`] and
+//! `rdmabench doctor --capture DIR`: copies the files doctor reads ([`crate::facts`] and
 //! the host [`Environment`](crate::environment::Environment)) from `/` (or `--root`) into
 //! DIR, so `doctor --root DIR` judges that host later, anywhere, with the same verdicts
 //! (docs/qualify.md#what-doctor-reads). The lab's rxe tree, a test fixture
@@ -11,9 +11,8 @@
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
-use super::facts::entries;
 use crate::error::Error;
-use crate::files::SystemTree;
+use crate::facts::{entries, paths, SystemTree};
 
 const IB_FILES: [&str; 8] = [
     "fw_ver",
@@ -42,18 +41,6 @@ const PCI_FILES: [&str; 10] = [
 const NET_FILES: [&str; 9] =
     ["mtu", "type", "speed", "operstate", "address", "dev_port", "dev_id", "mode", "ifindex"];
 const IDLE_FILES: [&str; 4] = ["name", "desc", "latency", "disable"];
-const HOST_FILES: [&str; 10] = [
-    "proc/self/limits",
-    "proc/meminfo",
-    "proc/self/status",
-    "proc/sys/kernel/hostname",
-    "proc/sys/kernel/osrelease",
-    "proc/cpuinfo",
-    "etc/os-release",
-    "sys/module/intel_idle/parameters/max_cstate",
-    "sys/devices/system/cpu/online",
-    "sys/devices/system/cpu/possible",
-];
 
 /// Where a capture is read from and written to.
 struct Capture<'a> {
@@ -68,13 +55,13 @@ struct Capture<'a> {
 /// a device, too large).
 pub fn capture(root: &Path, dir: &Path) -> Result<(), Error> {
     let c = Capture { from: SystemTree::new(root), to: dir };
-    for ib in entries(&c.from, "sys/class/infiniband") {
-        let rel = format!("sys/class/infiniband/{ib}");
+    for ib in entries(&c.from, paths::CLASS_INFINIBAND) {
+        let rel = paths::device_dir(&ib).to_string_lossy().into_owned();
         c.copy_all(&rel, &IB_FILES)?;
-        for port in entries(&c.from, &format!("{rel}/ports")) {
+        for port in entries(&c.from, format!("{rel}/ports")) {
             let prel = format!("{rel}/ports/{port}");
             c.copy_all(&prel, &PORT_FILES)?;
-            for index in entries(&c.from, &format!("{prel}/gids")) {
+            for index in entries(&c.from, format!("{prel}/gids")) {
                 // Only the valid entries: an empty one reads as all zeros and has no type.
                 let gid = c.from.read(format!("{prel}/gids/{index}")).unwrap_or_default();
                 if gid.trim().chars().all(|ch| ch == '0' || ch == ':') {
@@ -87,12 +74,12 @@ pub fn capture(root: &Path, dir: &Path) -> Result<(), Error> {
         }
         c.pci_function(&rel)?;
     }
-    for net in entries(&c.from, "sys/class/net") {
-        let rel = format!("sys/class/net/{net}");
+    for net in entries(&c.from, paths::CLASS_NET) {
+        let rel = paths::netdev_dir(&net).to_string_lossy().into_owned();
         c.copy_all(&rel, &NET_FILES)?;
         c.pci_function(&rel)?;
     }
-    let cpus = "sys/devices/system/cpu";
+    let cpus = paths::SYSTEM_CPU;
     for cpu in entries(&c.from, cpus).iter().filter(|n| numbered(n, "cpu")) {
         c.copy(&format!("{cpus}/{cpu}/cpufreq/scaling_governor"))?;
         let idle = format!("{cpus}/{cpu}/cpuidle");
@@ -100,11 +87,11 @@ pub fn capture(root: &Path, dir: &Path) -> Result<(), Error> {
             c.copy_all(&format!("{idle}/{state}"), &IDLE_FILES)?;
         }
     }
-    let nodes = "sys/devices/system/node";
+    let nodes = paths::SYSTEM_NODE;
     for node in entries(&c.from, nodes).iter().filter(|n| numbered(n, "node")) {
         c.copy(&format!("{nodes}/{node}/cpulist"))?;
     }
-    c.copy_all("", &HOST_FILES)?;
+    c.copy_all("", &paths::CAPTURED)?;
     match c.from.refused() {
         Some(e) => Err(Error::io(e.to_string())),
         None => Ok(()),
@@ -152,7 +139,7 @@ impl Capture<'_> {
         if !dev.join("vendor").exists() {
             return Ok(());
         }
-        let pci = Path::new("sys/devices/pci").join(addr);
+        let pci = Path::new(paths::PCI_DEVICES).join(addr);
         for name in PCI_FILES {
             if let Some(text) = self.from.read(inside.join(name)) {
                 self.write(&pci.join(name).to_string_lossy(), &text)?;

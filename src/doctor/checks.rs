@@ -3,9 +3,11 @@
 //! reasoning behind each threshold.
 
 use super::check::{Check, Status};
-use super::facts::{cpu_ranges, roce_mtu_for, HostFacts, NicFacts, PortFacts, HW_TYPE_INFINIBAND};
 use super::firmware;
-use crate::inventory::decode;
+use crate::facts::cpus::cpu_ranges;
+use crate::facts::decode;
+use crate::facts::device::roce_mtu_for;
+use crate::facts::{paths, Device, HostFacts, Port, HW_TYPE_INFINIBAND};
 
 /// Idle states with an exit latency above this (µs) count as deep: C1E and shallower
 /// wake in a few µs, C3/C6 in tens to hundreds, each time a core waits for a completion.
@@ -59,7 +61,7 @@ pub fn all(h: &HostFacts, only: Option<&str>, reg: Registration) -> Vec<Check> {
     checks
 }
 
-fn port_state(subject: &str, p: &PortFacts) -> Check {
+fn port_state(subject: &str, p: &Port) -> Check {
     let observed = format!("{} / {}", p.state, p.phys_state);
     let expected = "ACTIVE / LinkUp";
     let ok = p.state == "ACTIVE" && p.phys_state == "LinkUp";
@@ -88,7 +90,7 @@ fn capability(model: &str, link_layer: &str) -> Option<(u32, &'static str, f64)>
     }
 }
 
-fn port_rate(subject: &str, nic: &NicFacts, p: &PortFacts) -> Check {
+fn port_rate(subject: &str, nic: &Device, p: &Port) -> Check {
     const ID: &str = "port.rate";
     if nic.soft {
         return Check::na(ID, subject, NO_PHYSICAL_LINK);
@@ -146,11 +148,11 @@ fn port_rate(subject: &str, nic: &NicFacts, p: &PortFacts) -> Check {
 }
 
 /// The netdev that carries a RoCE port (the one its GIDs name).
-fn port_netdev<'a>(h: &'a HostFacts, p: &PortFacts) -> Option<&'a super::facts::NetdevFacts> {
+fn port_netdev<'a>(h: &'a HostFacts, p: &Port) -> Option<&'a crate::facts::Netdev> {
     p.gids.iter().find_map(|g| g.netdev.as_deref()).and_then(|n| h.netdev(n))
 }
 
-fn roce_mtu(subject: &str, h: &HostFacts, p: &PortFacts) -> Check {
+fn roce_mtu(subject: &str, h: &HostFacts, p: &Port) -> Check {
     const ID: &str = "roce.mtu";
     if p.link_layer != "Ethernet" {
         return Check::na(
@@ -179,7 +181,7 @@ fn roce_mtu(subject: &str, h: &HostFacts, p: &PortFacts) -> Check {
     Check::new(ID, subject, Status::Warn, observed, expected, fix)
 }
 
-fn roce_gid(subject: &str, p: &PortFacts) -> Check {
+fn roce_gid(subject: &str, p: &Port) -> Check {
     const ID: &str = "roce.gid";
     if p.link_layer != "Ethernet" {
         return Check::na(
@@ -209,7 +211,7 @@ fn roce_gid(subject: &str, p: &PortFacts) -> Check {
     Check::new(ID, subject, Status::Fail, "no IPv4 GID", expected, fix)
 }
 
-fn ipoib(subject: &str, h: &HostFacts, nic: &NicFacts, p: &PortFacts) -> Check {
+fn ipoib(subject: &str, h: &HostFacts, nic: &Device, p: &Port) -> Check {
     const ID: &str = "ipoib";
     if p.link_layer != "InfiniBand" || nic.soft {
         return Check::na(ID, subject, "not an InfiniBand port");
@@ -231,8 +233,11 @@ fn ipoib(subject: &str, h: &HostFacts, nic: &NicFacts, p: &PortFacts) -> Check {
     if mode == "connected" && mtu >= 65520 {
         return Check::new(ID, subject, Status::Pass, observed, expected, "");
     }
-    let fix =
-        format!("echo connected > /sys/class/net/{0}/mode; ip link set {0} mtu 65520", n.name);
+    let fix = format!(
+        "echo connected > {}; ip link set {} mtu 65520",
+        paths::shown(paths::netdev_dir(&n.name).join("mode")),
+        n.name
+    );
     Check::new(ID, subject, Status::Warn, observed, expected, fix)
 }
 
@@ -245,7 +250,7 @@ pub fn pcie_gbps(gts: f64, lanes: u32) -> f64 {
 
 /// A port's data rate, Gb/s: its lanes at their speed after line encoding (4X FDR =
 /// 54.5), on Ethernet the link speed; `None` when `rate` did not say.
-pub fn data_gbps(p: &PortFacts) -> Option<f64> {
+pub fn data_gbps(p: &Port) -> Option<f64> {
     let from_lanes = p.lanes.and_then(|lanes| {
         let lane = (1..=128u8)
             .filter_map(decode::lane_speed)
@@ -260,7 +265,7 @@ pub fn data_gbps(p: &PortFacts) -> Option<f64> {
 }
 
 /// The port data rate the PCIe link must carry (the fastest port).
-fn port_data_gbps(nic: &NicFacts) -> Option<f64> {
+fn port_data_gbps(nic: &Device) -> Option<f64> {
     nic.ports
         .iter()
         .filter_map(|p| {
@@ -274,10 +279,10 @@ fn port_data_gbps(nic: &NicFacts) -> Option<f64> {
         .max_by(f64::total_cmp)
 }
 
-fn pcie(nic: &NicFacts) -> Check {
+fn pcie(nic: &Device) -> Check {
     const ID: &str = "pcie.link";
     let subject = &nic.name;
-    let Some(l) = nic.pcie else {
+    let Some(l) = &nic.pcie else {
         return Check::na(
             ID,
             subject,
@@ -285,7 +290,7 @@ fn pcie(nic: &NicFacts) -> Check {
         );
     };
     let (Some(cg), Some(cw), Some(mg), Some(mw)) =
-        (l.current_gts, l.current_width, l.max_gts, l.max_width)
+        (l.current_gts(), l.current_width, l.max_gts(), l.max_width)
     else {
         return Check::na(ID, subject, "PCIe link speed or width unreadable");
     };
@@ -304,7 +309,7 @@ fn pcie(nic: &NicFacts) -> Check {
     Check::new(ID, subject, status, format!("{observed}: degraded{why}"), expected, fix)
 }
 
-fn numa(h: &HostFacts, nic: &NicFacts) -> Check {
+fn numa(h: &HostFacts, nic: &Device) -> Check {
     const ID: &str = "numa.locality";
     let subject = &nic.name;
     let Some(node) = nic.numa_node else {
@@ -334,7 +339,7 @@ fn numa(h: &HostFacts, nic: &NicFacts) -> Check {
     Check::new(ID, subject, Status::Warn, observed, expected, fix)
 }
 
-fn firmware_check(nic: &NicFacts) -> Check {
+fn firmware_check(nic: &Device) -> Check {
     const ID: &str = "firmware";
     let subject = &nic.name;
     let Some(fw) = &nic.fw_ver else {
@@ -458,7 +463,8 @@ fn memlock(h: &HostFacts, reg: Registration) -> Check {
         );
     }
     if !h.memlock_known {
-        return Check::na(ID, "host", "no locked-memory limit in /proc/self/limits");
+        let why = format!("no locked-memory limit in {}", paths::shown(paths::SELF_LIMITS));
+        return Check::na(ID, "host", why);
     }
     let Some(limit) = h.memlock else {
         return Check::new(ID, "host", Status::Pass, "unlimited", expected, "");
@@ -480,7 +486,8 @@ fn memlock(h: &HostFacts, reg: Registration) -> Check {
 fn hugepages(h: &HostFacts, reg: Registration) -> Check {
     const ID: &str = "hugepages";
     let Some(hp) = h.hugepages else {
-        return Check::na(ID, "host", "no HugePages_Total in /proc/meminfo");
+        let why = format!("no HugePages_Total in {}", paths::shown(paths::PROC_MEMINFO));
+        return Check::na(ID, "host", why);
     };
     let mib = |b: u64| format!("{} MiB", b.div_ceil(1 << 20));
     if hp.total == 0 {
@@ -501,7 +508,7 @@ fn hugepages(h: &HostFacts, reg: Registration) -> Check {
 fn homogeneity(h: &HostFacts) -> Check {
     const ID: &str = "nic.homogeneity";
     // The active ports of physical NICs, as SMB Multichannel would pair them.
-    let ports: Vec<(String, &NicFacts, &PortFacts)> = h
+    let ports: Vec<(String, &Device, &Port)> = h
         .nics
         .iter()
         .flat_map(|n| n.ports.iter().map(move |p| (format!("{}/{}", n.name, p.port), n, p)))
@@ -514,7 +521,7 @@ fn homogeneity(h: &HostFacts) -> Check {
             format!("{} active RDMA port(s): nothing to compare", ports.len()),
         );
     }
-    let mtu = |p: &PortFacts| {
+    let mtu = |p: &Port| {
         p.active_mtu.or_else(|| {
             port_netdev(h, p)
                 .and_then(|n| n.mtu)
@@ -522,7 +529,7 @@ fn homogeneity(h: &HostFacts) -> Check {
                 .filter(|_| p.link_layer == "Ethernet")
         })
     };
-    let describe = |(name, n, p): &(String, &NicFacts, &PortFacts)| {
+    let describe = |(name, n, p): &(String, &Device, &Port)| {
         format!(
             "{name}: {} {}, {} Gb/s, MTU {}, fw {}",
             n.model.as_deref().unwrap_or("?"),

@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 /// One model's firmware rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FirmwareRule {
-    /// The model as [`crate::inventory::decode::model`] names it.
+    /// The model as [`crate::facts::decode::model`] names it.
     pub model: &'static str,
     /// Oldest firmware that is acceptable.
     pub minimum: &'static str,

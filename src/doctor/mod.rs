@@ -1,13 +1,12 @@
 //! `rdmabench doctor`: the preflight a lab runs before trusting a number. Each check
 //! says PASS, WARN, FAIL or N/A, what it saw, what it expected and the one-line fix
 //! (docs/qualify.md). On Linux the checks judge sysfs and /proc under a root directory
-//! ([`facts`]), so a captured tree (`doctor --capture`, [`capture`]) or a test fixture is judged
+//! ([`crate::facts`]), so a captured tree (`doctor --capture`, [`capture`]) or a test fixture is judged
 //! exactly as a live host; on Windows they judge NetworkDirect's view ([`windows`]).
 
 pub mod capture;
 pub mod check;
 pub mod checks;
-pub mod facts;
 pub mod firmware;
 pub mod junit;
 pub mod windows;
@@ -20,7 +19,7 @@ pub use check::{Check, Status};
 
 use crate::environment::{DeviceEnvironment, Environment};
 use crate::error::Error;
-use crate::files::SystemTree;
+use crate::facts::{self, paths, HostFacts, SystemTree};
 use crate::inventory::{self, InventoryError};
 use crate::spec::{rules, Measure, TestKind, Verb};
 use crate::transport::Backend;
@@ -95,7 +94,7 @@ pub fn diagnose(target: &Target<'_>) -> Result<DoctorReport, Error> {
 fn linux(target: &Target<'_>) -> Result<(Vec<Check>, Environment), Error> {
     let root = target.root;
     let tree = SystemTree::new(root);
-    let mut host = facts::HostFacts::read(&tree);
+    let mut host = HostFacts::read(&tree);
     let mut environment = Environment::host_in(&tree);
     // A FIFO, a device or an oversized file where a system file should be: that tree
     // cannot be judged.
@@ -106,7 +105,7 @@ fn linux(target: &Target<'_>) -> Result<(Vec<Check>, Environment), Error> {
         // The host checks still help (memlock, governor, C-states, huge pages); the
         // device checks fail as one, named.
         let mut checks = checks::all(&host, None, registration());
-        checks.insert(0, no_device(root, target.device));
+        checks.insert(0, no_device(&SystemTree::new(root), target.device));
         return Ok((checks, environment));
     }
     if let Some(name) = target.device {
@@ -129,9 +128,9 @@ fn linux(target: &Target<'_>) -> Result<(Vec<Check>, Environment), Error> {
 }
 
 /// The device checks that could not run, as the one failing check `rdma.device`.
-fn no_device(root: &Path, wanted: Option<&str>) -> Check {
-    let class = root.join("sys/class/infiniband");
-    let why = if class.is_dir() {
+fn no_device(tree: &SystemTree, wanted: Option<&str>) -> Check {
+    let class = tree.join(paths::CLASS_INFINIBAND);
+    let why = if facts::device::rdma_class_exists(tree) {
         format!("no RDMA device in {}", class.display())
     } else {
         format!("no RDMA stack (no {})", class.display())
@@ -143,13 +142,13 @@ fn no_device(root: &Path, wanted: Option<&str>) -> Check {
         "host",
         Status::Fail,
         observed,
-        "an RDMA device under /sys/class/infiniband",
+        format!("an RDMA device under {}", paths::shown(paths::CLASS_INFINIBAND)),
         "load the driver (modprobe mlx4_ib), or for soft-RoCE: rdma link add rxe0 type rxe netdev IF",
     )
 }
 
 /// The verbs inventory's active MTUs into the sysfs facts.
-pub fn overlay(host: &mut facts::HostFacts, inv: &inventory::Inventory) {
+pub fn overlay(host: &mut HostFacts, inv: &inventory::Inventory) {
     for nic in &mut host.nics {
         let Some(d) = inv.devices.iter().find(|d| d.name == nic.name) else { continue };
         for p in &mut nic.ports {

@@ -4,22 +4,17 @@
 //! channel goes silent. When the port the test ran on is no longer ACTIVE, that is the
 //! cause to name; the status and the first symptom stay in the error.
 
-use std::path::Path;
-
 use crate::error::{Error, ErrorKind};
-use crate::inventory::sysfs;
+use crate::facts::{self, port, SystemTree};
 use crate::results::EffectiveParams;
-
-/// Where Linux lists RDMA devices.
-const SYSFS_DEVICES: &str = "/sys/class/infiniband";
 
 /// `e`, or a `link_down` error when the port in `params` is down now.
 pub fn name_the_cause(e: Error, params: Option<&EffectiveParams>) -> Error {
     let Some(p) = params else { return e };
-    explain(e, p, Path::new(SYSFS_DEVICES))
+    explain(e, p, &facts::live())
 }
 
-fn explain(e: Error, p: &EffectiveParams, devices: &Path) -> Error {
+fn explain(e: Error, p: &EffectiveParams, root: &SystemTree) -> Error {
     let link_can_cause = matches!(
         e.kind,
         ErrorKind::Completion
@@ -31,7 +26,7 @@ fn explain(e: Error, p: &EffectiveParams, devices: &Path) -> Error {
     if !link_can_cause {
         return e;
     }
-    let Some((state, phys)) = sysfs::port_state(&devices.join(&p.device), p.ib_port) else {
+    let Some((state, phys)) = port::state(root, &p.device, p.ib_port) else {
         return e;
     };
     if state.starts_with("ACTIVE") {
@@ -49,6 +44,7 @@ fn explain(e: Error, p: &EffectiveParams, devices: &Path) -> Error {
 mod tests {
     use super::*;
     use std::fs;
+    use std::path::Path;
 
     fn params(device: &str) -> EffectiveParams {
         serde_json::from_value(serde_json::json!({
@@ -63,7 +59,7 @@ mod tests {
     }
 
     fn port(root: &Path, device: &str, state: &str) {
-        let dir = root.join(device).join("ports").join("1");
+        let dir = root.join(facts::paths::port_dir(device, 1));
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("state"), state).unwrap();
         fs::write(dir.join("phys_state"), "3: Disabled\n").unwrap();
@@ -74,11 +70,12 @@ mod tests {
         let root = std::env::temp_dir().join(format!("rdmabench-link-{}", std::process::id()));
         port(&root, "rxe0", "1: DOWN\n");
         port(&root, "rxe1", "4: ACTIVE\n");
+        let tree = SystemTree::new(&root);
         let failed = Error {
             status: Some("IBV_WC_LOC_QP_OP_ERR".into()),
             ..Error::new(ErrorKind::Completion, "work on QP 0 failed: IBV_WC_LOC_QP_OP_ERR")
         };
-        let e = explain(failed.clone(), &params("rxe0"), &root);
+        let e = explain(failed.clone(), &params("rxe0"), &tree);
         assert_eq!(e.kind, ErrorKind::LinkDown);
         assert_eq!(e.status.as_deref(), Some("IBV_WC_LOC_QP_OP_ERR"));
         assert!(
@@ -88,10 +85,10 @@ mod tests {
             e.message
         );
         // An active port, an unknown device, or an error a link cannot cause: unchanged.
-        assert_eq!(explain(failed.clone(), &params("rxe1"), &root), failed);
-        assert_eq!(explain(failed.clone(), &params("mlx4_0"), &root), failed);
+        assert_eq!(explain(failed.clone(), &params("rxe1"), &tree), failed);
+        assert_eq!(explain(failed.clone(), &params("mlx4_0"), &tree), failed);
         let usage = Error::usage("-s 0");
-        assert_eq!(explain(usage.clone(), &params("rxe0"), &root), usage);
+        assert_eq!(explain(usage.clone(), &params("rxe0"), &tree), usage);
         fs::remove_dir_all(&root).unwrap();
     }
 }

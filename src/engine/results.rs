@@ -103,8 +103,8 @@ pub const MAX_PLAUSIBLE_US: f64 = 86_400e6;
 /// Longest CPU window a peer may claim, seconds: a day.
 pub const MAX_PLAUSIBLE_WINDOW_S: f64 = 86_400.0;
 /// Most CPU a peer may claim busy, percent of one CPU: every CPU a list may name
-/// ([`MAX_CPUS`](crate::spec::rules::MAX_CPUS)) busy.
-pub const MAX_PLAUSIBLE_PERCENT: f64 = 100.0 * crate::spec::rules::MAX_CPUS as f64;
+/// ([`MAX_CPUS`](crate::facts::cpus::MAX_CPUS)) busy.
+pub const MAX_PLAUSIBLE_PERCENT: f64 = 100.0 * crate::facts::cpus::MAX_CPUS as f64;
 /// Largest ratio of CPU to work a peer may claim (CPU seconds per GB, cycles per
 /// byte, µs per message): a day of every CPU for one byte, rounded up.
 pub const MAX_PLAUSIBLE_RATIO: f64 = 1e20;
@@ -180,7 +180,7 @@ fn plausible(size: u64, r: SizeResult) -> Result<SizeResult, Error> {
     for c in [r.cpu.client, r.cpu.server].iter().flatten() {
         let checks: [(Named<'_>, f64); 5] = [
             (&[("window_s", Some(c.window_s))], MAX_PLAUSIBLE_WINDOW_S),
-            (&[("cores", Some(f64::from(c.cores)))], crate::spec::rules::MAX_CPUS as f64),
+            (&[("cores", Some(f64::from(c.cores)))], crate::facts::cpus::MAX_CPUS as f64),
             (
                 &[
                     ("busy_percent", Some(c.busy_percent)),

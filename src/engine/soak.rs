@@ -10,12 +10,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Map, Value};
 
 use crate::counters::{CounterChanges, CounterSelection, PortCounters, Snapshot};
-use crate::inventory::sysfs;
+use crate::facts::{paths, port, Pcie, SystemTree};
 use crate::results::IntervalVerdicts;
 use crate::spec::IntervalLines;
-
-/// Where Linux lists RDMA devices.
-const SYSFS_DEVICES: &str = "/sys/class/infiniband";
 
 /// What judges a run's intervals on this side, and how many failed so far.
 #[derive(Debug)]
@@ -33,8 +30,10 @@ pub(crate) struct SoakWatch {
 struct PortWatch {
     /// The counters and their values at the last record (None: the port keeps none).
     counters: Option<(PortCounters, Snapshot)>,
-    /// `/sys/class/infiniband/DEVICE`.
-    device: PathBuf,
+    /// The system tree (`/`).
+    root: PathBuf,
+    /// The device's name.
+    device: String,
     port: u8,
     /// The link at the last record.
     link: LinkState,
@@ -66,24 +65,18 @@ impl SoakWatch {
     /// Watches `device`'s `port` too: `selection`'s counters (`-W`'s, else all of them),
     /// its link.
     pub(crate) fn watch_port(&mut self, device: &str, port: u8, selection: &CounterSelection) {
-        self.watch_port_at(Path::new(SYSFS_DEVICES), device, port, selection);
+        self.watch_port_at(Path::new("/"), device, port, selection);
     }
 
-    /// As [`watch_port`](Self::watch_port), the devices under `devices`.
-    fn watch_port_at(
-        &mut self,
-        devices: &Path,
-        device: &str,
-        port: u8,
-        selection: &CounterSelection,
-    ) {
-        let counters = PortCounters::open_at(devices, device, port, selection).ok().map(|c| {
+    /// As [`watch_port`](Self::watch_port), the system tree under `root`.
+    fn watch_port_at(&mut self, root: &Path, device: &str, port: u8, selection: &CounterSelection) {
+        let counters = PortCounters::open_at(root, device, port, selection).ok().map(|c| {
             let now = c.snapshot();
             (c, now)
         });
-        let device = devices.join(device);
-        let link = LinkState::read(&device, port);
-        self.port = Some(PortWatch { counters, device, port, link });
+        let link = LinkState::read(root, device, port);
+        let (root, device) = (root.to_path_buf(), device.to_string());
+        self.port = Some(PortWatch { counters, root, device, port, link });
     }
 
     /// Judges one whole interval of `bytes_per_sec` ending at `time`: adds its counters,
@@ -102,7 +95,7 @@ impl SoakWatch {
                     *last = now;
                     moved
                 });
-                let link = LinkState::read(&p.device, p.port);
+                let link = LinkState::read(&p.root, &p.device, p.port);
                 let changed = p.link.change_to(&link, time);
                 record.insert("counters".into(), json!(moved));
                 record.insert("link".into(), link.to_json(changed.as_deref()));
@@ -158,17 +151,14 @@ pub(crate) fn interval_reasons(
 }
 
 impl LinkState {
-    /// Port `port` of the device at `device` now.
-    fn read(device: &Path, port: u8) -> Self {
-        let pcie =
-            sysfs::pcie_link(device).and_then(|l| match (l.current_speed, l.current_width) {
-                (Some(speed), Some(width)) => Some(format!("{speed} x{width}")),
-                (speed, _) => speed,
-            });
+    /// Port `port` of RDMA device `device` under `root` now.
+    fn read(root: &Path, device: &str, port: u8) -> Self {
+        let tree = SystemTree::new(root);
+        let function = paths::device_dir(device).join("device");
         LinkState {
-            state: sysfs::port_state(device, port).map(|(state, _)| state),
-            rate: sysfs::port_rate(device, port),
-            pcie,
+            state: port::state(&tree, device, port).map(|(state, _)| state),
+            rate: port::rate(&tree, device, port),
+            pcie: Pcie::read(&tree, &function).and_then(|l| l.words()),
         }
     }
 
@@ -305,7 +295,7 @@ mod tests {
     #[test]
     fn a_watched_port_gives_its_moved_counters_and_a_link_change() {
         let root = std::env::temp_dir().join(format!("rdmabench-soak-{}", std::process::id()));
-        let port = root.join("rxe0/ports/1");
+        let port = root.join(paths::port_dir("rxe0", 1));
         let write = |name: &str, text: &str| {
             let path = port.join(name);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();

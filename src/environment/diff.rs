@@ -85,7 +85,7 @@ pub fn diff(was: &Environment, now: &Environment) -> Vec<Change> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::environment::{DeviceEnvironment, InterfaceEnvironment, PcieEnvironment};
+    use crate::environment::{DeviceEnvironment, InterfaceEnvironment, Pcie};
 
     fn cx3(firmware: &str) -> Environment {
         Environment {
@@ -104,7 +104,7 @@ mod tests {
                 link_layer: "InfiniBand".into(),
                 rate_gbps: Some(56.0),
                 active_mtu: Some(4096),
-                pcie: Some(PcieEnvironment {
+                pcie: Some(Pcie {
                     current_speed: Some("8.0 GT/s PCIe".into()),
                     current_width: Some(8),
                     max_speed: Some("8.0 GT/s PCIe".into()),

@@ -20,11 +20,10 @@ mod tests;
 
 use serde::{Deserialize, Serialize};
 
-use crate::files::SystemTree;
-
+pub use crate::facts::system::rdma_core_version;
+pub use crate::facts::Pcie;
 pub use crate::text::clean;
 pub use diff::{diff, Change, ABSENT};
-pub use rdma::{kernel_driver_of, rdma_core_version};
 
 /// The host a side ran on, and its RDMA device or network interface.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -71,7 +70,7 @@ pub struct DeviceEnvironment {
     /// Active MTU of the port, bytes.
     pub active_mtu: Option<u32>,
     /// PCIe link of the device's PCI function; `None` for soft devices.
-    pub pcie: Option<PcieEnvironment>,
+    pub pcie: Option<Pcie>,
     /// NUMA node of the PCI function.
     pub numa_node: Option<u32>,
     /// Kernel driver (`mlx4_core`, `rdma_rxe`); for NetworkDirect, the provider.
@@ -80,19 +79,6 @@ pub struct DeviceEnvironment {
     pub rdma_core: Option<String>,
     /// Port number, from 1.
     pub port: u8,
-}
-
-/// A PCIe link, as `devices` reports it (sysfs's strings and lane counts).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PcieEnvironment {
-    /// Negotiated speed, e.g. `8.0 GT/s PCIe`.
-    pub current_speed: Option<String>,
-    /// Negotiated lane count.
-    pub current_width: Option<u32>,
-    /// Best speed the device and slot support.
-    pub max_speed: Option<String>,
-    /// Widest the device supports.
-    pub max_width: Option<u32>,
 }
 
 /// The network interface that holds a test's local IP address.
@@ -104,10 +90,4 @@ pub struct InterfaceEnvironment {
     pub mtu: Option<u32>,
     /// Link speed, Mb/s (`/sys/class/net/<if>/speed`); `None` when unknown (-1, `lo`).
     pub speed_mbps: Option<u64>,
-}
-
-/// The [`clean`]ed text of `root/rel`; `None` when unreadable, refused or empty.
-fn read_clean(root: &SystemTree, rel: &str) -> Option<String> {
-    let text = clean(&root.read(rel)?);
-    (!text.is_empty()).then_some(text)
 }

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use ffi::os::InterfaceAddress;
 
-use super::{clean, read_clean, InterfaceEnvironment};
-use crate::files::SystemTree;
+use super::{clean, InterfaceEnvironment};
+use crate::facts::{Netdev, SystemTree};
 
 impl InterfaceEnvironment {
     /// The interface that holds local address `ip` (`127.0.0.1` → `lo`), with its MTU and
@@ -35,16 +35,11 @@ impl InterfaceEnvironment {
     /// The speed is `None` when the file is missing or unreadable (`lo` gives EINVAL) or
     /// says -1 (no link, or a driver that does not know).
     pub fn named(name: &str, root: &Path) -> InterfaceEnvironment {
-        // A name is one path component (Linux forbids '/' in interface names).
-        let plain = !name.is_empty() && !name.contains('/') && name != "." && name != "..";
-        let tree = SystemTree::new(root);
-        let read = |attr: &str| {
-            plain.then(|| read_clean(&tree, &format!("sys/class/net/{name}/{attr}"))).flatten()
-        };
+        let netdev = Netdev::read(&SystemTree::new(root), name);
         InterfaceEnvironment {
             name: clean(name),
-            mtu: read("mtu").and_then(|t| t.parse().ok()),
-            speed_mbps: read("speed").and_then(|t| t.parse::<u64>().ok()).filter(|&s| s > 0),
+            mtu: netdev.mtu,
+            speed_mbps: netdev.speed_mbps.filter(|&s| s > 0),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! A peer's [`Environment`] made as safe to show as this side's own: every text through
 //! the one sanitiser, [`clean`].
 
-use super::{DeviceEnvironment, Environment, InterfaceEnvironment, PcieEnvironment};
+use super::{DeviceEnvironment, Environment, InterfaceEnvironment, Pcie};
 use crate::text::clean;
 
 impl Environment {
@@ -22,7 +22,7 @@ impl Environment {
                 firmware: clean(&d.firmware),
                 board_id: opt(d.board_id),
                 link_layer: clean(&d.link_layer),
-                pcie: d.pcie.map(|p| PcieEnvironment {
+                pcie: d.pcie.map(|p| Pcie {
                     current_speed: opt(p.current_speed),
                     max_speed: opt(p.max_speed),
                     ..p

@@ -2,7 +2,7 @@
 //! [`clean`]ed again here: an environment may come from the peer, and a line must stay
 //! one line whatever it holds.
 
-use super::{clean, DeviceEnvironment, Environment, InterfaceEnvironment, PcieEnvironment};
+use super::{clean, DeviceEnvironment, Environment, InterfaceEnvironment, Pcie};
 
 impl Environment {
     /// One line: host, kernel, distribution, CPUs, governor; then the device or interface.
@@ -75,7 +75,7 @@ pub(super) fn rounded(x: f64) -> f64 {
 
 /// `PCIe 8.0 GT/s x8`, and the maximum when the link runs below it:
 /// `PCIe 5.0 GT/s x4 (max 8.0 GT/s x8)`.
-pub(super) fn pcie_text(p: &PcieEnvironment) -> Option<String> {
+pub(super) fn pcie_text(p: &Pcie) -> Option<String> {
     let link = |speed: &Option<String>, width: Option<u32>| {
         let speed = speed.as_deref().map(|s| clean(s.trim_end_matches("PCIe")));
         let width = width.map(|w| format!("x{w}"));
@@ -105,7 +105,7 @@ mod tests {
 
     #[test]
     fn pcie_shows_a_degraded_link_against_its_maximum() {
-        let pcie = |c: Option<&str>, cw, m: Option<&str>, mw| PcieEnvironment {
+        let pcie = |c: Option<&str>, cw, m: Option<&str>, mw| Pcie {
             current_speed: c.map(String::from),
             current_width: cw,
             max_speed: m.map(String::from),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::*;
-use crate::inventory::{DeviceInfo, DeviceLimits, NdAdapter, PcieLink, PortInfo};
+use crate::inventory::{DeviceInfo, DeviceLimits, NdAdapter, Pcie, PortInfo};
 
 /// A fixture root in the temp folder, removed when dropped.
 struct Tree(PathBuf);
@@ -162,7 +162,7 @@ fn rxe0() -> DeviceInfo {
 fn mlx4_0() -> DeviceInfo {
     let ports = vec![port(1, "InfiniBand", 4096, 56.0), port(2, "Ethernet", 1024, 40.0)];
     DeviceInfo {
-        pcie: Some(PcieLink {
+        pcie: Some(Pcie {
             current_speed: Some("8.0 GT/s PCIe".into()),
             current_width: Some(8),
             max_speed: Some("8.0 GT/s PCIe".into()),
@@ -218,7 +218,7 @@ fn connectx3_host_with_mlx4_0() {
     let t = cx3_tree();
     let mut env = Environment::host_at(&t.0);
     env.device = Some(DeviceEnvironment::from_inventory(&mlx4_0(), 1, &t.0));
-    let pcie = PcieEnvironment {
+    let pcie = Pcie {
         current_speed: Some("8.0 GT/s PCIe".into()),
         current_width: Some(8),
         max_speed: Some("8.0 GT/s PCIe".into()),

@@ -120,10 +120,10 @@ pub fn bw_floor_gbps(min: Bandwidth, link: &LinkRate) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::doctor::checks;
-    use crate::doctor::facts::{HostFacts, NicFacts, PcieFacts, PortFacts};
+    use crate::facts::{Device, HostFacts, Pcie, Port};
 
-    fn port(state: &str, phys: &str, rate: f64, lanes: u32, speed: &str) -> PortFacts {
-        PortFacts {
+    fn port(state: &str, phys: &str, rate: f64, lanes: u32, speed: &str) -> Port {
+        Port {
             port: 1,
             state: state.into(),
             phys_state: phys.into(),
@@ -131,23 +131,23 @@ mod tests {
             rate_gbps: Some(rate),
             lanes: Some(lanes),
             speed: Some(speed.into()),
-            ..PortFacts::default()
+            ..Port::default()
         }
     }
 
-    fn cx3(fw: &str, pcie: (f64, u32), p: PortFacts) -> HostFacts {
-        let nic = NicFacts {
+    fn cx3(fw: &str, pcie: (f64, u32), p: Port) -> HostFacts {
+        let nic = Device {
             name: "mlx4_0".into(),
             model: Some("ConnectX-3".into()),
             fw_ver: Some(fw.into()),
-            pcie: Some(PcieFacts {
-                current_gts: Some(pcie.0),
+            pcie: Some(Pcie {
+                current_speed: Some(format!("{} GT/s PCIe", pcie.0)),
                 current_width: Some(pcie.1),
-                max_gts: Some(8.0),
+                max_speed: Some("8.0 GT/s PCIe".into()),
                 max_width: Some(8),
             }),
             ports: vec![p],
-            ..NicFacts::default()
+            ..Device::default()
         };
         HostFacts { nics: vec![nic], memlock_known: true, ..HostFacts::default() }
     }

@@ -9,13 +9,15 @@ use std::time::{Duration, Instant};
 
 use crate::counters::{CounterChanges, CounterSelection, PortCounters, Snapshot};
 use crate::doctor::checks::{self, NO_PHYSICAL_LINK};
-use crate::doctor::facts::{roce_mtu_for, HostFacts, NicFacts, PortFacts};
 use crate::doctor::{self, Check};
 use crate::engine::{self, Side};
-use crate::environment::{self, Environment};
+use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
+use crate::facts::device::roce_mtu_for;
+use crate::facts::{self, paths, Device, HostFacts, Port};
 use crate::files::SystemTree;
-use crate::inventory::{self, decode};
+use crate::facts::decode;
+use crate::inventory;
 use crate::qualify::threshold::LinkRate;
 use crate::spec::rules::{self, RdmaRequest};
 use crate::spec::{Local, Measure, TestKind, TestSpec, Verb};
@@ -31,8 +33,8 @@ pub const LAT_SIZE: u64 = 2;
 
 /// One port to test, as found before the test.
 struct Target {
-    nic: NicFacts,
-    port: PortFacts,
+    nic: Device,
+    port: Port,
     /// Where its loopback's control channel meets (the port's own address).
     address: Result<IpAddr, String>,
     /// Its two control ports (bandwidth, latency).
@@ -52,7 +54,7 @@ impl Target {
 /// sysfs alone takes a few).
 fn read_facts() -> HostFacts {
     let mut facts = HostFacts::read(&SystemTree::new(Path::new("/")));
-    let netdev_mtu = |p: &PortFacts| {
+    let netdev_mtu = |p: &Port| {
         let name = p.gids.iter().find_map(|g| g.netdev.as_deref())?;
         facts.netdev(name)?.mtu
     };
@@ -91,7 +93,10 @@ pub fn this_host(
     if facts.nics.is_empty() {
         return Err(Error::new(
             ErrorKind::NoDevice,
-            "health: no RDMA device in /sys/class/infiniband (rdmabench doctor says why)",
+            format!(
+                "health: no RDMA device in {} (rdmabench doctor says why)",
+                paths::shown(paths::CLASS_INFINIBAND)
+            ),
         ));
     }
     let mut targets = select(&facts, &o.ports)?;
@@ -233,7 +238,7 @@ fn select(facts: &HostFacts, wanted: &[String]) -> Result<Vec<Target>, Error> {
 
 /// The address a port's loopback meets at: InfiniBand's loopback address (the queue
 /// pairs find each other by LID); a RoCE port's own IPv4 address, of its RoCE v2 GID.
-fn address(p: &PortFacts) -> Result<IpAddr, String> {
+fn address(p: &Port) -> Result<IpAddr, String> {
     if p.link_layer != "Ethernet" {
         return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST));
     }
@@ -243,9 +248,11 @@ fn address(p: &PortFacts) -> Result<IpAddr, String> {
 }
 
 /// The facts a port's record keeps.
-pub fn link_facts(nic: &NicFacts, p: &PortFacts) -> LinkFacts {
-    let pcie =
-        nic.pcie.and_then(|l| Some(format!("{} GT/s x{}", l.current_gts?, l.current_width?)));
+pub fn link_facts(nic: &Device, p: &Port) -> LinkFacts {
+    let pcie = nic
+        .pcie
+        .as_ref()
+        .and_then(|l| Some(format!("{} GT/s x{}", l.current_gts()?, l.current_width?)));
     LinkFacts {
         state: p.state.clone(),
         phys_state: p.phys_state.clone(),
@@ -259,24 +266,23 @@ pub fn link_facts(nic: &NicFacts, p: &PortFacts) -> LinkFacts {
     }
 }
 
-/// The device's kernel driver and rdma-core version, read by the environment's own code
+/// The device's kernel driver and rdma-core version, read by the facts room's own code
 /// (a test's `driver …, rdma-core …`): what the homogeneity rule compares.
-fn driver(nic: &NicFacts) -> Option<String> {
-    let root = Path::new("/");
+fn driver(nic: &Device) -> Option<String> {
     // Doctor's facts keep a soft device's model, not its ids: the model names its module.
     let soft = [decode::RXE_VENDOR_ID, decode::SIW_VENDOR_ID]
         .into_iter()
         .find(|&v| nic.soft && decode::model(v, 0) == nic.model)
         .unwrap_or(0);
-    let driver = environment::kernel_driver_of(&nic.name, soft, root)?;
-    Some(match environment::rdma_core_version(root) {
+    let driver = facts::device::driver(&facts::live(), &nic.name, soft)?;
+    Some(match facts::system::rdma_core_version(Path::new("/")) {
         Some(v) => format!("{driver}, rdma-core {v}"),
         None => driver,
     })
 }
 
 /// What a `% link` floor is a share of on this port.
-fn link_rate(nic: &NicFacts, p: &PortFacts) -> LinkRate {
+fn link_rate(nic: &Device, p: &Port) -> LinkRate {
     if nic.soft {
         return LinkRate::NoPhysicalLink(format!("{}/{}: {NO_PHYSICAL_LINK}", nic.name, p.port));
     }

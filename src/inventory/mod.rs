@@ -3,14 +3,13 @@
 //! adapter query.
 //! The JSON form is documented in docs/json.md.
 
-pub mod decode;
 pub mod nd;
-pub mod sysfs;
 #[cfg(target_os = "linux")]
 mod verbs;
 
 use serde::Serialize;
 
+pub use crate::facts::Pcie;
 use crate::transport::Backend;
 
 pub use crate::stamp::SCHEMA_VERSION;
@@ -50,7 +49,7 @@ pub struct DeviceInfo {
     /// Resource limits and capabilities.
     pub limits: DeviceLimits,
     /// PCIe link of the device's PCI function, when sysfs shows one.
-    pub pcie: Option<PcieLink>,
+    pub pcie: Option<Pcie>,
     /// NUMA node of the PCI function, when known.
     pub numa_node: Option<u32>,
     /// The ports, numbered from 1.
@@ -113,19 +112,6 @@ pub struct DeviceLimits {
     pub max_qp_init_rd_atom: i64,
     /// Atomic capability: `NONE`, `HCA` or `GLOB`.
     pub atomic_cap: String,
-}
-
-/// A PCIe link as sysfs states it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PcieLink {
-    /// Negotiated speed, e.g. `8.0 GT/s PCIe`.
-    pub current_speed: Option<String>,
-    /// Negotiated lane count.
-    pub current_width: Option<u32>,
-    /// Best speed the device and slot support.
-    pub max_speed: Option<String>,
-    /// Widest the device supports.
-    pub max_width: Option<u32>,
 }
 
 /// One port.

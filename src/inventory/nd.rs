@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use ffi::nd::{self, Adapter};
 
-use super::{decode, DeviceInfo, DeviceLimits, InventoryError, NdAdapter};
+use super::{DeviceInfo, DeviceLimits, InventoryError, NdAdapter};
 
 /// Every ND adapter (only the one owning address `only`, if given).
 pub fn collect(only: Option<&str>) -> Result<Vec<DeviceInfo>, InventoryError> {
@@ -63,7 +63,7 @@ pub fn describe(adapter: &Adapter, ips: &[IpAddr]) -> DeviceInfo {
         vendor_id: vendor,
         vendor_part_id: part,
         hw_ver: 0,
-        model: decode::pci_model(vendor, part),
+        model: crate::facts::decode::pci_model(vendor, part),
         limits: DeviceLimits {
             max_qp: -1,
             max_qp_wr: i64::from(i.MaxInitiatorQueueDepth.min(i.MaxReceiveQueueDepth)),

@@ -2,7 +2,8 @@
 
 use ffi::verbs::{Context, Device, DeviceList, Error as VerbsError, GidEntry, PortAttr};
 
-use super::{decode, sysfs, DeviceInfo, DeviceLimits, GidInfo, InventoryError, PortInfo};
+use super::{DeviceInfo, DeviceLimits, GidInfo, InventoryError, PortInfo};
+use crate::facts::{self, decode, Pcie};
 
 /// The device list, or why there is none.
 fn device_list() -> Result<DeviceList, InventoryError> {
@@ -50,9 +51,10 @@ fn describe(device: Device<'_>) -> Result<DeviceInfo, VerbsError> {
         .map(|p| context.query_port(p).map(|a| (p, a)))
         .collect::<Result<_, _>>()?;
     let gids = gid_table(&context, &ports)?;
-    let ibdev_path = device.ibdev_path();
+    let live = facts::live();
+    let name = device.name();
     Ok(DeviceInfo {
-        name: device.name(),
+        name: name.clone(),
         node_guid: attr.node_guid.to_string(),
         sys_image_guid: attr.sys_image_guid.to_string(),
         transport: decode::transport(device.transport_type()).to_string(),
@@ -75,8 +77,8 @@ fn describe(device: Device<'_>) -> Result<DeviceInfo, VerbsError> {
             max_qp_init_rd_atom: attr.max_qp_init_rd_atom.into(),
             atomic_cap: decode::atomic_cap(attr.atomic_cap).to_string(),
         },
-        pcie: sysfs::pcie_link(&ibdev_path),
-        numa_node: sysfs::numa_node(&ibdev_path),
+        pcie: Pcie::read(&live, &facts::paths::device_dir(&name).join("device")),
+        numa_node: facts::device::numa_node(&live, &name),
         ports: ports.iter().map(|(p, a)| port_info(*p, a, &gids)).collect(),
         nd: None,
     })

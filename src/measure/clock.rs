@@ -181,7 +181,7 @@ impl ClockInfo {
         static INFO: OnceLock<ClockInfo> = OnceLock::new();
         INFO.get_or_init(|| {
             let counter = counter_usable();
-            let clocksource = kernel_clocksource();
+            let clocksource = crate::facts::system::clocksource();
             ClockInfo::judged(counter, clocksource, read_cost_ns(counter))
         })
         .clone()
@@ -214,14 +214,6 @@ impl ClockInfo {
         let read_ns = (read_ns * 10.0).round() / 10.0;
         ClockInfo { source: source.into(), read_ns, kernel_clocksource, system_call, warning }
     }
-}
-
-/// Linux's current clock source, as sysfs names it.
-fn kernel_clocksource() -> Option<String> {
-    let path =
-        std::path::Path::new("/sys/devices/system/clocksource/clocksource0/current_clocksource");
-    let text = crate::files::read_text(path, 256).ok()?;
-    Some(crate::text::clean(&text)).filter(|c| !c.is_empty())
 }
 
 /// What one read of the loops' clock costs, ns: the median difference of

@@ -174,7 +174,7 @@ impl CpuSnapshot {
         let machine = if cfg!(windows) {
             ffi::os::machine_counters().ok().map(Machine::Windows)
         } else {
-            let text = std::fs::read_to_string("/proc/stat").ok();
+            let text = crate::facts::system::proc_stat();
             text.as_deref().and_then(ProcStat::parse).map(Machine::Linux)
         };
         CpuSnapshot { at: Instant::now(), machine, process: ffi::os::process_usage().ok() }
@@ -331,8 +331,7 @@ pub fn cpu_mhz() -> Option<f64> {
     if cfg!(windows) {
         return ffi::os::cpu_mhz();
     }
-    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    parse_cpu_mhz(&text)
+    parse_cpu_mhz(&crate::facts::system::cpuinfo()?)
 }
 
 fn parse_cpu_mhz(text: &str) -> Option<f64> {

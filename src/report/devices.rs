@@ -194,7 +194,7 @@ fn verbose_port(out: &mut String, p: &crate::inventory::PortInfo) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::inventory::{DeviceLimits, GidInfo, PcieLink, SCHEMA_VERSION};
+    use crate::inventory::{DeviceLimits, GidInfo, Pcie, SCHEMA_VERSION};
 
     /// A ConnectX-3 on FDR InfiniBand, as a real one would report.
     pub(crate) fn sample() -> Inventory {
@@ -224,7 +224,7 @@ pub(crate) mod tests {
                     max_qp_init_rd_atom: 128,
                     atomic_cap: "HCA".into(),
                 },
-                pcie: Some(PcieLink {
+                pcie: Some(Pcie {
                     current_speed: Some("8.0 GT/s PCIe".into()),
                     current_width: Some(8),
                     max_speed: Some("8.0 GT/s PCIe".into()),

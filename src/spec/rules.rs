@@ -157,9 +157,7 @@ pub fn max_time(secs: u64) -> Result<Duration, Error> {
     }
 }
 
-/// CPUs are numbered below this, and no list names more than this many — nor a
-/// tree's lists all together ([`cpu_list_within`]): Linux's NR_CPUS is at most 8192.
-pub const MAX_CPUS: usize = 8192;
+pub use crate::facts::cpus::{cpu_list_within, MAX_CPUS};
 
 /// `--cpus 0,2-3` → `[0, 2, 3]`, through [`cpu_list_within`].
 ///
@@ -174,45 +172,6 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, Error> {
         Ok(cpus) => Ok(cpus),
         Err(why) => Err(bad(why)),
     }
-}
-
-/// `0,2-3` → `[0, 2, 3]` (white space around the list is trimmed; an empty list is
-/// empty), taking at most `left` CPUs and leaving `left` that many fewer: the one CPU
-/// list parser, for `--cpus`, sysfs's `cpulist` and `Cpus_allowed_list`, whose callers
-/// share one `left` across the lists of one tree. Nothing is expanded before it is
-/// counted.
-///
-/// # Errors
-/// Malformed, a CPU at or over [`MAX_CPUS`], or more CPUs than `left`: why, in words.
-pub fn cpu_list_within(text: &str, left: &mut usize) -> Result<Vec<usize>, String> {
-    let text = text.trim();
-    let mut cpus = Vec::new();
-    if text.is_empty() {
-        return Ok(cpus);
-    }
-    let bad = || "a CPU list like 0,2-3".to_string();
-    for part in text.split(',') {
-        let number = |t: &str| t.trim().parse::<usize>().map_err(|_| bad());
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (number(a)?, number(b)?),
-            None => {
-                let v = number(part)?;
-                (v, v)
-            }
-        };
-        if a > b {
-            return Err(bad());
-        }
-        if b >= MAX_CPUS {
-            return Err(format!("CPU {b}: CPUs are numbered below {MAX_CPUS}"));
-        }
-        if b - a >= *left {
-            return Err(format!("more than {MAX_CPUS} CPUs listed in all"));
-        }
-        *left -= b - a + 1;
-        cpus.extend(a..=b);
-    }
-    Ok(cpus)
 }
 
 /// `-D`, `-f`, `-n` and `-a` into a [`RunLength`].

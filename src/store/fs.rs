@@ -22,12 +22,8 @@ pub struct Journal {
 pub fn journal_for(path: &Path) -> Journal {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    let mountinfo = if cfg!(target_os = "linux") {
-        crate::files::read_text(Path::new("/proc/self/mountinfo"), crate::files::SYSTEM_FILE_LIMIT)
-            .unwrap_or_default()
-    } else {
-        String::new()
-    };
+    let mountinfo =
+        if cfg!(target_os = "linux") { crate::facts::system::mountinfo() } else { String::new() };
     journal_in(&mountinfo, &dir)
 }
 

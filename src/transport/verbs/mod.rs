@@ -70,14 +70,7 @@ pub struct OdpNeed {
 /// The system's default huge page (`Hugepagesize` in /proc/meminfo; 2 MiB, x86's,
 /// where it is not said).
 fn huge_page_size() -> usize {
-    meminfo("Hugepagesize").map_or(2 << 20, |kib| (kib as usize) << 10)
-}
-
-/// A number from /proc/meminfo (`Hugepagesize:    2048 kB` gives 2048).
-fn meminfo(key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.split(':').next() == Some(key))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    crate::facts::system::meminfo("Hugepagesize").map_or(2 << 20, |kib| (kib as usize) << 10)
 }
 
 /// Whether `context` pages memory on demand for `need`; the refusal names what lacks.
@@ -460,7 +453,7 @@ impl Transport for VerbsTransport {
                     "--use_hugepages: {e}: reserve huge pages (sysctl vm.nr_hugepages; \
                      {} KiB each, {} free now)",
                     page >> 10,
-                    meminfo("HugePages_Free").unwrap_or(0)
+                    crate::facts::system::meminfo("HugePages_Free").unwrap_or(0)
                 ))
             })?,
         };
