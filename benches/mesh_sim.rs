@@ -6,7 +6,8 @@
 //! default makes them for its job (1× up to 64 hosts, 4× beyond).
 //!
 //! `cargo bench --bench mesh_sim` runs every row; `-- quick` a tenth of the jobs;
-//! `-- 1024` (any host count) that count's rows only; `-- target` the 1,024-host table of
+//! `-- 1024` (any host count) that count's rows only; `-- jobs=N` N jobs a row (`all`'s
+//! rows at 256 and 1,024 hosts keep theirs); `-- target` the 1,024-host table of
 //! schedules against recheck lengths. Exits 1 when the default for large jobs
 //! (`--pairs auto`, `--recheck-length` unset) misses its target at 1,024 hosts, under the
 //! quiet fabric's noise or the lab's: found in ≥ 99 % of jobs, ≤ 1 false finding per 100.
@@ -101,6 +102,8 @@ fn main() {
         return;
     }
     let only: Option<usize> = args.iter().find_map(|a| a.parse().ok());
+    let jobs_a_row: Option<usize> =
+        args.iter().find_map(|a| a.strip_prefix("jobs=").and_then(|n| n.parse().ok()));
     let scale = if quick { 10 } else { 1 };
     let t = Thresholds::default();
     let mut missed = false;
@@ -121,7 +124,7 @@ fn main() {
                     (Pairs::All, 1024, _) => 3,
                     (Pairs::All, 256, "quiet") => 200,
                     (Pairs::All, 256, _) => 20,
-                    _ => 1000,
+                    _ => jobs_a_row.unwrap_or(1000),
                 } / scale;
                 let tally =
                     Tally::of(&model(hosts, noise), pairs, t, jobs.max(2), 0x5eed + hosts as u64);

@@ -25,6 +25,7 @@
 //!
 //! `--min-bw` is judged the same way: below it first, and below it again alone.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
@@ -468,22 +469,27 @@ pub fn host_suspects<'a>(
 /// lowest latency), confirmed when even that is slow (outside the same band, or below
 /// `--min-bw`).
 pub fn confirm(ranks: &[RankInfo], suspects: &mut [Finding], reruns: &[LinkResult], t: Thresholds) {
+    // Each link's best figures alone, found once (a large job's thousands of suspects
+    // against every try's reruns: benches/mesh_sim.rs).
+    let mut best: BTreeMap<(usize, usize), (Option<f64>, Option<f64>)> = BTreeMap::new();
+    for l in reruns {
+        let (bw, lat) = best.entry((l.from, l.to)).or_default();
+        *bw = [*bw, l.bw_mb_per_sec].into_iter().flatten().reduce(f64::max);
+        *lat = [*lat, l.t_typical_usec].into_iter().flatten().reduce(f64::min);
+    }
     for f in suspects.iter_mut().filter(|f| f.check != "error") {
         let bw = f.check != "latency_outlier";
-        let figures = reruns.iter().filter(|l| l.from == f.from && l.to == f.to).filter_map(|l| {
-            if bw {
-                l.bw_mb_per_sec
-            } else {
-                l.t_typical_usec
-            }
-        });
-        f.rerun = if bw { figures.reduce(f64::max) } else { figures.reduce(f64::min) };
-        f.confirmed = match (f.rerun, f.band) {
+        let figures = best.get(&(f.from, f.to)).copied().unwrap_or_default();
+        let rerun = if bw { figures.0 } else { figures.1 };
+        let confirmed = match (rerun, f.band) {
             (Some(v), Some(b)) => b.outside(v),
             (Some(v), None) => t.min_bw.is_some_and(|m| v < m),
             (None, _) => false,
         };
-        f.message = message(ranks, f, t);
+        if (rerun, confirmed) != (f.rerun, f.confirmed) || f.message.is_empty() {
+            (f.rerun, f.confirmed) = (rerun, confirmed);
+            f.message = message(ranks, f, t);
+        }
     }
 }
 
