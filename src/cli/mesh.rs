@@ -83,7 +83,7 @@ pub struct MeshArgs {
     #[arg(short = 'P', long = "parallel", value_name = "N", requires = "tcp")]
     pub streams: Option<u32>,
     /// Which pairs: all, ring (each rank and the next), random:K (K partners per rank), or
-    /// auto: all up to 64 ranks, random:8 beyond (docs/mesh.md#at-scale).
+    /// auto: all up to 64 ranks, random:16 beyond (docs/mesh.md#at-scale).
     #[arg(long = "pairs", value_name = "SET", default_value = "auto")]
     pub pairs: Pairs,
     /// Seed of random:K and of bisection's halves (default: rank 0 picks one and prints
@@ -136,6 +136,10 @@ pub struct MeshArgs {
     /// At most this many suspect pairs are measured again alone (the worst first).
     #[arg(long = "recheck", value_name = "N", default_value_t = 32)]
     pub recheck: usize,
+    /// A recheck alone runs this many times the first measurement's iterations (at least
+    /// 100; a -D run this many times as long). Default: 1 up to 64 ranks, 4 beyond.
+    #[arg(long = "recheck-length", value_name = "X", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub recheck_length: Option<u32>,
     /// This rank's address for the control connections (default: the device's RoCE
     /// IPv4 address, else the host name's).
     #[arg(long = "address", value_name = "IP")]
@@ -266,6 +270,7 @@ impl MeshArgs {
                 },
                 recheck_max: self.recheck,
                 iterations: self.iters,
+                recheck_length: self.recheck_length,
             },
             patterns,
         })

@@ -1,54 +1,11 @@
 //! What a mesh measured: each directed link's figures in N×N matrices, a summary per
 //! rank and per host (a host name and device: one NIC, so a bad NIC is one row and one
 //! column of the host matrices), and the bands links are judged in ([`super::findings`]).
-//! With `findings.rs`, one idea (judging a mesh's links) split for length: the two import each other.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::findings::{Bands, Finding, Thresholds};
-use super::window::FlowSpan;
-
-/// One rank as the others reach it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RankInfo {
-    /// MPI rank.
-    pub rank: usize,
-    /// Host name (MPI's processor name).
-    pub host: String,
-    /// Where its control listener is.
-    pub address: String,
-    /// Its control listener's port.
-    pub port: u16,
-    /// The device its tests use (`tcp` for `--tcp`).
-    pub device: String,
-}
-
-impl RankInfo {
-    /// `rank 2 (node2 rxe0)`.
-    pub fn name(&self) -> String {
-        format!("rank {} ({} {})", self.rank, self.host, self.device)
-    }
-}
-
-/// One directed link's figures: `from` was the client (the writer, the pinger).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LinkResult {
-    /// The client's rank.
-    pub from: usize,
-    /// The server's rank.
-    pub to: usize,
-    /// The round it was measured in (0-based).
-    pub round: usize,
-    /// Bandwidth test: BW average, MB/s (2^20 bytes, perftest's MB).
-    pub bw_mb_per_sec: Option<f64>,
-    /// Latency test: t_typical (the median), µs.
-    pub t_typical_usec: Option<f64>,
-    /// Why a test of this link failed, if one did.
-    pub error: Option<String>,
-    /// A pattern round's flow: its bytes as it ran (the round's shared window).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub span: Option<FlowSpan>,
-}
+use super::ranks::{host_of, LinkResult, RankInfo};
 
 /// Figures over a set of links.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -138,22 +95,6 @@ impl Analysis {
                 .count();
         }
     }
-}
-
-/// Each rank's host index in [`hosts`]' order.
-pub fn host_of(ranks: &[RankInfo]) -> (Vec<(String, String)>, Vec<usize>) {
-    let mut hosts: Vec<(String, String)> = Vec::new();
-    let index = ranks
-        .iter()
-        .map(|r| {
-            let key = (r.host.clone(), r.device.clone());
-            hosts.iter().position(|h| *h == key).unwrap_or_else(|| {
-                hosts.push(key);
-                hosts.len() - 1
-            })
-        })
-        .collect();
-    (hosts, index)
 }
 
 /// Builds the matrices, bands and summaries for `ranks` from `links`.

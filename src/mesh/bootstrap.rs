@@ -5,6 +5,46 @@
 //!
 //! The round messages are polled, not waited on, so that rank 0 can give up on a rank
 //! that does not report in time and name it, where a collective barrier would hang.
+//!
+//! Every length a peer announces is checked before anything is allocated for it: a rank's
+//! record in the all-gather is at most [`MAX_RECORD`] bytes, a round's "done" or "go" at
+//! most [`MAX_MESSAGE`]. Past them the job ends with one line naming the rank
+//! ([`checked_lengths`], [`checked_length`]).
+
+/// The most a rank's record in the all-gather may be (its endpoint and the mesh's
+/// parameters: under 2 KiB).
+pub const MAX_RECORD: usize = 64 * 1024;
+
+/// The most a round's "done" (one rank's links, its flows' progress points and its
+/// environment) or rank 0's "go" (the rechecks) may be: all-to-all's N−1 flows of 64
+/// points each at N = 1,024 come to ~3 MiB.
+pub const MAX_MESSAGE: usize = 16 * 1024 * 1024;
+
+/// The all-gather's lengths, as every rank announced them, checked against [`MAX_RECORD`]
+/// before the records are received.
+///
+/// # Errors
+/// A length below 0 or over the cap: the line names the first such rank.
+pub fn checked_lengths(lens: &[i64]) -> Result<Vec<usize>, String> {
+    lens.iter()
+        .enumerate()
+        .map(|(rank, &len)| checked_length(rank, len, MAX_RECORD, "an endpoint record"))
+        .collect()
+}
+
+/// A message's length from `rank` (`what` it is), checked against `cap` before it is
+/// received.
+///
+/// # Errors
+/// Below 0 or over `cap`: one line naming the rank.
+pub fn checked_length(rank: usize, len: i64, cap: usize, what: &str) -> Result<usize, String> {
+    match usize::try_from(len) {
+        Ok(n) if n <= cap => Ok(n),
+        _ => Err(format!(
+            "rank {rank} sent {what} of {len} bytes, over the {cap} one may be: the job ends"
+        )),
+    }
+}
 
 /// A launcher's services to one rank.
 pub trait Bootstrap {
@@ -38,6 +78,7 @@ mod mpi_launcher {
     use mpi::traits::*;
     use mpi::Count;
 
+    use super::{checked_length, checked_lengths, MAX_MESSAGE};
     use crate::error::{Error, ErrorKind};
 
     const TAG_DONE: mpi::Tag = 1;
@@ -96,8 +137,18 @@ mod mpi_launcher {
             let len = Count::try_from(mine.len()).unwrap_or(Count::MAX);
             let mut lens = vec![0 as Count; n];
             self.world.all_gather_into(&len, &mut lens[..]);
-            let counts: Vec<usize> =
-                lens.iter().map(|&c| usize::try_from(c).unwrap_or(0)).collect();
+            // Every rank has the same lengths, so every rank ends here alike (none is
+            // left waiting in the collective below); rank 0 says why, the others give
+            // it the time to.
+            let wide: Vec<i64> = lens.iter().map(|&c| i64::from(c)).collect();
+            let counts = match checked_lengths(&wide) {
+                Ok(counts) => counts,
+                Err(why) if self.world.rank() == 0 => self.end(&why),
+                Err(_) => {
+                    std::thread::sleep(std::time::Duration::from_secs(5));
+                    self.world.abort(2)
+                }
+            };
             let mut displs = Vec::with_capacity(n);
             let mut at: Count = 0;
             for &c in &lens {
@@ -125,9 +176,14 @@ mod mpi_launcher {
         }
 
         fn poll_done(&self) -> Option<(usize, Vec<u8>)> {
-            let probed = self.world.any_process().immediate_matched_probe_with_tag(TAG_DONE)?;
-            let (data, status) = probed.matched_receive_vec::<u8>();
-            Some((usize::try_from(status.source_rank()).unwrap_or(usize::MAX), data))
+            let (message, status) =
+                self.world.any_process().immediate_matched_probe_with_tag(TAG_DONE)?;
+            let rank = usize::try_from(status.source_rank()).unwrap_or(usize::MAX);
+            let len = i64::from(status.count(u8::equivalent_datatype()));
+            if let Err(why) = checked_length(rank, len, MAX_MESSAGE, "a round's report") {
+                self.end(&why);
+            }
+            Some((rank, (message, status).matched_receive_vec::<u8>().0))
         }
 
         fn send_go(&self, payload: &[u8]) {
@@ -137,13 +193,47 @@ mod mpi_launcher {
         }
 
         fn poll_go(&self) -> Option<Vec<u8>> {
-            let probed = self.world.process_at_rank(0).immediate_matched_probe_with_tag(TAG_GO)?;
-            Some(probed.matched_receive_vec::<u8>().0)
+            let (message, status) =
+                self.world.process_at_rank(0).immediate_matched_probe_with_tag(TAG_GO)?;
+            let len = i64::from(status.count(u8::equivalent_datatype()));
+            if let Err(why) = checked_length(0, len, MAX_MESSAGE, "a go") {
+                self.end(&why);
+            }
+            Some((message, status).matched_receive_vec::<u8>().0)
         }
 
         fn abort(&self, code: i32) -> ! {
             self.world.abort(code)
         }
+    }
+
+    impl Mpi {
+        /// A peer's length is over its cap: rank 0 (or the rank that read it) says so
+        /// in one line, and the job ends with exit 2 (the caller's other errors' code).
+        fn end(&self, why: &str) -> ! {
+            eprintln!("rdmabench mesh: rank {}: {why}", self.world.rank());
+            self.world.abort(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peers_length_is_checked_before_it_is_used() {
+        assert_eq!(checked_lengths(&[120, 0, 65536]), Ok(vec![120, 0, 65536]));
+        let over = checked_lengths(&[120, 65537, 7]).unwrap_err();
+        assert_eq!(
+            over,
+            "rank 1 sent an endpoint record of 65537 bytes, over the 65536 one may be: the job ends"
+        );
+        let negative = checked_lengths(&[120, 5, -1]).unwrap_err();
+        assert!(negative.starts_with("rank 2 sent "), "{negative}");
+        assert_eq!(checked_length(3, 16 << 20, MAX_MESSAGE, "a round's report"), Ok(16 << 20));
+        let done = checked_length(3, (16 << 20) + 1, MAX_MESSAGE, "a round's report").unwrap_err();
+        assert!(done.starts_with("rank 3 sent a round's report of 16777217 bytes"), "{done}");
     }
 }
 

@@ -24,23 +24,16 @@
 //! limit is also [`MADS`] scaled MADs of their medians below the centre; [`host_suspects`].
 //!
 //! `--min-bw` is judged the same way: below it first, and below it again alone.
-//! With `analysis.rs`, one idea (judging a mesh's links) split for length: the two import each other.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::analysis::{LinkResult, RankInfo};
-use super::schedule::Pair;
+use super::ranks::{host_of, LinkResult, RankInfo};
 
 /// Scaled MADs between the band's centre and its edge.
 pub const MADS: f64 = 4.0;
-
-/// A pair slow alone is measured alone up to this many times: a link is confirmed only
-/// when its best figure alone is still outside the band (a busy host's pause passes; a
-/// bad link stays slow).
-pub const TRIES: usize = 3;
 
 /// The host band needs this many hosts (a host against the median of two others at least).
 pub const HOST_BAND_MIN_HOSTS: usize = 3;
@@ -90,17 +83,16 @@ pub struct Thresholds {
     /// defaults). Fewer than [`FULL_RUN`] widen the bands ([`Thresholds::widening`]).
     #[serde(default)]
     pub iterations: Option<u64>,
+    /// `--recheck-length`: a recheck runs this many times the first measurement's
+    /// iterations (null: [`super::recheck::times`]' choice for the job's size).
+    #[serde(default)]
+    pub recheck_length: Option<u32>,
 }
 
 /// A run of this many iterations or more is judged by the bands as given; a shorter one's
 /// figures are noisier, and its bands' floors (`--outlier`, `--lat-floor`) widen by
 /// √(FULL_RUN / n): ×3.2 at `-n 100`, ×7.1 at `-n 20`.
 pub const FULL_RUN: u64 = 1000;
-
-/// A recheck runs at least this many iterations, and never fewer than the first
-/// measurement (`-n 20` is rechecked with 100): its figure alone is no noisier than
-/// the figures it left the band of.
-pub const RECHECK_MIN_ITERATIONS: u64 = 100;
 
 impl Thresholds {
     /// How much the bands' floors widen for the run's length: √(FULL_RUN / n), at least
@@ -131,6 +123,7 @@ impl Default for Thresholds {
             judge: Judge::Both,
             recheck_max: 32,
             iterations: None,
+            recheck_length: None,
         }
     }
 }
@@ -328,17 +321,6 @@ impl Finding {
     }
 }
 
-/// A pair to measure again alone, and which of its tests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Recheck {
-    /// The pair (both directions run).
-    pub pair: Pair,
-    /// Its bandwidth tests.
-    pub bw: bool,
-    /// Its latency tests.
-    pub lat: bool,
-}
-
 /// The suspects and failed tests of `links`, none confirmed yet (errors are).
 pub fn suspects(
     ranks: &[RankInfo],
@@ -425,7 +407,7 @@ pub fn host_suspects<'a>(
     t: Thresholds,
     bw: bool,
 ) -> Vec<(&'a LinkResult, Band)> {
-    let (names, index) = super::analysis::host_of(ranks);
+    let (names, index) = host_of(ranks);
     if names.len() < HOST_BAND_MIN_HOSTS {
         return Vec::new();
     }
@@ -483,97 +465,32 @@ pub fn host_suspects<'a>(
     found
 }
 
-/// A host slow with several partners gets this many of its worst pairs rechecked first.
-pub const RECHECK_HOST_PAIRS: usize = 3;
-
-/// The pairs to measure again alone, at most `--recheck` of them, the worst suspects
-/// first. Which pairs make the cut: first, for each host slow with two partners or more
-/// (most partners first), its [`RECHECK_HOST_PAIRS`] worst pairs; then the worst of the
-/// rest. A bad host is slow
-/// with every partner, a pause slows one link: without this, a large job's pauses
-/// (worse than a host at 0.7×) used up `--recheck` and the bad host was never measured
-/// alone (benches/mesh_sim.rs: `all` at 256 hosts found it in 20 % of jobs).
-pub fn rechecks(suspects: &[Finding], t: Thresholds) -> Vec<Recheck> {
-    let mut order: Vec<&Finding> = suspects.iter().filter(|f| f.check != "error").collect();
-    let times = |f: &Finding| match (f.band, f.figure) {
-        (Some(b), Some(v)) => b.times(v),
-        // min_bw: lower first.
-        (None, Some(v)) => 1e12 / v.max(1e-9),
-        _ => 0.0,
-    };
-    order.sort_by(|a, b| times(b).total_cmp(&times(a)));
-    let mut partners: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
-    for f in &order {
-        partners.entry(f.from).or_default().insert(f.to);
-        partners.entry(f.to).or_default().insert(f.from);
-    }
-    let mut hosts: Vec<(usize, usize)> =
-        partners.iter().map(|(&r, p)| (r, p.len())).filter(|&(_, n)| n >= 2).collect();
-    hosts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let pair = |f: &Finding| Pair::new(f.from, f.to);
-    let mut chosen: Vec<Pair> = Vec::new();
-    let worst_of_host = hosts.iter().flat_map(|&(r, _)| {
-        let mut own: Vec<Pair> = Vec::new();
-        for f in order.iter().filter(|f| f.from == r || f.to == r) {
-            if own.len() == RECHECK_HOST_PAIRS {
-                break;
-            }
-            if !own.contains(&pair(f)) {
-                own.push(pair(f));
-            }
-        }
-        own
-    });
-    for p in worst_of_host.chain(order.iter().map(|f| pair(f))) {
-        if chosen.len() >= t.recheck_max {
-            break;
-        }
-        if !chosen.contains(&p) {
-            chosen.push(p);
-        }
-    }
-    // Measured worst first, each pair once with every kind of test it is suspect in.
-    let mut plan: Vec<Recheck> = Vec::new();
-    for f in order.iter().filter(|f| chosen.contains(&pair(f))) {
-        let bw = f.check != "latency_outlier";
-        match plan.iter_mut().find(|r| r.pair == pair(f)) {
-            Some(r) => {
-                r.bw |= bw;
-                r.lat |= !bw;
-            }
-            None => plan.push(Recheck { pair: pair(f), bw, lat: !bw }),
-        }
-    }
-    plan
-}
-
 /// Each suspect with its best figure alone from `reruns` (the highest bandwidth, the
 /// lowest latency), confirmed when even that is slow (outside the same band, or below
 /// `--min-bw`).
 pub fn confirm(ranks: &[RankInfo], suspects: &mut [Finding], reruns: &[LinkResult], t: Thresholds) {
+    // Each link's best figures alone, found once (a large job's thousands of suspects
+    // against every try's reruns: benches/mesh_sim.rs).
+    let mut best: BTreeMap<(usize, usize), (Option<f64>, Option<f64>)> = BTreeMap::new();
+    for l in reruns {
+        let (bw, lat) = best.entry((l.from, l.to)).or_default();
+        *bw = [*bw, l.bw_mb_per_sec].into_iter().flatten().reduce(f64::max);
+        *lat = [*lat, l.t_typical_usec].into_iter().flatten().reduce(f64::min);
+    }
     for f in suspects.iter_mut().filter(|f| f.check != "error") {
         let bw = f.check != "latency_outlier";
-        let figures = reruns.iter().filter(|l| l.from == f.from && l.to == f.to).filter_map(|l| {
-            if bw {
-                l.bw_mb_per_sec
-            } else {
-                l.t_typical_usec
-            }
-        });
-        f.rerun = if bw { figures.reduce(f64::max) } else { figures.reduce(f64::min) };
-        f.confirmed = match (f.rerun, f.band) {
+        let figures = best.get(&(f.from, f.to)).copied().unwrap_or_default();
+        let rerun = if bw { figures.0 } else { figures.1 };
+        let confirmed = match (rerun, f.band) {
             (Some(v), Some(b)) => b.outside(v),
             (Some(v), None) => t.min_bw.is_some_and(|m| v < m),
             (None, _) => false,
         };
-        f.message = message(ranks, f, t);
+        if (rerun, confirmed) != (f.rerun, f.confirmed) || f.message.is_empty() {
+            (f.rerun, f.confirmed) = (rerun, confirmed);
+            f.message = message(ranks, f, t);
+        }
     }
-}
-
-/// A finding on `pair` is confirmed so far: slow at its best alone (rank 0 tries the pair
-/// alone again while this holds, up to [`TRIES`] times).
-pub fn slow_alone(findings: &[Finding], pair: Pair) -> bool {
-    findings.iter().any(|f| f.confirmed && f.check != "error" && Pair::new(f.from, f.to) == pair)
 }
 
 /// `rank 0 (node1 rxe0) → rank 3 (node3 rxe0)`.

@@ -10,8 +10,8 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::time::Instant;
 
-use super::analysis::LinkResult;
 use super::pattern::{Flow, PatternRound, PatternSpec};
+use super::ranks::LinkResult;
 use super::report::MeshReport;
 use super::window::FlowSpan;
 use super::{Rank, Round};

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::analysis::RankInfo;
 use super::bootstrap::Bootstrap;
+use super::ranks::RankInfo;
 use super::{Endpoint, MeshSpec};
 use crate::error::{Error, ErrorKind};
 use crate::session::connect::ControlListener;

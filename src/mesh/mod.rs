@@ -19,6 +19,8 @@ pub mod html;
 pub mod launch;
 pub mod pattern;
 pub mod pattern_report;
+pub mod ranks;
+pub mod recheck;
 pub mod report;
 pub mod schedule;
 pub mod simulate;
@@ -36,16 +38,17 @@ use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
 use crate::measure::MIB;
 use crate::session::connect::ControlListener;
-use crate::spec::{Local, RunLength, TestSpec};
+use crate::spec::{Local, TestSpec};
 
-use analysis::{LinkResult, RankInfo};
 use bootstrap::Bootstrap;
-use findings::{Recheck, Thresholds};
+use findings::Thresholds;
 use flows::FlowListeners;
 use hello::introduce;
 #[cfg(test)]
 use hello::{read_hellos, Hello};
 use pattern::{PatternRound, PatternSpec};
+use ranks::{LinkResult, RankInfo};
+use recheck::{recheck_test, Recheck};
 use report::MeshReport;
 use schedule::{Pair, Pairs};
 
@@ -208,7 +211,7 @@ pub fn run(
             format!("rank 0 asked for a recheck of ranks {} and {} of {n}", p.pair.0, p.pair.1),
         ));
     }
-    // A pair still slow is measured again, up to `findings::TRIES` times: only a link
+    // A pair still slow is measured again, up to `recheck::TRIES` times: only a link
     // slow at its best alone is confirmed.
     let (mut k, mut i, mut tries) = (rounds.len(), 0, 0);
     while let Some(check) = plan.get(i).copied() {
@@ -230,7 +233,7 @@ pub fn run(
                 r.add_environment(0, env);
                 all.extend(rank.collect(&round, r)?);
                 r.add_rerun(all);
-                let again = tries < findings::TRIES && r.slow_alone(check.pair);
+                let again = tries < recheck::TRIES && r.slow_alone(check.pair);
                 if !again {
                     r.rechecks_done += 1;
                 }
@@ -241,7 +244,7 @@ pub fn run(
                 boot.send_go(if again { AGAIN } else { &[] });
                 again
             }
-            None => rank.report(&round, links, env)? == AGAIN && tries < findings::TRIES,
+            None => rank.report(&round, links, env)? == AGAIN && tries < recheck::TRIES,
         };
         k += 1;
         if !again {
@@ -284,18 +287,6 @@ impl Round<'_> {
     }
 }
 
-/// A recheck's test: `spec` with at least [`findings::RECHECK_MIN_ITERATIONS`]
-/// iterations, never fewer than `spec`'s own (a duration run as it is).
-pub fn recheck_test(spec: &TestSpec) -> TestSpec {
-    match spec.run {
-        RunLength::Iterations(n) => TestSpec {
-            run: RunLength::Iterations(n.max(findings::RECHECK_MIN_ITERATIONS)),
-            ..spec.clone()
-        },
-        RunLength::Duration { .. } => spec.clone(),
-    }
-}
-
 /// This rank once the ranks know each other.
 struct Rank<'a> {
     boot: &'a dyn Bootstrap,
@@ -333,9 +324,13 @@ impl Rank<'_> {
         };
         let mesh = self.mesh;
         let (run_bw, run_lat) = round.alone.map_or((true, true), |c| (c.bw, c.lat));
-        // A recheck's figure alone comes from at least as many iterations as the first.
+        // A recheck's figure alone comes from at least as many iterations as the first
+        // (`--recheck-length` times as many).
         let (bw_test, lat_test) = match round.alone {
-            Some(_) => (recheck_test(&mesh.bw), recheck_test(&mesh.lat)),
+            Some(_) => {
+                let times = recheck::times(&mesh.thresholds, self.ranks.len());
+                (recheck_test(&mesh.bw, times), recheck_test(&mesh.lat, times))
+            }
             None => (mesh.bw.clone(), mesh.lat.clone()),
         };
         let mut environment = None;

@@ -7,8 +7,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::analysis::{host_of, Analysis, LinkResult, RankInfo};
+use super::analysis::Analysis;
 use super::pattern::{Flow, Pattern, PatternRound, PatternSpec};
+use super::ranks::{host_of, LinkResult, RankInfo};
 use super::window::{self, NoWindow, SharedWindow};
 use crate::report::svg::escape;
 

@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::analysis::{self, Analysis, LinkResult, RankInfo};
-use super::findings::{self, Finding, Recheck, Thresholds};
+use super::analysis::{self, Analysis};
+use super::findings::{self, Finding, Thresholds};
 use super::pattern::{self, PatternRound};
 use super::pattern_report::{csv_number, PatternsReport};
+use super::ranks::{self, LinkResult, RankInfo};
+use super::recheck::{self, Recheck};
 use super::schedule::Pair;
 use super::MeshSpec;
 use crate::environment::Environment;
@@ -116,7 +118,7 @@ impl MeshReport {
 
     /// The lines printed before the first round.
     pub fn header(&self) -> String {
-        let hosts = analysis::host_of(&self.ranks).0.len();
+        let hosts = ranks::host_of(&self.ranks).0.len();
         let p = &self.patterns;
         let seed =
             if self.pairs.starts_with("random") || p.list.contains(&pattern::Pattern::Bisection) {
@@ -132,13 +134,17 @@ impl MeshReport {
         };
         let t = &self.thresholds;
         let w = t.widening();
+        let times = recheck::times(t, self.ranks.len());
         let short = match t.iterations {
             Some(n) if w > 1.0 => format!(
                 "\n a short run (-n {n}, under {}): the bands' floors widen {w:.1}x, to --outlier {:.0} % and --lat-floor {:.0} us; rechecks run {} iterations",
                 findings::FULL_RUN,
                 t.outlier_pct * w,
                 t.lat_floor_usec * w,
-                n.max(findings::RECHECK_MIN_ITERATIONS)
+                recheck::iterations(n, times)
+            ),
+            _ if times > 1 => format!(
+                "\n rechecks alone run {times}x the first measurement's iterations (--recheck-length {times})"
             ),
             _ => String::new(),
         };
@@ -170,7 +176,7 @@ impl MeshReport {
 
     /// The pairs to measure again alone, after the last round.
     pub fn plan_rechecks(&mut self) -> Vec<Recheck> {
-        self.rechecks = findings::rechecks(&self.findings, self.thresholds);
+        self.rechecks = recheck::rechecks(&self.findings, self.thresholds);
         self.rechecks.clone()
     }
 
@@ -212,7 +218,7 @@ impl MeshReport {
 
     /// A finding on `pair` is confirmed so far: slow at its best alone.
     pub fn slow_alone(&self, pair: Pair) -> bool {
-        findings::slow_alone(&self.findings, pair)
+        recheck::slow_alone(&self.findings, pair)
     }
 
     /// Every round and recheck ran.

@@ -5,11 +5,13 @@
 //! noise (and, now and then, a pause: a test that a busy host slowed once), and a few bad
 //! hosts whose every link is slower. Nothing here judges: the mesh's own schedule
 //! ([`schedule::rounds`]), bands ([`Bands::of`]), suspects, rechecks (up to
-//! [`findings::TRIES`] tries of a pair alone, as rank 0 runs them) and confirmation decide,
-//! the same functions a real job calls; only the figures are drawn instead of measured.
+//! [`recheck::TRIES`] tries of a pair alone, as rank 0 runs them, each as long as
+//! [`recheck::iterations`] makes it) and confirmation decide, the same functions a real
+//! job calls; only the figures are drawn instead of measured.
 
-use super::analysis::{LinkResult, RankInfo};
 use super::findings::{self, Bands, Finding, Thresholds};
+use super::ranks::{LinkResult, RankInfo};
+use super::recheck;
 use super::schedule::{self, splitmix64, Pair, Pairs};
 
 /// How a link's figures scatter from test to test.
@@ -45,9 +47,10 @@ pub struct Model {
     pub noise: Noise,
     /// The bad hosts and their links' bandwidth as a fraction of a healthy link's.
     pub bad: Vec<(usize, f64)>,
-    /// A recheck runs this many times the first measurement's iterations: its figure's
-    /// CV is the noise's ÷ √that (a pause as likely). 1: as long.
-    pub recheck_length: f64,
+    /// The first measurement's iterations. A recheck runs [`recheck::iterations`] of
+    /// them (`--recheck-length`, or its default for the job's size): its figure's CV is
+    /// the noise's ÷ √(that ÷ these) (a pause as likely).
+    pub iterations: u64,
 }
 
 /// What one modelled job came to.
@@ -90,14 +93,15 @@ pub fn run(model: &Model, pairs: Pairs, t: Thresholds, seed: u64) -> Outcome {
     let suspects = found.len();
     let mut reruns = Vec::new();
     let mut alone_rounds = 0;
-    for check in findings::rechecks(&found, t) {
-        for _ in 0..findings::TRIES {
+    let first = model.iterations.max(1);
+    let length = recheck::iterations(first, recheck::times(&t, model.hosts)) as f64 / first as f64;
+    for check in recheck::rechecks(&found, t) {
+        for _ in 0..recheck::TRIES {
             alone_rounds += 1;
             let k = rounds.len() + alone_rounds;
-            let length = model.recheck_length.max(1.0);
             reruns.extend(measure(model, &mut draw, check.pair, k, (check.bw, check.lat), length));
             findings::confirm(&ranks, &mut found, &reruns, t);
-            if !findings::slow_alone(&found, check.pair) {
+            if !recheck::slow_alone(&found, check.pair) {
                 break;
             }
         }
@@ -229,7 +233,7 @@ mod tests {
     use super::*;
 
     fn model(hosts: usize, noise: Noise, bad: Vec<(usize, f64)>) -> Model {
-        Model { hosts, bw_mb_per_sec: 3000.0, t_typical_usec: 2.0, noise, bad, recheck_length: 1.0 }
+        Model { hosts, bw_mb_per_sec: 3000.0, t_typical_usec: 2.0, noise, bad, iterations: 1000 }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 use super::bootstrap::threads;
 use super::*;
 use crate::spec::rules::{self, TcpRequest};
-use crate::spec::Measure;
+use crate::spec::{Measure, RunLength};
 use pattern::Pattern;
 
 fn mesh(round_timeout: u64) -> MeshSpec {
@@ -363,8 +363,16 @@ fn a_pattern_round_refuses_flows_it_did_not_plan_and_a_flow_reported_twice() {
 fn a_recheck_runs_at_least_as_many_iterations_as_the_first_measurement() {
     let spec = mesh(60).bw;
     let with = |run| TestSpec { run, ..spec.clone() };
-    assert_eq!(recheck_test(&with(RunLength::Iterations(20))).run, RunLength::Iterations(100));
-    assert_eq!(recheck_test(&with(RunLength::Iterations(5000))).run, RunLength::Iterations(5000));
+    let it = RunLength::Iterations;
+    assert_eq!(recheck_test(&with(it(20)), 1).run, it(100));
+    assert_eq!(recheck_test(&with(it(5000)), 1).run, it(5000));
+    assert_eq!(recheck_test(&with(it(5000)), 4).run, it(20_000), "--recheck-length 4");
+    assert_eq!(recheck_test(&with(it(20)), 4).run, it(100), "still at least 100");
     let d = RunLength::Duration { secs: 3, margin_ms: 750 };
-    assert_eq!(recheck_test(&with(d)).run, d, "as long");
+    assert_eq!(recheck_test(&with(d), 1).run, d, "as long");
+    assert_eq!(
+        recheck_test(&with(d), 4).run,
+        RunLength::Duration { secs: 12, margin_ms: 750 },
+        "four times as long, the same margins"
+    );
 }

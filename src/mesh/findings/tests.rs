@@ -1,3 +1,5 @@
+use super::super::recheck::{rechecks, Recheck};
+use super::super::schedule::Pair;
 use super::*;
 
 /// Ranks `0..n`, one per host `node1…` (or `per_host` per host).
