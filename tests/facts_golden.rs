@@ -284,7 +284,14 @@ fn doctor_facts(root: &Path) -> String {
         .nics
         .iter()
         .flat_map(|n| n.ports.iter().map(move |p| (n, p)))
-        .map(|(n, p)| serde_json::to_value(rdmabench::health::probe::link_facts(n, p)).unwrap())
+        .map(|(n, p)| {
+            serde_json::to_value(rdmabench::health::probe::link_facts(
+                n,
+                p,
+                host.rdma_core.as_deref(),
+            ))
+            .unwrap()
+        })
         .collect();
     serde_json::to_string(&links).unwrap()
 }

@@ -31,6 +31,8 @@ pub struct Device {
     pub numa_node: Option<u32>,
     /// The ports, from 1.
     pub ports: Vec<Port>,
+    /// The kernel driver ([`driver`]): `mlx4_core`, `rdma_rxe`.
+    pub driver: Option<String>,
 }
 
 /// One port of a device.
@@ -148,7 +150,14 @@ impl Device {
             .map(|p| Port::read(root, name, p))
             .collect();
         let pcie = pci.as_ref().and_then(|_| Pcie::read(root, &pci_dir));
+        let vendor = match hex("vendor") {
+            Some(v) => v,
+            None if name.starts_with("siw") => decode::SIW_VENDOR_ID,
+            None if soft => decode::RXE_VENDOR_ID,
+            None => 0,
+        };
         Device {
+            driver: driver(root, name, vendor),
             name: name.to_string(),
             model,
             fw_ver: word_in(root, dir.join("fw_ver")),

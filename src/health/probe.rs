@@ -13,9 +13,8 @@ use crate::doctor::{self, Check};
 use crate::engine::{self, Side};
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
-use crate::facts::decode;
 use crate::facts::device::roce_mtu_for;
-use crate::facts::{self, paths, Device, HostFacts, Port};
+use crate::facts::{paths, Device, HostFacts, Port};
 use crate::files::SystemTree;
 use crate::inventory;
 use crate::qualify::threshold::LinkRate;
@@ -139,12 +138,15 @@ pub fn this_host(
     let mut ports = Vec::new();
     for ((t, mut lb), moved) in targets.iter().zip(loopbacks).zip(moved) {
         let subject = t.subject();
-        let before = link_facts(&t.nic, &t.port);
+        let rdma_core = after.rdma_core.as_deref();
+        let before = link_facts(&t.nic, &t.port, rdma_core);
         let after = after
             .nics
             .iter()
             .find(|n| n.name == t.nic.name)
-            .and_then(|n| Some(link_facts(n, n.ports.iter().find(|p| p.port == t.port.port)?)))
+            .and_then(|n| {
+                Some(link_facts(n, n.ports.iter().find(|p| p.port == t.port.port)?, rdma_core))
+            })
             .unwrap_or_else(|| LinkFacts { state: "GONE".into(), ..LinkFacts::default() });
         let link = link_rate(&t.nic, &t.port);
         lb.min_bw_gbps = floors.min_bw.and_then(|m| judge::bw_floor_gbps(m, &link));
@@ -247,12 +249,18 @@ fn address(p: &Port) -> Result<IpAddr, String> {
         .ok_or_else(|| "no IPv4 RoCE v2 GID to loop back over (see doctor's roce.gid)".into())
 }
 
-/// The facts a port's record keeps.
-pub fn link_facts(nic: &Device, p: &Port) -> LinkFacts {
+/// The facts a port's record keeps; `rdma_core`: the host's rdma-core version, which
+/// the driver's label carries (`rdma_rxe, rdma-core 44.0`: what the homogeneity rule
+/// compares).
+pub fn link_facts(nic: &Device, p: &Port, rdma_core: Option<&str>) -> LinkFacts {
     let pcie = nic
         .pcie
         .as_ref()
         .and_then(|l| Some(format!("{} GT/s x{}", l.current_gts()?, l.current_width?)));
+    let driver = nic.driver.as_ref().map(|d| match rdma_core {
+        Some(v) => format!("{d}, rdma-core {v}"),
+        None => d.clone(),
+    });
     LinkFacts {
         state: p.state.clone(),
         phys_state: p.phys_state.clone(),
@@ -262,23 +270,8 @@ pub fn link_facts(nic: &Device, p: &Port) -> LinkFacts {
         active_mtu: p.active_mtu,
         pcie,
         firmware: nic.fw_ver.clone(),
-        driver: driver(nic),
+        driver,
     }
-}
-
-/// The device's kernel driver and rdma-core version, read by the facts room's own code
-/// (a test's `driver …, rdma-core …`): what the homogeneity rule compares.
-fn driver(nic: &Device) -> Option<String> {
-    // Doctor's facts keep a soft device's model, not its ids: the model names its module.
-    let soft = [decode::RXE_VENDOR_ID, decode::SIW_VENDOR_ID]
-        .into_iter()
-        .find(|&v| nic.soft && decode::model(v, 0) == nic.model)
-        .unwrap_or(0);
-    let driver = facts::device::driver(&facts::live(), &nic.name, soft)?;
-    Some(match facts::system::rdma_core_version(Path::new("/")) {
-        Some(v) => format!("{driver}, rdma-core {v}"),
-        None => driver,
-    })
 }
 
 /// What a `% link` floor is a share of on this port.
