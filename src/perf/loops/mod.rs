@@ -12,15 +12,17 @@ mod bw;
 mod intervals;
 mod lat;
 mod pace;
+mod plan;
 mod sampler;
 
 pub use bw::{
-    bw_recv, bw_send, post_receives, send_end_markers, BwOutcome, BwPlan, NoRecv, RecvPlan,
-    RecvSide, Reposting, Windowed,
+    bw_recv, bw_send, post_receives, send_end_markers, BwOutcome, NoRecv, RecvSide, Reposting,
+    Windowed,
 };
 pub use intervals::IntervalMark;
-pub use lat::{lat_round_trip, lat_send_pingpong, lat_write_pingpong, LatPlan, PingPong};
+pub use lat::{lat_round_trip, lat_send_pingpong, lat_write_pingpong, PingPong};
 pub use pace::Pace;
+pub use plan::{BwPlan, LatPlan, RecvPlan};
 pub use sampler::{CountedSampler, Sampler, TimedSampler};
 
 use std::time::{Duration, Instant};
