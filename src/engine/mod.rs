@@ -82,7 +82,7 @@ pub fn run(
                 }
             };
             let _limited = limit_test(&mut ch, spec, local);
-            let ctx = SetupContext { spec, local, host: Some(host), gbits, ending: None };
+            let ctx = SetupContext::new(spec, local, Some(host), gbits);
             guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
         }
         Side::Server => {
@@ -157,7 +157,7 @@ fn serve_one(
         return Err(e);
     }
     let _limited = limit_test(&mut ch, spec, local);
-    let ctx = SetupContext { spec, local, host: None, gbits, ending: None };
+    let ctx = SetupContext::new(spec, local, None, gbits);
     guarded(&mut ch, |ch| dispatch(&ctx, ch, report, out))
 }
 
@@ -199,7 +199,10 @@ pub fn serve_client(
             Err(e)
         }
         Ok(()) => {
-            let ctx = SetupContext { spec, local, host: None, gbits: false, ending: Some(ending) };
+            let ctx = SetupContext {
+                ending: Some(ending),
+                ..SetupContext::new(spec, local, None, false)
+            };
             guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
         }
     };

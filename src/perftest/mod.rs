@@ -44,7 +44,7 @@ pub fn run(
             Side::Client { host } => Some(host.as_str()),
             Side::Server => None,
         };
-        let ctx = crate::backend::SetupContext { spec, local, host, gbits, ending: None };
+        let ctx = crate::backend::SetupContext::new(spec, local, host, gbits);
         let (wire, version) = match host {
             Some(host) => connect(host, local)?,
             None => accept(local, out)?,

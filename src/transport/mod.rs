@@ -28,6 +28,10 @@ use serde::{de::DeserializeOwned, Serialize};
 /// Immediate value that tells a receiver the sender is finished (duration runs).
 pub const END_IMM: u32 = 0xFFFF_FFFF;
 
+/// Immediate value of every measured message with `--write_with_imm` or
+/// `--send_with_imm` ("RDMB"): never [`END_IMM`].
+pub const DATA_IMM: u32 = 0x5244_4D42;
+
 /// What a backend can do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Capabilities {

@@ -30,11 +30,7 @@ use std::time::{Duration, Instant};
 use crate::error::RunLimit;
 use crate::transport::{Connection, Op, Polled, Status, TransportError, WorkRequest};
 
-pub use crate::transport::END_IMM;
-
-/// Immediate value of every measured message with `--write_with_imm` or
-/// `--send_with_imm` ("RDMB"): never [`END_IMM`].
-pub const DATA_IMM: u32 = 0x5244_4D42;
+pub use crate::transport::{DATA_IMM, END_IMM};
 
 /// The zero-byte send carrying [`END_IMM`].
 pub(crate) const END_MARKER: WorkRequest = WorkRequest {
