@@ -175,8 +175,13 @@ fn lab_latency_tests_report_every_sample() {
 fn lab_latency_reports_the_depth_its_qp_was_created_with() {
     // A latency QP is created at least 16 deep (its unsignaled posts): the JSON and the
     // header once said -t's 4 (lab_transport's test reads the QP's depth back).
-    for test in ["write-lat", "read-lat"] {
-        let r = ok(test, &["-t", "4", "-n", "100"]);
+    // Both tests at once: the lab's time is short (ci/test's 25 minutes).
+    let runs = std::thread::scope(|s| {
+        let both = ["write-lat", "read-lat"]
+            .map(|t| (t, s.spawn(move || ok(t, &["-t", "4", "-n", "100"]))));
+        both.map(|(t, h)| (t, h.join().unwrap()))
+    });
+    for (test, r) in runs {
         assert_eq!(r.json["params"]["tx_depth"], 16, "{test}: {}", r.json["params"]);
         assert_eq!(r.json["peer_params"]["tx_depth"], 16, "{test}: {}", r.json["peer_params"]);
         for side in [&r.client, &r.server] {
