@@ -12,7 +12,7 @@ use super::{
     address_lines, exchange_endpoints, params, prepare_all, Attachment, Backend, Found, Setup,
     SetupContext,
 };
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, Refusal};
 use crate::results::PathParams;
 use crate::session::protocol::Channel;
 use crate::spec::Verb;
@@ -135,8 +135,8 @@ pub(crate) fn open(
     };
     let t = VerbsTransport::open(&opts)?;
     if ctx.spec.kind.verb == Verb::Atomic && !t.capabilities().atomics {
-        return Err(Error::new(
-            ErrorKind::Refused,
+        return Err(Error::refusal(
+            Refusal::Device { what: "atomics".into() },
             format!("{} has no atomic support (atomic_cap NONE)", t.context().name()),
         ));
     }

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use crate::counters::PortCounters;
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, Refusal};
 use crate::measure::cpu::CpuSnapshot;
 use crate::measure::{self, BwStats, LatencyRecorder};
 use crate::perf::loops::{
@@ -67,7 +67,12 @@ impl<'a> Step<'a> {
     /// Kind `refused`, naming what the backend lacks.
     pub fn check(&self, caps: &Capabilities) -> Result<(), Error> {
         let max = self.spec.max_size();
-        Ok(caps.check(&self.plan.op, max, self.plan.inline_for(max))?)
+        match caps.lacks(&self.plan.op, max, self.plan.inline_for(max)) {
+            Some((what, message)) => {
+                Err(Error::refusal(Refusal::Device { what: what.into() }, message))
+            }
+            None => Ok(()),
+        }
     }
 
     /// Runs one size on this side; returns the result both sides print.
