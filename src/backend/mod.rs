@@ -4,14 +4,22 @@
 //! in [`SetupContext::new`]). What they share is written here once: the endpoint
 //! exchange and the parameters the report shows.
 //!
-//! - [`verbs`]: Linux verbs, endpoints swapped as perftest does (or rdma_cm with `-R`);
-//! - [`nd`]: NetworkDirect, the client's connector to the server's listener;
-//! - [`tcp`]: TCP streams to a data listener the server announces.
+//! - `Verbs`: Linux verbs, endpoints swapped as perftest does (or rdma_cm with `-R`);
+//! - [`Nd`]: NetworkDirect, the client's connector to the server's listener;
+//! - [`Tcp`]: TCP streams to a data listener the server announces.
 
-pub mod nd;
-pub mod tcp;
+mod nd;
+mod tcp;
 #[cfg(target_os = "linux")]
-pub mod verbs;
+mod verbs;
+
+pub use nd::Nd;
+pub use tcp::Tcp;
+#[cfg(target_os = "linux")]
+pub use verbs::Verbs;
+// perftest's driver opens and finishes a verbs set-up around its own exchange.
+#[cfg(target_os = "linux")]
+pub(crate) use verbs::{finish as finish_verbs, open as open_verbs};
 
 use std::net::IpAddr;
 

@@ -65,7 +65,7 @@ fn run_session(
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     session::run(ctx, wire, version, report, out)
-        .map_err(|e| crate::engine::link::name_the_cause(e, report.params.as_ref()))
+        .map_err(|e| crate::engine::name_the_cause(e, report.params.as_ref()))
 }
 
 #[cfg(not(target_os = "linux"))]

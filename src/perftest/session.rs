@@ -14,9 +14,9 @@ use super::records::{report_of, result_of, BwReport, Key};
 use super::wire::Wire;
 use crate::backend::{self, SetupContext};
 use crate::counters::{PortCounters, Snapshot};
-use crate::engine::intervals::IntervalPrinter;
-use crate::engine::results::cpu_cost;
-use crate::engine::step::{bw_result, Step};
+use crate::engine::{
+    apply_affinity, bw_result, cpu_cost, port_counters, print_header, IntervalPrinter, Step,
+};
 use crate::error::Error;
 use crate::measure::cpu::CpuSnapshot;
 use crate::measure::BwStats;
@@ -38,7 +38,7 @@ pub(super) fn run(
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let spec = ctx.spec;
-    let t = backend::verbs::open(ctx, ctx.local.device.clone(), wire.local_ipv4())?;
+    let t = backend::open_verbs(ctx, ctx.local.device.clone(), wire.local_ipv4())?;
     let agreed = wire.agree(t.mtu().code() as u8, version)?;
     let mtu = Mtu::from_code(u32::from(agreed.mtu_code)).unwrap_or(t.mtu());
     // perftest's cycle buffer: its slots, and a buffer its peer's loops reach into.
@@ -60,10 +60,10 @@ pub(super) fn run(
         Ok((conns, eps))
     })?;
     let (conns, peer_eps) = peers;
-    let mut setup = backend::verbs::finish(ctx, &t, conns, &mine_eps, &peer_eps, mtu.bytes());
+    let mut setup = backend::finish_verbs(ctx, &t, conns, &mine_eps, &peer_eps, mtu.bytes());
     let mut conns = std::mem::take(&mut setup.conns);
-    let counters = crate::engine::session::port_counters(ctx, &setup.attachment)?;
-    setup.params.cpu_affinity = Some(crate::engine::affinity::apply(ctx.local, &setup.attachment)?);
+    let counters = port_counters(ctx, &setup.attachment)?;
+    setup.params.cpu_affinity = Some(apply_affinity(ctx.local, &setup.attachment)?);
     setup.remote.push(format!(
         " remote: perftest {} (its exchange; -p {})",
         agreed.version, ctx.local.port
@@ -71,7 +71,7 @@ pub(super) fn run(
     report.params = Some(setup.params.clone());
     [report.local, report.remote] = setup.endpoints.clone();
     report.peer_address = Some(wire.peer().to_string());
-    crate::engine::session::print_header(ctx, report, &setup, out)?;
+    print_header(ctx, report, &setup, out)?;
     let mut step = Step::new(spec, ctx.local, &plan);
     step.counters = counters;
     for c in &conns {

@@ -70,7 +70,7 @@ pub(super) fn handle(
 
 /// Whose figures the log line shows: the side that leads measures, and the client leads
 /// unless the server sends (`--reversed`). A client's are its claim, checked for range
-/// only ([`crate::engine::results`]), and said to be.
+/// only (the engine's results exchange), and said to be.
 fn whose(spec: &TestSpec) -> &'static str {
     if server_leads(spec) {
         ""
