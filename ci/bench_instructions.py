@@ -75,13 +75,15 @@ CALLGRIND = ["valgrind", "--tool=callgrind", "--dump-instr=yes", "--compress-str
 # most 16 (ConnectX-2/3's maximum): both get -o 16. perftest never inlines on a device it
 # does not know (soft-RoCE among them), even when -I asks ("Device not recognized to
 # implement inline feature. Disabling it"), where rdmabench inlines its documented 220 B
-# (write) and 236 B (send): both get -I 0, the only inline size perftest runs here. The
+# (write) and 236 B (send): both get -I 0, the only inline size perftest runs here.
+# rdmabench creates a latency test's send queue at least 16 deep (its unsignaled posts)
+# and its header says so, where perftest creates -t's (1 by default): both get -t 16. The
 # parameters check below then compares like with like.
 SAME_WORK = {
-    "write_lat": ["-I", "0"],
-    "send_lat": ["-I", "0"],
-    "read_lat": ["-o", "16"],
-    "atomic_lat": ["-o", "16"],
+    "write_lat": ["-I", "0", "-t", "16"],
+    "send_lat": ["-I", "0", "-t", "16"],
+    "read_lat": ["-o", "16", "-t", "16"],
+    "atomic_lat": ["-o", "16", "-t", "16"],
 }
 
 

@@ -125,12 +125,103 @@ pub struct Error {
     /// The work completion status (`IBV_WC_RETRY_EXC_ERR`) of a completion error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
+    /// The rule that refused a test's input (kinds `usage` and `refused`): the same
+    /// whether the command line or a program calling the library gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<Box<Refusal>>,
+}
+
+/// Which rule refused a test, and the flags it names: what a program branches on
+/// (JSON `error.refusal`, `{"rule": "range", "flag": "-s"}`). Made where the rule is,
+/// in the spec's validation (or, for what a device lacks, where the device says so).
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+pub enum Refusal {
+    /// A value outside what the flag takes: `-s 3G`, `-q 0`, `-s 16` on atomics.
+    Range {
+        /// `-s`.
+        flag: String,
+    },
+    /// A flag this test does not take: `-b` on a latency test, `-I` on read_bw.
+    NotThisTest {
+        /// `-b`.
+        flag: String,
+        /// `write_lat`.
+        test: String,
+    },
+    /// Two flags that exclude each other: `-D` with `-a`.
+    Exclusive {
+        /// `["-D", "-a"]`.
+        flags: [String; 2],
+    },
+    /// A flag that needs another: `--run_infinitely` needs `-D`.
+    Needs {
+        /// `--run_infinitely`.
+        flag: String,
+        /// `-D`.
+        needs: String,
+    },
+    /// A flag that does not go with a backend or a mode: `-R` with NetworkDirect.
+    NotWith {
+        /// `-R`.
+        flag: String,
+        /// `NetworkDirect`.
+        with: String,
+    },
+    /// What the device cannot do: a message over its largest, no atomics.
+    Device {
+        /// `message size`, `atomics`.
+        what: String,
+    },
+}
+
+impl Refusal {
+    /// `flag`'s value is out of range.
+    pub fn range(flag: &str) -> Refusal {
+        Refusal::Range { flag: flag.into() }
+    }
+
+    /// `test` does not take `flag`.
+    pub fn not_this_test(flag: &str, test: &str) -> Refusal {
+        Refusal::NotThisTest { flag: flag.into(), test: test.into() }
+    }
+
+    /// `a` and `b` exclude each other.
+    pub fn exclusive(a: &str, b: &str) -> Refusal {
+        Refusal::Exclusive { flags: [a.into(), b.into()] }
+    }
+
+    /// `flag` needs `needs`.
+    pub fn needs(flag: &str, needs: &str) -> Refusal {
+        Refusal::Needs { flag: flag.into(), needs: needs.into() }
+    }
+
+    /// `flag` does not go with `with`.
+    pub fn not_with(flag: &str, with: &str) -> Refusal {
+        Refusal::NotWith { flag: flag.into(), with: with.into() }
+    }
+
+    /// The kind of error it makes: the device's lack is `refused`, the rest `usage`
+    /// (both exit 2).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Refusal::Device { .. } => ErrorKind::Refused,
+            _ => ErrorKind::Usage,
+        }
+    }
 }
 
 impl Error {
     /// An error of `kind`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, message: one_line(&message.into()), status: None }
+        Error { kind, message: one_line(&message.into()), status: None, refusal: None }
+    }
+
+    /// Input refused by rule `r` (its kind: `usage`, or `refused` for a device's lack).
+    pub fn refusal(r: Refusal, message: impl Into<String>) -> Self {
+        let kind = r.kind();
+        Error { refusal: Some(Box::new(r)), ..Error::new(kind, message) }
     }
 
     /// Bad input.

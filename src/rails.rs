@@ -137,7 +137,7 @@ pub fn run(t: &TestOptions, mut rails: Vec<Rail>, out: &mut dyn Write) -> Result
     for (rail, info) in rails.iter_mut().zip(&infos) {
         if rail.cpus.is_empty() {
             rail.cpus = (info.as_ref().and_then(|i| i.numa_node))
-                .map(crate::engine::affinity::numa_node_cpus)
+                .map(crate::engine::numa_node_cpus)
                 .unwrap_or_default();
         }
     }

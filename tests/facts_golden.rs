@@ -280,17 +280,14 @@ fn outputs(root: &Path) -> String {
 fn doctor_facts(root: &Path) -> String {
     let tree = rdmabench::facts::SystemTree::new(root);
     let host = rdmabench::facts::HostFacts::read(&tree);
+    let rdma_core = rdmabench::facts::system::rdma_core_version(root);
     let links: Vec<Value> = host
         .nics
         .iter()
         .flat_map(|n| n.ports.iter().map(move |p| (n, p)))
         .map(|(n, p)| {
-            serde_json::to_value(rdmabench::health::probe::link_facts(
-                n,
-                p,
-                host.rdma_core.as_deref(),
-            ))
-            .unwrap()
+            serde_json::to_value(rdmabench::health::probe::link_facts(n, p, rdma_core.as_deref()))
+                .unwrap()
         })
         .collect();
     serde_json::to_string(&links).unwrap()

@@ -32,13 +32,13 @@ use rdmabench::backend::{self, Found, SetupContext};
 use rdmabench::environment::Environment;
 use rdmabench::error::{one_line, Error, ErrorKind};
 use rdmabench::measure::{BwStats, LatStats};
-use rdmabench::perf::pattern::slots_for;
 use rdmabench::results::{SizeResult, Validation};
 use rdmabench::session::auth::{AuthKey, Nonce, Party, Transcript};
 use rdmabench::session::protocol::{
     decode_header, encode, mismatches, Message, ProtocolError, HEADER_LEN, MAGIC, MAX_FRAME,
     MAX_HELLO, VERSION,
 };
+use rdmabench::spec::plan::SidePlan;
 use rdmabench::spec::role::Role;
 use rdmabench::spec::rules::{
     self, RdmaRequest, TcpRequest, MAX_BUFFERS, MAX_DURATION, MAX_MESSAGE, MAX_QPS, MAX_SIZES,
@@ -479,13 +479,7 @@ fn message(rng: &mut Rng, ctx: &Ctx) -> Message {
         5 => {
             let spec = valid_spec(rng);
             let local = Local::default();
-            let setup = SetupContext {
-                spec: &spec,
-                local: &local,
-                host: None,
-                gbits: rng.chance(50),
-                ending: None,
-            };
+            let setup = SetupContext::new(&spec, &local, None, rng.chance(50));
             let found = Found {
                 device: "rxe0".into(),
                 link_layer: "Ethernet".into(),
@@ -978,10 +972,11 @@ fn within_limits(spec: &TestSpec) {
     let per_connection = match &spec.link {
         Link::Rdma(r) => {
             assert!((1..=MAX_QPS).contains(&r.qps), "-q {}", r.qps);
-            // backend::rdma_connection: one buffer holds every slot of every size.
-            let c = backend::rdma_connection(spec);
+            // The side's plan: one buffer holds every slot of every size.
+            let plan = SidePlan::new(spec, true);
+            let c = plan.connection();
             for &s in &spec.sizes {
-                let slots = slots_for(s, spec.validate);
+                let slots = plan.slots.slots(s);
                 assert!((2..=64).contains(&slots), "{slots} slots for {s} B");
                 let need = s * u64::from(slots);
                 assert!(need <= c.buf_len as u64, "{slots} x {s} B overrun {} B", c.buf_len);
@@ -996,12 +991,12 @@ fn within_limits(spec: &TestSpec) {
             spec.max_size()
         }
     };
-    // What the rules bound (`TestSpec::buffer_bytes`) covers what the backends allocate.
+    // What the rules bound (`TestSpec::buffer_bytes`) is what the backends allocate.
     let total = per_connection.checked_mul(u64::from(conns));
     let bound = spec.buffer_bytes();
     assert!(bound <= MAX_BUFFERS, "{bound} B of buffers");
-    assert!(total.is_some_and(|t| t <= bound), "{conns} x {per_connection} B > {bound} B");
-    let q = spec.queues();
+    assert_eq!(total, Some(bound), "{conns} x {per_connection} B");
+    let q = SidePlan::new(spec, false).queues;
     assert!(q.tx_depth >= 1 && q.rx_depth >= 1, "{q:?}");
     assert!((1..=q.tx_depth).contains(&q.cq_mod), "{q:?}");
     assert!((1..=q.tx_depth).contains(&q.post_list), "{q:?}");

@@ -172,6 +172,27 @@ fn lab_latency_tests_report_every_sample() {
 
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_latency_reports_the_depth_its_qp_was_created_with() {
+    // A latency QP is created at least 16 deep (its unsignaled posts): the JSON and the
+    // header once said -t's 4 (lab_transport's test reads the QP's depth back).
+    // Both tests at once: the lab's time is short (ci/test's 25 minutes).
+    let runs = std::thread::scope(|s| {
+        let both = ["write-lat", "read-lat"]
+            .map(|t| (t, s.spawn(move || ok(t, &["-t", "4", "-n", "100"]))));
+        both.map(|(t, h)| (t, h.join().unwrap()))
+    });
+    for (test, r) in runs {
+        assert_eq!(r.json["params"]["tx_depth"], 16, "{test}: {}", r.json["params"]);
+        assert_eq!(r.json["peer_params"]["tx_depth"], 16, "{test}: {}", r.json["peer_params"]);
+        for side in [&r.client, &r.server] {
+            let head = text(side);
+            assert!(head.contains(" TX depth        : 16\n"), "{test}:\n{head}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_a_long_first_burst_of_posts_still_beats_to_the_waiting_server() {
     // On soft-RoCE a post's doorbell carries its message before it returns: 128 posts
     // of 2 MiB are seconds of posting before the first poll, and the server, which

@@ -4,9 +4,13 @@
 
 use std::time::{Duration, Instant};
 
+use ffi::verbs::QueuePair;
+use rdmabench::spec::plan::SidePlan;
+use rdmabench::spec::rules::{self, RdmaRequest};
+use rdmabench::spec::{Measure, TestKind, Verb};
 use rdmabench::transport::verbs::{VerbsOptions, VerbsTransport};
 use rdmabench::transport::{
-    Completion, CompletionKind, Connection, ConnectionConfig, Op, Polled, Service, Status,
+    Backend, Completion, CompletionKind, Connection, ConnectionConfig, Op, Polled, Service, Status,
     Transport, WorkRequest,
 };
 
@@ -83,6 +87,26 @@ fn lab_verbs_transport_rc_moves_exact_bytes() {
     assert!(t.capabilities().atomics && t.capabilities().rdma_read);
     let (mut a, mut b) = pair(&t, &ConnectionConfig::default());
     exercise_connected(&mut a, &mut b);
+}
+
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_a_plans_queue_pair_has_the_depth_it_reports() {
+    // What the report says (the plan's send queue, params.tx_depth) is what the QP was
+    // created with: ibv_query_qp reads it back, after the provider's rounding (rxe:
+    // 2^k - 1), which -t's 4 would have kept under 16 (the depth once reported).
+    let t = verbs();
+    let t4 = RdmaRequest { tx_depth: Some(4), backend: Some(Backend::Verbs), ..Default::default() };
+    for verb in [Verb::Write, Verb::Read] {
+        let spec = rules::rdma(TestKind { verb, measure: Measure::Lat }, &t4).unwrap();
+        let plan = SidePlan::new(&spec, true);
+        assert_eq!(plan.send_queue, 16, "{verb:?}");
+        let (a, _b) = pair(&t, &plan.connection());
+        // rxe writes back the 16 asked for and reports 31 when queried.
+        assert!(a.qp().caps().max_send_wr >= 16, "{verb:?}: {:?}", a.qp().caps());
+        let queried = a.qp().queried_caps().unwrap();
+        assert!((16..32).contains(&queried.max_send_wr), "{verb:?}: {queried:?}");
+    }
 }
 
 #[test]

@@ -1,27 +1,36 @@
 //! One set-up path per backend behind one interface: each [`Backend`] opens its
 //! adapter from the spec and this side's settings, then establishes its connections
-//! with the peer over the control channel. What they share is written here once: the
-//! endpoint exchange, a connection's sizes, the parameters the report shows.
+//! with the peer over the control channel, from this side's [`SidePlan`] (built once,
+//! in [`SetupContext::new`]). What they share is written here once: the endpoint
+//! exchange and the parameters the report shows.
 //!
-//! - [`verbs`]: Linux verbs, endpoints swapped as perftest does (or rdma_cm with `-R`);
-//! - [`nd`]: NetworkDirect, the client's connector to the server's listener;
-//! - [`tcp`]: TCP streams to a data listener the server announces.
+//! - `Verbs`: Linux verbs, endpoints swapped as perftest does (or rdma_cm with `-R`);
+//! - [`Nd`]: NetworkDirect, the client's connector to the server's listener;
+//! - [`Tcp`]: TCP streams to a data listener the server announces.
 
-pub mod nd;
-pub mod tcp;
+mod nd;
+mod tcp;
 #[cfg(target_os = "linux")]
-pub mod verbs;
+mod verbs;
+
+pub use nd::Nd;
+pub use tcp::Tcp;
+#[cfg(target_os = "linux")]
+pub use verbs::Verbs;
+// perftest's driver opens and finishes a verbs set-up around its own exchange.
+#[cfg(target_os = "linux")]
+pub(crate) use verbs::{finish as finish_verbs, open as open_verbs};
 
 use std::net::IpAddr;
 
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::error::Error;
-use crate::perf::pattern::slots_for;
 use crate::results::EffectiveParams;
 use crate::session::protocol::{Channel, Message};
-use crate::spec::{Local, Measure, TestSpec, Verb};
-use crate::transport::{Connection, ConnectionConfig, Transport};
+use crate::spec::plan::SidePlan;
+use crate::spec::{Local, TestSpec, Verb};
+use crate::transport::{Connection, Transport};
 
 /// What a backend set-up works from.
 pub struct SetupContext<'a> {
@@ -36,9 +45,23 @@ pub struct SetupContext<'a> {
     /// Called once the measuring is over, before this side's done: `serve`'s test slot then
     /// lets a waiting client in as soon as the test is gone (None: nobody asks).
     pub ending: Option<&'a (dyn Fn() + Sync)>,
+    /// This side's plan: its role, queues and buffers, decided once.
+    pub plan: SidePlan,
 }
 
-impl SetupContext<'_> {
+impl<'a> SetupContext<'a> {
+    /// The context of `spec` (validated) on the client of `host`, or the server
+    /// (`None`): its plan is made here, once.
+    pub fn new(
+        spec: &'a TestSpec,
+        local: &'a Local,
+        host: Option<&'a str>,
+        gbits: bool,
+    ) -> SetupContext<'a> {
+        let plan = SidePlan::new(spec, host.is_some());
+        SetupContext { spec, local, host, gbits, ending: None, plan }
+    }
+
     /// Whether this side is the client.
     pub fn client(&self) -> bool {
         self.host.is_some()
@@ -149,14 +172,14 @@ pub fn exchange_endpoints<E: Serialize + DeserializeOwned>(
 /// Connections prepared on a transport, and the records the peer gets for them.
 pub type Prepared<T> = (Vec<<T as Transport>::Prepared>, Vec<<T as Transport>::Endpoint>);
 
-/// Prepares one connection per QP of the spec on `t`: the resources, and the records
+/// Prepares `qps` connections as `plan` says on `t`: the resources, and the records
 /// for the peer.
 ///
 /// # Errors
 /// Resource allocation failing (limits, memory lock limit).
-pub fn prepare_all<T: Transport>(t: &T, spec: &TestSpec) -> Result<Prepared<T>, Error> {
-    let cfg = rdma_connection(spec);
-    let qps = spec.connections() as usize;
+pub fn prepare_all<T: Transport>(t: &T, plan: &SidePlan, qps: u32) -> Result<Prepared<T>, Error> {
+    let cfg = plan.connection();
+    let qps = qps as usize;
     let (mut prepared, mut mine) = (Vec::with_capacity(qps), Vec::with_capacity(qps));
     for _ in 0..qps {
         let (p, ep) = t.prepare(&cfg)?;
@@ -164,31 +187,6 @@ pub fn prepare_all<T: Transport>(t: &T, spec: &TestSpec) -> Result<Prepared<T>, 
         mine.push(ep);
     }
     Ok((prepared, mine))
-}
-
-/// One RDMA connection's sizes, whatever the backend: a buffer that holds the
-/// `slots_for` messages of each size, and latency tests' send queues deep enough for
-/// their unsignaled posts.
-pub fn rdma_connection(spec: &TestSpec) -> ConnectionConfig {
-    let q = spec.queues();
-    let service = spec.rdma().map_or(crate::transport::Service::Rc, |r| r.service);
-    // The largest size's slots do not always cover a smaller size's: 52 slots of
-    // 20000 B are less than 64 of 16 KiB.
-    let buf_len = spec
-        .sizes
-        .iter()
-        .chain([&spec.max_size()])
-        .map(|&s| s.max(8).saturating_mul(u64::from(slots_for(s, spec.validate))))
-        .max()
-        .unwrap_or(0);
-    ConnectionConfig {
-        buf_len: usize::try_from(buf_len).unwrap_or(usize::MAX),
-        service,
-        tx_depth: if spec.kind.measure == Measure::Lat { q.tx_depth.max(16) } else { q.tx_depth },
-        rx_depth: q.rx_depth.max(1),
-        max_inline: q.inline_size,
-        events: q.events,
-    }
 }
 
 /// What an RDMA set-up found, for the report's parameters.
@@ -202,6 +200,7 @@ pub struct Found {
     /// Path MTU in use, bytes (0: none).
     pub mtu: u32,
     /// Inline size the queue pairs accepted.
+    /// (at most `-I`).
     pub inline: u32,
     /// Outstanding reads/atomics.
     pub outs: u32,
@@ -211,11 +210,11 @@ pub struct Found {
     pub path: Option<crate::results::PathParams>,
 }
 
-/// The parameters in effect on this side, after every default and what the device
-/// granted.
+/// The parameters in effect on this side: the spec's, the plan's queues as created,
+/// and what the device granted.
 pub fn params(ctx: &SetupContext<'_>, found: Found) -> EffectiveParams {
     let spec = ctx.spec;
-    let q = spec.queues();
+    let q = ctx.plan.queues;
     let rdma = spec.rdma();
     EffectiveParams {
         device: found.device,
@@ -227,11 +226,11 @@ pub fn params(ctx: &SetupContext<'_>, found: Found) -> EffectiveParams {
         qps: spec.connections(),
         sizes: spec.sizes.clone(),
         run: spec.run,
-        tx_depth: q.tx_depth,
+        tx_depth: ctx.plan.send_queue,
         rx_depth: q.rx_depth,
         cq_mod: q.cq_mod,
         post_list: q.post_list,
-        inline_size: found.inline,
+        inline_size: found.inline.min(q.inline_size),
         outs: found.outs,
         qp_timeout: found.retries.map(|(timeout, _)| timeout),
         retry_count: found.retries.map(|(_, count)| count),
@@ -249,7 +248,7 @@ pub fn params(ctx: &SetupContext<'_>, found: Found) -> EffectiveParams {
         rdma_cm: rdma.is_some_and(|r| r.rdma_cm),
         atomic_type: rdma
             .filter(|_| spec.kind.verb == Verb::Atomic)
-            .map(|r| format!("{:?}", r.atomic_type)),
+            .map(|r| r.atomic_type.label().to_string()),
         bw_unit: if ctx.gbits { "Gb/s" } else { "MiB/s" }.into(),
         latency_is: if spec.kind.rtt_factor() == 2 {
             "one-way (half round trip)"
@@ -265,36 +264,4 @@ pub fn params(ctx: &SetupContext<'_>, found: Found) -> EffectiveParams {
 /// ` local address: …` / ` remote address: …` lines, one per connection.
 pub fn address_lines<E>(side: &str, eps: &[E], line: impl Fn(&E) -> String) -> Vec<String> {
     eps.iter().map(|e| format!(" {side}{}", line(e))).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::spec::rules::{self, RdmaRequest};
-    use crate::spec::TestKind;
-
-    #[test]
-    fn the_buffer_holds_every_slot_of_every_size() {
-        let write_bw = TestKind { verb: Verb::Write, measure: Measure::Bw };
-        let mut spec = rules::rdma(write_bw, &RdmaRequest::default()).unwrap();
-        // Found by tests/fuzz_protocol.rs: 33 slots of the largest (31252 B) were sized,
-        // 55 slots of 19019 B (1046045 B) written.
-        spec.sizes = vec![19019, 16384, 30, 31252];
-        spec.validate().unwrap();
-        for validate in [true, false] {
-            spec.validate = validate;
-            let buf = rdma_connection(&spec).buf_len as u64;
-            for &s in &spec.sizes {
-                let slots = slots_for(s, validate);
-                assert!(s * u64::from(slots) <= buf, "{s} B x {slots} slots > {buf} B");
-            }
-        }
-        // One size: the largest's slots; a page of them unless the test validates.
-        spec.sizes = vec![4096];
-        assert_eq!(rdma_connection(&spec).buf_len, 4096 * 2);
-        spec.validate = true;
-        assert_eq!(rdma_connection(&spec).buf_len, 4096 * 64);
-        spec.sizes = vec![8 << 20];
-        assert_eq!(rdma_connection(&spec).buf_len, 16 << 20);
-    }
 }

@@ -43,7 +43,7 @@ impl Backend for Nd {
     ) -> Result<Setup<NdConnection>, Error> {
         let Nd { transport: t, local } = self;
         let qps = ctx.spec.connections() as usize;
-        let (prepared, mine) = prepare_all(&t, ctx.spec)?;
+        let (prepared, mine) = prepare_all(&t, &ctx.plan, ctx.spec.connections())?;
         // ND has no path MTU to agree on: 0.
         let (peers, _) = exchange_endpoints::<NdEndpoint>(ch, ctx.client(), 0, &mine, Some(qps))?;
         let conns = prepared
@@ -58,7 +58,7 @@ impl Backend for Nd {
             link_layer: "NetworkDirect".into(),
             gid_index: None,
             mtu: 0,
-            inline: t.capabilities().max_inline.min(ctx.spec.queues().inline_size),
+            inline: t.capabilities().max_inline,
             outs: t.read_limit(),
             retries: None,
             path: None,

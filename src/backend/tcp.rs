@@ -31,7 +31,7 @@ impl Backend for Tcp {
             window: streams.window,
             nodelay: streams.nodelay,
             timeout: ctx.local.timeout,
-            buf_len: usize::try_from(ctx.spec.max_size()).unwrap_or(usize::MAX),
+            buf_len: usize::try_from(ctx.plan.buffer_len).unwrap_or(usize::MAX),
             // serve --max-time reaches every read and write of the data streams.
             end: crate::perf::loops::tests_end(),
         };

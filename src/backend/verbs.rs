@@ -9,13 +9,12 @@ use ffi::verbs::{
 };
 
 use super::{
-    address_lines, exchange_endpoints, params, prepare_all, rdma_connection, Attachment, Backend,
-    Found, Setup, SetupContext,
+    address_lines, exchange_endpoints, params, prepare_all, Attachment, Backend, Found, Setup,
+    SetupContext,
 };
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, Refusal};
 use crate::results::PathParams;
 use crate::session::protocol::Channel;
-use crate::spec::role::Role;
 use crate::spec::Verb;
 use crate::transport::verbs::{
     OdpNeed, VerbsConnection, VerbsEndpoint, VerbsOptions, VerbsTransport,
@@ -74,7 +73,7 @@ impl Backend for Verbs {
         let qps = ctx.spec.connections() as usize;
         match self.opened {
             Opened::Device(t) => {
-                let (prepared, mine) = prepare_all(&t, ctx.spec)?;
+                let (prepared, mine) = prepare_all(&t, &ctx.plan, ctx.spec.connections())?;
                 let (peers, peer_mtu) =
                     exchange_endpoints(ch, ctx.client(), t.mtu().bytes(), &mine, Some(qps))?;
                 let mtu = t.mtu().bytes().min(peer_mtu);
@@ -122,9 +121,7 @@ pub(crate) fn open(
             flow_label: r.flow_label,
         }),
         hugepages: rdma.is_some_and(|r| r.hugepages),
-        shared_receives: rdma
-            .filter(|r| r.shared_receives && Role::new(ctx.spec, ctx.client()).posts_receives)
-            .map(|r| r.rx_depth),
+        shared_receives: ctx.plan.shared_receives,
         odp: rdma.filter(|r| r.odp).map(|r| OdpNeed {
             service: r.service,
             // IBV_ODP_SUPPORT_*: what this test's buffers serve.
@@ -138,8 +135,8 @@ pub(crate) fn open(
     };
     let t = VerbsTransport::open(&opts)?;
     if ctx.spec.kind.verb == Verb::Atomic && !t.capabilities().atomics {
-        return Err(Error::new(
-            ErrorKind::Refused,
+        return Err(Error::refusal(
+            Refusal::Device { what: "atomics".into() },
             format!("{} has no atomic support (atomic_cap NONE)", t.context().name()),
         ));
     }
@@ -157,7 +154,7 @@ fn cm_connections(
     listener: Option<&CmListener>,
     local_ipv4: Option<Ipv4Addr>,
 ) -> Result<(VerbsTransport, Vec<VerbsConnection>, Vec<VerbsEndpoint>), Error> {
-    let conn_cfg = rdma_connection(ctx.spec);
+    let conn_cfg = ctx.plan.connection();
     let timeout = ctx.local.timeout;
     let mut t: Option<VerbsTransport> = None;
     let (mut conns, mut mine) = (Vec::new(), Vec::new());
@@ -288,7 +285,7 @@ pub(crate) fn finish(
         link_layer: if link == 2 { "Ethernet" } else { "InfiniBand" }.into(),
         gid_index: t.gid_index(),
         mtu,
-        inline: inline.min(ctx.spec.queues().inline_size),
+        inline,
         outs: t.max_rd_atomic().into(),
         retries: ctx
             .spec

@@ -6,21 +6,37 @@
 //! How one test flows (docs/architecture.md): the spec is validated once; the client
 //! connects and says hello with the whole spec, the server answers; the backend for
 //! the spec's link opens and establishes its connections ([`crate::backend`]); each
-//! side describes itself; then [`session`] runs each size through [`step`] (this
-//! side's [`role`], worked out once) and [`results`].
+//! side describes itself; then the session runs each size through the step (this
+//! side's plan, [`crate::spec::plan::SidePlan`], made once) and exchanges the results.
+//!
+//! The front door (docs/architecture.md, `## Front doors`): the library API below, and
+//! for perftest's driver, which runs its own exchange over the engine's set-up, loops'
+//! plans and figures, the few items re-exported for it here. The rooms inside are
+//! private.
 
-pub(crate) mod affinity;
-pub mod describe;
+mod affinity;
+mod describe;
 mod infinite;
-pub(crate) mod intervals;
-pub mod link;
-pub use crate::perf::pattern;
-pub mod results;
-pub use crate::spec::role;
-pub mod session;
+mod intervals;
+#[cfg(target_os = "linux")]
+mod link;
+mod results;
+mod session;
 mod soak;
-pub mod step;
-pub mod threads;
+mod step;
+mod threads;
+
+pub(crate) use affinity::numa_node_cpus;
+// perftest's driver's door (Linux: it runs over verbs).
+#[cfg(target_os = "linux")]
+pub(crate) use {
+    affinity::apply as apply_affinity,
+    intervals::IntervalPrinter,
+    link::name_the_cause,
+    results::cpu_cost,
+    session::{port_counters, print_header},
+    step::{bw_result, Step},
+};
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -82,7 +98,7 @@ pub fn run(
                 }
             };
             let _limited = limit_test(&mut ch, spec, local);
-            let ctx = SetupContext { spec, local, host: Some(host), gbits, ending: None };
+            let ctx = SetupContext::new(spec, local, Some(host), gbits);
             guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
         }
         Side::Server => {
@@ -157,7 +173,7 @@ fn serve_one(
         return Err(e);
     }
     let _limited = limit_test(&mut ch, spec, local);
-    let ctx = SetupContext { spec, local, host: None, gbits, ending: None };
+    let ctx = SetupContext::new(spec, local, None, gbits);
     guarded(&mut ch, |ch| dispatch(&ctx, ch, report, out))
 }
 
@@ -199,7 +215,10 @@ pub fn serve_client(
             Err(e)
         }
         Ok(()) => {
-            let ctx = SetupContext { spec, local, host: None, gbits: false, ending: Some(ending) };
+            let ctx = SetupContext {
+                ending: Some(ending),
+                ..SetupContext::new(spec, local, None, false)
+            };
             guarded(&mut ch, |ch| dispatch(&ctx, ch, &mut report, out))
         }
     };
@@ -310,12 +329,12 @@ fn dispatch(
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     match &ctx.spec.link {
-        Link::Tcp(_) => session::run::<backend::tcp::Tcp>(ctx, ch, report, out),
+        Link::Tcp(_) => session::run::<backend::Tcp>(ctx, ch, report, out),
         Link::Rdma(r) if r.backend == Backend::Nd => {
-            session::run::<backend::nd::Nd>(ctx, ch, report, out)
+            session::run::<backend::Nd>(ctx, ch, report, out)
         }
         #[cfg(target_os = "linux")]
-        Link::Rdma(_) => session::run::<backend::verbs::Verbs>(ctx, ch, report, out)
+        Link::Rdma(_) => session::run::<backend::Verbs>(ctx, ch, report, out)
             .map_err(|e| link::name_the_cause(e, report.params.as_ref())),
         #[cfg(not(target_os = "linux"))]
         Link::Rdma(_) => Err(Error::new(

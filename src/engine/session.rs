@@ -43,7 +43,7 @@ pub fn run<B: Backend>(
     [report.local, report.remote] = setup.endpoints.clone();
     report.peer_address = ch.peer_addr().map(|a| a.to_string());
     print_header(ctx, report, &setup, out)?;
-    let mut step = Step::new(ctx.spec, ctx.local, ctx.client());
+    let mut step = Step::new(ctx.spec, ctx.local, &ctx.plan);
     step.counters = counters;
     if let Some(affinity) = &setup.params.cpu_affinity {
         // --threads: the CPUs the measuring thread may use, or where the kernel lets it.
@@ -124,7 +124,8 @@ pub(crate) fn print_header<C>(
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let env = report.environment.as_ref();
-    let mut head = report::header(ctx.spec, &setup.params, report.role, env, report.clock.as_ref());
+    let role = &ctx.plan.role;
+    let mut head = report::header(ctx.spec, role, &setup.params, env, report.clock.as_ref());
     for l in setup.local.iter().chain(&setup.remote) {
         head.push_str(l);
         head.push('\n');

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use crate::counters::PortCounters;
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, Refusal};
 use crate::measure::cpu::CpuSnapshot;
 use crate::measure::{self, BwStats, LatencyRecorder};
 use crate::perf::loops::{
@@ -15,14 +15,15 @@ use crate::perf::loops::{
 use crate::results::{Progress, SizeResult};
 use crate::session::connect::Heartbeat;
 use crate::session::protocol::{Channel, Message, ProtocolError};
-use crate::spec::{AtomicType, Local, Measure, Queues, RunLength, TestSpec, Verb};
-use crate::transport::{Capabilities, Connection, Op};
+use crate::spec::{Local, Measure, RunLength, TestSpec, Verb};
+use crate::transport::{Capabilities, Connection};
 
 use super::intervals::IntervalPrinter;
 use super::results::ThisSide;
 use super::soak::SoakWatch;
 use super::threads::{bw_recv_threads, bw_send_threads, groups, per_connection, Pins, Spread};
-use crate::perf::pattern::{fill_pattern, slots_for};
+use crate::perf::pattern::fill_pattern;
+use crate::spec::plan::SidePlan;
 use crate::spec::role::Role;
 
 /// What every size of a run shares on this side.
@@ -31,12 +32,8 @@ pub struct Step<'a> {
     pub spec: &'a TestSpec,
     /// This side's settings (timeout, pinning).
     pub local: &'a Local,
-    /// This side's part.
-    pub role: Role,
-    /// The queues the loops use.
-    pub queues: Queues,
-    /// The operation a sender posts.
-    pub op: Op,
+    /// This side's plan: its role, operation, queues and slots.
+    pub plan: &'a SidePlan,
     /// CPU clock, MHz, for cycles per byte.
     pub mhz: Option<f64>,
     /// This side's port counters, read around each size (`-W`).
@@ -49,27 +46,12 @@ pub struct Step<'a> {
 }
 
 impl<'a> Step<'a> {
-    /// For `spec` on the client (`client`) or the server.
-    pub fn new(spec: &'a TestSpec, local: &'a Local, client: bool) -> Self {
-        let atomic = spec.rdma().map(|r| r.atomic_type).unwrap_or_default();
-        let imm = spec.rdma().is_some_and(|r| r.immediate);
-        let op = match spec.kind.verb {
-            Verb::Write if imm => Op::WriteImm(loops::DATA_IMM),
-            Verb::Write => Op::Write,
-            Verb::Read => Op::Read,
-            Verb::Send if imm => Op::SendImm(loops::DATA_IMM),
-            Verb::Send => Op::Send,
-            Verb::Atomic => match atomic {
-                AtomicType::FetchAndAdd => Op::FetchAdd(1),
-                AtomicType::CmpAndSwap => Op::CompareSwap { compare: 0, swap: 0 },
-            },
-        };
+    /// For `spec` on the side `plan` is of.
+    pub fn new(spec: &'a TestSpec, local: &'a Local, plan: &'a SidePlan) -> Self {
         Step {
             spec,
             local,
-            role: Role::new(spec, client),
-            queues: spec.queues(),
-            op,
+            plan,
             mhz: crate::measure::cpu::cpu_mhz(),
             counters: None,
             soak: RefCell::new(local.interval_lines.as_ref().and_then(SoakWatch::new)),
@@ -85,18 +67,11 @@ impl<'a> Step<'a> {
     /// Kind `refused`, naming what the backend lacks.
     pub fn check(&self, caps: &Capabilities) -> Result<(), Error> {
         let max = self.spec.max_size();
-        let inline = u64::from(self.queues.inline_size) >= max && !self.one_sided();
-        Ok(caps.check(&self.op, max, inline)?)
-    }
-
-    /// Buffer slots for `size`. A connection whose poll blocks copies each message
-    /// into the kernel: one slot keeps the working set in cache, as iperf3's one
-    /// buffer (TCP tests have no --validate to rotate for).
-    pub fn slots<C: Connection>(&self, size: u64) -> u32 {
-        if C::BLOCKING_POLL {
-            1
-        } else {
-            slots_for(size, self.spec.validate)
+        match caps.lacks(&self.plan.op, max, self.plan.inline_for(max)) {
+            Some((what, message)) => {
+                Err(Error::refusal(Refusal::Device { what: what.into() }, message))
+            }
+            None => Ok(()),
         }
     }
 
@@ -111,15 +86,14 @@ impl<'a> Step<'a> {
         conns: &mut [C],
         size: u64,
     ) -> Result<SizeResult, Error> {
-        let slots = self.slots::<C>(size);
-        let size32 = u32::try_from(size)
-            .map_err(|_| Error::usage(format!("{size} bytes is over the message limit")))?;
+        let slots = self.plan.slots.slots(size);
+        let size32 = SidePlan::size32(size)?;
         self.prepare(conns, size, slots)?;
         // A small barrier so the pattern and the receives are in place before the peer starts.
         ch.send(&Message::Ready { size })?;
         ch.recv("ready")?;
         let counters_before = self.counters.as_ref().map(PortCounters::snapshot);
-        if self.role.sends && self.spec.rdma().is_some_and(|r| r.warm_up) {
+        if self.plan.role.sends && self.spec.rdma().is_some_and(|r| r.warm_up) {
             self.warm_up(conns, size32, slots).map_err(|e| self.failed(e, ch, size))?;
         }
         let cpu_before = CpuSnapshot::now();
@@ -129,7 +103,7 @@ impl<'a> Step<'a> {
             Measure::Lat => self.latency(ch, &mut conns[0], size32, &mut local),
         };
         measured.map_err(|e| self.failed(e, ch, size))?;
-        let this = ThisSide { spec: self.spec, role: self.role, mhz: self.mhz };
+        let this = ThisSide { spec: self.spec, role: self.plan.role, mhz: self.mhz };
         let mut shown = super::results::exchange(&this, ch, conns, local, &cpu_before, slots)?;
         // After the exchange: a server's loop may end before the client's traffic
         // does. This side's own counters, never what the peer sent.
@@ -148,17 +122,17 @@ impl<'a> Step<'a> {
     fn prepare<C: Connection>(&self, conns: &mut [C], size: u64, slots: u32) -> Result<(), Error> {
         for (q, c) in conns.iter_mut().enumerate() {
             c.local_mut().fill(0);
-            if self.role.pattern_source {
+            if self.plan.role.pattern_source {
                 fill_pattern(c.local_mut(), q, size, slots);
             }
         }
         let size32 = size as u32;
         let iters = self.spec.run.iterations();
-        let posted = if self.role.receives {
-            let each = self.queues.receives_per_connection(conns.len(), iters);
+        let posted = if self.plan.role.receives {
+            let each = self.plan.queues.receives_per_connection(conns.len(), iters);
             loops::post_receives(conns, size32, each, slots)
         } else if self.spec.kind.measure == Measure::Lat && self.spec.receives() {
-            loops::post_receives(&mut conns[..1], size32, u64::from(self.queues.rx_depth), 1)
+            loops::post_receives(&mut conns[..1], size32, u64::from(self.plan.queues.rx_depth), 1)
         } else {
             Ok(())
         };
@@ -196,18 +170,18 @@ impl<'a> Step<'a> {
         let run = self.spec.run;
         let iters = run.iterations();
         BwPlan {
-            op: self.op,
+            op: self.plan.op,
             size,
             iters,
             duration: run.duration(),
-            tx_depth: self.queues.tx_depth,
-            cq_mod: self.queues.cq_mod,
-            post_list: self.queues.post_list,
-            inline: u64::from(self.queues.inline_size) >= u64::from(size) && !self.one_sided(),
+            tx_depth: self.plan.queues.tx_depth,
+            cq_mod: self.plan.queues.cq_mod,
+            post_list: self.plan.queues.post_list,
+            inline: self.plan.inline_for(u64::from(size)),
             slots,
             peak: run.duration().is_none() && iters <= 20_000 && !blocking,
             timeout: self.local.timeout,
-            events: self.queues.events,
+            events: self.plan.queues.events,
             pace: (self.spec.rdma().and_then(|r| r.rate_limit))
                 .map(|l| Pace { burst: l.burst, gap_ns: l.gap_ns(u64::from(size)) }),
             interval_ns: self
@@ -230,7 +204,7 @@ impl<'a> Step<'a> {
         slots: u32,
     ) -> Result<(), Error> {
         let plan = BwPlan {
-            iters: u64::from(self.queues.tx_depth),
+            iters: u64::from(self.plan.queues.tx_depth),
             duration: None,
             cq_mod: 1,
             post_list: 1,
@@ -249,17 +223,13 @@ impl<'a> Step<'a> {
             size,
             iters: self.spec.run.iterations(),
             duration: self.spec.run.duration(),
-            inline: u64::from(self.queues.inline_size) >= u64::from(size) && !self.one_sided(),
+            inline: self.plan.inline_for(u64::from(size)),
             rtt_factor: self.spec.kind.rtt_factor(),
             timeout: self.local.timeout,
-            events: self.queues.events,
-            recv_posted: u64::from(self.queues.rx_depth),
+            events: self.plan.queues.events,
+            recv_posted: u64::from(self.plan.queues.rx_depth),
             keep_samples: self.local.keep_samples,
         }
-    }
-
-    fn one_sided(&self) -> bool {
-        matches!(self.spec.kind.verb, Verb::Read | Verb::Atomic)
     }
 
     fn bandwidth<C: Connection + Send>(
@@ -271,8 +241,8 @@ impl<'a> Step<'a> {
         local: &mut SizeResult,
     ) -> Result<(), Error> {
         let plan = self.bw_plan(size, slots, C::BLOCKING_POLL);
-        let posted = self.queues.receives_per_connection(conns.len(), plan.iters);
-        if self.role.sends {
+        let posted = self.plan.queues.receives_per_connection(conns.len(), plan.iters);
+        if self.plan.role.sends {
             let lines = self.local.interval_lines.as_ref();
             let mut soak = self.soak.borrow_mut();
             let watch = soak.as_mut();
@@ -280,25 +250,25 @@ impl<'a> Step<'a> {
                 |pulse, watch| IntervalPrinter::new(pulse, lines, u64::from(size), watch);
             let outcome = if C::BLOCKING_POLL {
                 // TCP: the receiver reads every byte, so it never only waits.
-                debug_assert!(!self.role.heartbeat);
+                debug_assert!(!self.plan.role.heartbeat);
                 let pins = Pins { cpus: &self.local.pin, flag: "--cpus" };
                 let spread = Spread { threads: conns.len(), pins };
                 bw_send_threads(conns, &plan, spread, lines, watch, loops::NoPulse)
             } else if let Some(spread) = self.spread() {
                 // --threads: the heartbeat, if the peer only waits, from this thread.
-                debug_assert!(!self.role.receives);
-                if self.role.heartbeat {
+                debug_assert!(!self.plan.role.receives);
+                if self.plan.role.heartbeat {
                     let beat = Heartbeat::new(ch);
                     bw_send_threads(conns, &plan, spread, lines, watch, beat)
                 } else {
                     bw_send_threads(conns, &plan, spread, lines, watch, loops::NoPulse)
                 }
-            } else if self.role.receives {
+            } else if self.plan.role.receives {
                 // send_bw -b: this side also receives, on the same queue pairs.
                 let mut recv = loops::Reposting::new(conns.len(), plan.iters, posted, size, slots);
                 let pulse = printing(loops::NoPulse, watch);
                 loops::bw_send(conns, &plan, Clock::start(), &mut recv, pulse)
-            } else if self.role.heartbeat {
+            } else if self.plan.role.heartbeat {
                 let beat = IntervalPrinter::new(Heartbeat::new(ch), lines, u64::from(size), watch);
                 loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv, beat)
             } else {
@@ -319,7 +289,7 @@ impl<'a> Step<'a> {
             if per_qp.len() > 1 {
                 local.per_qp = per_qp;
             }
-        } else if self.role.receives {
+        } else if self.plan.role.receives {
             let plan = RecvPlan {
                 size,
                 iters: plan.iters,
@@ -330,7 +300,7 @@ impl<'a> Step<'a> {
             };
             let received = if C::BLOCKING_POLL {
                 // Each stream ends by itself (its sender's end of stream).
-                let role = self.role;
+                let role = self.plan.role;
                 per_connection(conns, &self.local.pin, |_, conn| {
                     loops::bw_recv(std::slice::from_mut(conn), &plan, || stopped(role))
                 })
@@ -338,7 +308,7 @@ impl<'a> Step<'a> {
             } else if let Some(spread) = self.spread() {
                 bw_recv_threads(conns, &plan, spread, || ch.has_pending())
             } else {
-                loops::bw_recv(conns, &plan, || ch.has_pending() || stopped(self.role))
+                loops::bw_recv(conns, &plan, || ch.has_pending() || stopped(self.plan.role))
             }?;
             local.iterations = received.first().copied().unwrap_or(0);
             local.received_bytes = Some(received.iter().sum::<u64>() * u64::from(size));
@@ -366,7 +336,7 @@ impl<'a> Step<'a> {
             None => self.lat_loop(ch, conn, &plan, loops::CountedSampler::new(&plan))?,
             Some(_) => self.lat_loop(ch, conn, &plan, loops::TimedSampler::new(&plan))?,
         };
-        if let Some(mut rec) = rec.filter(|_| self.role.initiates) {
+        if let Some(mut rec) = rec.filter(|_| self.plan.role.initiates) {
             local.iterations = rec.count();
             let lat = rec.stats();
             local.stability = measure::Stability::of_latency(&lat);
@@ -384,16 +354,16 @@ impl<'a> Step<'a> {
         plan: &LatPlan,
         samples: S,
     ) -> Result<Option<LatencyRecorder>, Error> {
-        let initiates = self.role.initiates;
-        if !initiates && !self.role.responds {
+        let initiates = self.plan.role.initiates;
+        if !initiates && !self.plan.role.responds {
             // A read or atomic target only waits: the initiator works alone.
             return Ok(None);
         }
         let rec = match self.spec.kind.verb {
             Verb::Read | Verb::Atomic => {
                 // The target only waits: told every second that this side is alive.
-                debug_assert!(self.role.heartbeat);
-                loops::lat_round_trip(conn, self.op, plan, samples, Heartbeat::new(ch))
+                debug_assert!(self.plan.role.heartbeat);
+                loops::lat_round_trip(conn, self.plan.op, plan, samples, Heartbeat::new(ch))
             }
             Verb::Write if !self.spec.receives() => {
                 let part = loops::PingPong {
@@ -405,7 +375,7 @@ impl<'a> Step<'a> {
             }
             // Messages that consume a receive: sends, and writes with immediate data.
             Verb::Write | Verb::Send => {
-                loops::lat_send_pingpong(conn, initiates, self.op, plan, samples, || {
+                loops::lat_send_pingpong(conn, initiates, self.plan.op, plan, samples, || {
                     ch.has_pending()
                 })
             }

@@ -34,8 +34,6 @@ pub struct HostFacts {
     pub cap_ipc_lock: bool,
     /// The default-size huge pages of `proc/meminfo`; `None` without the file.
     pub hugepages: Option<HugePages>,
-    /// The rdma-core (user-space verbs) version ([`super::system::rdma_core_version`]).
-    pub rdma_core: Option<String>,
 }
 
 /// `HugePages_Total`, `HugePages_Free` and `Hugepagesize` of `proc/meminfo`.
@@ -81,7 +79,6 @@ impl HostFacts {
                 .and_then(|c| u64::from_str_radix(c.trim(), 16).ok())
                 .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0),
             hugepages: trimmed(root, paths::PROC_MEMINFO).and_then(|m| hugepages(&m)),
-            rdma_core: super::system::rdma_core_version(root.root()),
         }
     }
 

@@ -14,7 +14,7 @@ use crate::engine::{self, Side};
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
 use crate::facts::device::roce_mtu_for;
-use crate::facts::{paths, Device, HostFacts, Port};
+use crate::facts::{self, paths, Device, HostFacts, Port};
 use crate::files::SystemTree;
 use crate::inventory;
 use crate::qualify::threshold::LinkRate;
@@ -135,10 +135,11 @@ pub fn this_host(
         .map(|t| t.counters.as_ref().map(|(c, before)| c.changes(before, &c.snapshot())))
         .collect();
     let after = read_facts();
+    let rdma_core = facts::system::rdma_core_version(Path::new("/"));
     let mut ports = Vec::new();
     for ((t, mut lb), moved) in targets.iter().zip(loopbacks).zip(moved) {
         let subject = t.subject();
-        let rdma_core = after.rdma_core.as_deref();
+        let rdma_core = rdma_core.as_deref();
         let before = link_facts(&t.nic, &t.port, rdma_core);
         let after = after
             .nics

@@ -1,16 +1,7 @@
-//! Buffer slots and `--validate`'s per-message pattern: the source fills it before a
-//! size runs, the target checks it after.
+//! `--validate`'s per-message pattern: the source fills it before a size runs, the
+//! target checks it after (the slots it lies in: [`crate::spec::plan::SlotLayout`]).
 
 use crate::results::Validation;
-
-/// Buffer slots messages rotate through, at least two (a ping-pong sends from one and
-/// receives into the other). With `--validate`, enough that the check sees many
-/// distinct messages, bounded to 1 MiB of buffer. Without, one page of them, as
-/// perftest's cycle buffer: a 64 KiB test registers (and pins) 128 KiB, not 1 MiB.
-pub fn slots_for(size: u64, validate: bool) -> u32 {
-    let span: u64 = if validate { 1 << 20 } else { 4096 };
-    u32::try_from((span / size.max(1)).clamp(2, 64)).unwrap_or(2)
-}
 
 /// The byte `--validate` expects at `offset` of `slot` on QP `qp`.
 pub fn pattern_byte(qp: usize, slot: u64, offset: u64, size: u64) -> u8 {
@@ -88,15 +79,6 @@ mod tests {
         assert_eq!(check_sum(&499u64.to_ne_bytes(), Some(500)).corrupted_bytes, 8);
         let m = merge(merge(None, v), check_sum(&[0; 8], None)).unwrap();
         assert_eq!((m.checked_bytes, m.corrupted_bytes), (264, 1));
-        assert_eq!(
-            (slots_for(2, true), slots_for(1 << 20, true), slots_for(8 << 20, true)),
-            (64, 2, 2)
-        );
-        assert_eq!(
-            (slots_for(2, false), slots_for(1024, false), slots_for(65536, false)),
-            (64, 4, 2)
-        );
-        assert_eq!(slots_for(65536, true), 16);
     }
 
     /// Bytes of the first message that happen to match QP `qp`'s pattern.

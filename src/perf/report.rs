@@ -10,7 +10,9 @@ pub use crate::report::RESULT_LINE;
 use crate::results::{
     EffectiveParams, EnvironmentReport, PathParams, SizeResult, TcpEffective, Verdict,
 };
+use crate::spec::role::Role;
 use crate::spec::{Measure, Output, RunLength, TestKind, TestSpec, Verb};
+use crate::transport::Backend;
 
 /// Checks `results` against the thresholds of `output`.
 pub fn verdict(output: &Output, results: &[SizeResult]) -> Verdict {
@@ -67,14 +69,14 @@ pub fn verdict(output: &Output, results: &[SizeResult]) -> Verdict {
 /// perftest's header block, with a line per side saying what it ran on.
 pub fn header(
     spec: &TestSpec,
+    role: &Role,
     p: &EffectiveParams,
-    role: &str,
     env: Option<&EnvironmentReport>,
     clock: Option<&ClockInfo>,
 ) -> String {
     let mut o = match &p.tcp {
         Some(t) => tcp_header(spec, p, t),
-        None => rdma_header(spec, p, role),
+        None => rdma_header(spec, role, p),
     };
     if let Some(env) = env {
         let _ = writeln!(o, " local host      : {}", env.local.summary());
@@ -96,20 +98,20 @@ pub fn header(
     o
 }
 
-fn rdma_header(spec: &TestSpec, p: &EffectiveParams, role: &str) -> String {
+fn rdma_header(spec: &TestSpec, role: &Role, p: &EffectiveParams) -> String {
     let test = spec.kind;
     let title = spec.title();
     let mut o = String::new();
     let _ = writeln!(o, "{RESULT_LINE}");
     let _ = writeln!(o, "{:>width$}", title, width = 20 + title.len());
     let _ = writeln!(o, " Dual-port       : OFF\t\tDevice         : {}", p.device);
-    let nd = p.link_layer == "NetworkDirect";
+    let nd = spec.rdma().is_some_and(|r| r.backend == Backend::Nd);
     let transport = if nd { "NetworkDirect" } else { "IB" };
     let _ = writeln!(o, " Number of qps   : {}\t\tTransport type : {transport}", p.qps);
     let srq = if p.shared_receives { "ON" } else { "OFF" };
     let _ = writeln!(o, " Connection type : {}\t\tUsing SRQ      : {srq}", p.connection);
     // The sender's queue: the client's, or the server's under --reversed.
-    if test.measure == Measure::Lat || (role == "client") != p.reversed || p.bidirectional {
+    if test.measure == Measure::Lat || role.sends {
         let _ = writeln!(o, " TX depth        : {}", p.tx_depth);
     }
     if test.verb == Verb::Send {
@@ -126,7 +128,8 @@ fn rdma_header(spec: &TestSpec, p: &EffectiveParams, role: &str) -> String {
         let _ = writeln!(o, " Mtu             : {}[B]", p.mtu);
     }
     let link = match p.link_layer.as_str() {
-        "Ethernet" | "NetworkDirect" => p.link_layer.as_str(),
+        _ if nd => "NetworkDirect",
+        "Ethernet" => "Ethernet",
         _ => "IB",
     };
     let _ = writeln!(o, " Link type       : {link}");

@@ -44,7 +44,7 @@ pub fn run(
             Side::Client { host } => Some(host.as_str()),
             Side::Server => None,
         };
-        let ctx = crate::backend::SetupContext { spec, local, host, gbits, ending: None };
+        let ctx = crate::backend::SetupContext::new(spec, local, host, gbits);
         let (wire, version) = match host {
             Some(host) => connect(host, local)?,
             None => accept(local, out)?,
@@ -65,7 +65,7 @@ fn run_session(
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     session::run(ctx, wire, version, report, out)
-        .map_err(|e| crate::engine::link::name_the_cause(e, report.params.as_ref()))
+        .map_err(|e| crate::engine::name_the_cause(e, report.params.as_ref()))
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -14,9 +14,9 @@ use super::records::{report_of, result_of, BwReport, Key};
 use super::wire::Wire;
 use crate::backend::{self, SetupContext};
 use crate::counters::{PortCounters, Snapshot};
-use crate::engine::intervals::IntervalPrinter;
-use crate::engine::results::cpu_cost;
-use crate::engine::step::{bw_result, Step};
+use crate::engine::{
+    apply_affinity, bw_result, cpu_cost, port_counters, print_header, IntervalPrinter, Step,
+};
 use crate::error::Error;
 use crate::measure::cpu::CpuSnapshot;
 use crate::measure::BwStats;
@@ -24,9 +24,10 @@ use crate::perf::loops::{
     self, Clock, CountedSampler, NoPulse, NoRecv, PingPong, RecvPlan, Sampler,
 };
 use crate::results::{RunReport, SizeResult};
+use crate::spec::plan::{SidePlan, SlotLayout};
 use crate::spec::{Measure, TestSpec, Verb};
 use crate::transport::verbs::{VerbsConnection, VerbsEndpoint, VerbsTransport};
-use crate::transport::{Connection, Op, Service, Transport};
+use crate::transport::{Connection, Op, Service};
 
 /// The test, once the versions are in: `version` is the peer's.
 pub(super) fn run(
@@ -37,25 +38,20 @@ pub(super) fn run(
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let spec = ctx.spec;
-    let t = backend::verbs::open(ctx, ctx.local.device.clone(), wire.local_ipv4())?;
+    let t = backend::open_verbs(ctx, ctx.local.device.clone(), wire.local_ipv4())?;
     let agreed = wire.agree(t.mtu().code() as u8, version)?;
     let mtu = Mtu::from_code(u32::from(agreed.mtu_code)).unwrap_or(t.mtu());
-    let layout = Layout { cycle: u64::from(agreed.cycle_buffer) };
-    let mut cfg = backend::rdma_connection(spec);
-    cfg.buf_len = cfg.buf_len.max(layout.buffer(spec));
-    let (mut prepared, mut mine_eps) = (Vec::new(), Vec::new());
-    for _ in 0..spec.connections() {
-        let (p, ep) = t.prepare(&cfg)?;
-        prepared.push(p);
-        mine_eps.push(ep);
-    }
+    // perftest's cycle buffer: its slots, and a buffer its peer's loops reach into.
+    let plan = ctx.plan.with_cycle(spec, u64::from(agreed.cycle_buffer));
+    let (mut prepared, mine_eps) = backend::prepare_all(&t, &plan, spec.connections())?;
     let reads = if spec.kind.verb == Verb::Read { u16::from(t.max_rd_atomic()) } else { 1 };
     let gid_form = t.gid_index().is_some();
     let mine: Vec<Key> = mine_eps.iter().map(|e| key_of(e, reads, gid_form)).collect();
 
     let peers = handshake(spec, &mut wire, &mine, |peers| {
         check_gids(&mine[0], &peers[0])?;
-        let eps: Vec<VerbsEndpoint> = peers.iter().map(|k| endpoint_of(k, &layout, spec)).collect();
+        let eps: Vec<VerbsEndpoint> =
+            peers.iter().map(|k| endpoint_of(k, &plan.slots, spec)).collect();
         let conns = prepared
             .drain(..)
             .zip(eps.iter().zip(peers))
@@ -64,10 +60,10 @@ pub(super) fn run(
         Ok((conns, eps))
     })?;
     let (conns, peer_eps) = peers;
-    let mut setup = backend::verbs::finish(ctx, &t, conns, &mine_eps, &peer_eps, mtu.bytes());
+    let mut setup = backend::finish_verbs(ctx, &t, conns, &mine_eps, &peer_eps, mtu.bytes());
     let mut conns = std::mem::take(&mut setup.conns);
-    let counters = crate::engine::session::port_counters(ctx, &setup.attachment)?;
-    setup.params.cpu_affinity = Some(crate::engine::affinity::apply(ctx.local, &setup.attachment)?);
+    let counters = port_counters(ctx, &setup.attachment)?;
+    setup.params.cpu_affinity = Some(apply_affinity(ctx.local, &setup.attachment)?);
     setup.remote.push(format!(
         " remote: perftest {} (its exchange; -p {})",
         agreed.version, ctx.local.port
@@ -75,8 +71,8 @@ pub(super) fn run(
     report.params = Some(setup.params.clone());
     [report.local, report.remote] = setup.endpoints.clone();
     report.peer_address = Some(wire.peer().to_string());
-    crate::engine::session::print_header(ctx, report, &setup, out)?;
-    let mut step = Step::new(spec, ctx.local, ctx.client());
+    print_header(ctx, report, &setup, out)?;
+    let mut step = Step::new(spec, ctx.local, &plan);
     step.counters = counters;
     for c in &conns {
         step.check(c.capabilities())?;
@@ -84,7 +80,7 @@ pub(super) fn run(
     for c in &mut conns {
         c.local_mut().fill(0);
     }
-    let test = Test { ctx, step, layout, wire, mine, conns, t: &t, report, out };
+    let test = Test { ctx, step, wire, mine, conns, t: &t, report, out };
     match (spec.kind.verb, spec.kind.measure) {
         (Verb::Write | Verb::Read | Verb::Send, Measure::Bw) if spec.bidirectional() => {
             test.duplex_bw()
@@ -185,37 +181,11 @@ fn key_of(e: &VerbsEndpoint, out_reads: u16, gid_form: bool) -> Key {
     }
 }
 
-fn endpoint_of(k: &Key, layout: &Layout, spec: &TestSpec) -> VerbsEndpoint {
+fn endpoint_of(k: &Key, layout: &SlotLayout, spec: &TestSpec) -> VerbsEndpoint {
     VerbsEndpoint {
         qp: QpEndpoint { lid: k.lid, gid: Gid(k.gid.unwrap_or_default()), qpn: k.qpn, psn: k.psn },
         buffer: RemoteBuffer { addr: k.vaddr, len: layout.region(spec.max_size()), rkey: k.rkey },
         service: spec.rdma().map_or(Service::Rc, |r| r.service),
-    }
-}
-
-/// Where perftest's loops reach in a buffer: its bandwidth posts cycle through the
-/// larger page size of the two sides (`cycle_buffer`), a message at a time when the
-/// message is larger than half of it.
-#[derive(Clone, Copy, Debug)]
-struct Layout {
-    cycle: u64,
-}
-
-impl Layout {
-    /// What a buffer holds from its advertised address for messages of `size`.
-    fn region(&self, size: u64) -> u64 {
-        size.max(self.cycle)
-    }
-
-    /// Message slots a sender cycles through at `size`, all inside [`Self::region`].
-    fn slots(&self, size: u64) -> u32 {
-        (self.region(size) / size.max(1)).clamp(1, 64) as u32
-    }
-
-    /// This side's buffer: the region of the largest size, and as much again for the
-    /// write ping-pong's outgoing messages.
-    fn buffer(&self, spec: &TestSpec) -> usize {
-        usize::try_from(self.region(spec.max_size()).saturating_mul(2)).unwrap_or(usize::MAX)
     }
 }
 
@@ -229,7 +199,6 @@ struct Window {
 struct Test<'a, 'o> {
     ctx: &'a SetupContext<'a>,
     step: Step<'a>,
-    layout: Layout,
     wire: Wire,
     mine: Vec<Key>,
     conns: Vec<VerbsConnection>,
@@ -245,11 +214,6 @@ fn printing(local: &crate::spec::Local, size: u64) -> IntervalPrinter<'_, NoPuls
 }
 
 impl Test<'_, '_> {
-    fn size32(size: u64) -> Result<u32, Error> {
-        u32::try_from(size)
-            .map_err(|_| Error::usage(format!("{size} bytes is over the message limit")))
-    }
-
     /// A record each way as a barrier.
     fn barrier(&mut self, what: &str) -> Result<(), Error> {
         self.wire.keys(&self.mine[0], what).map(drop)
@@ -293,7 +257,7 @@ impl Test<'_, '_> {
         let mut last = BwReport::default();
         for &size in &spec.sizes {
             let before = self.window();
-            let (size32, slots) = (Self::size32(size)?, self.layout.slots(size));
+            let (size32, slots) = (SidePlan::size32(size)?, self.step.plan.slots.slots(size));
             if spec.rdma().is_some_and(|r| r.warm_up) {
                 self.step.warm_up(&mut self.conns, size32, slots)?;
             }
@@ -332,9 +296,10 @@ impl Test<'_, '_> {
         // and receive, and a sweep's end-of-size barrier comes after the reports.
         let sends = spec.kind.verb == Verb::Send;
         for &size in &spec.sizes {
-            let (size32, slots) = (Self::size32(size)?, self.layout.slots(size));
+            let (size32, slots) = (SidePlan::size32(size)?, self.step.plan.slots.slots(size));
             let plan = self.step.bw_plan(size32, slots, false);
-            let posted = self.step.queues.receives_per_connection(self.conns.len(), plan.iters);
+            let posted =
+                self.step.plan.queues.receives_per_connection(self.conns.len(), plan.iters);
             if sends {
                 loops::post_receives(&mut self.conns, size32, posted, slots)?;
             }
@@ -397,10 +362,11 @@ impl Test<'_, '_> {
         let spec = self.ctx.spec;
         let sweep = spec.sizes.len() > 1;
         for &size in &spec.sizes {
-            let size32 = Self::size32(size)?;
-            let slots = self.layout.slots(size);
+            let size32 = SidePlan::size32(size)?;
+            let slots = self.step.plan.slots.slots(size);
             let plan = self.step.bw_plan(size32, slots, false);
-            let posted = self.step.queues.receives_per_connection(self.conns.len(), plan.iters);
+            let posted =
+                self.step.plan.queues.receives_per_connection(self.conns.len(), plan.iters);
             if !self.ctx.client() {
                 loops::post_receives(&mut self.conns, size32, posted, slots)?;
             }
@@ -454,10 +420,11 @@ impl Test<'_, '_> {
         let part = PingPong {
             writes_first: !self.ctx.client(),
             measures: true,
-            source: usize::try_from(self.layout.region(spec.max_size())).unwrap_or(usize::MAX),
+            source: usize::try_from(self.step.plan.slots.region(spec.max_size()))
+                .unwrap_or(usize::MAX),
         };
         for &size in &spec.sizes {
-            let plan = self.step.lat_plan(Self::size32(size)?);
+            let plan = self.step.lat_plan(SidePlan::size32(size)?);
             let before = self.window();
             let conn = &mut self.conns[0];
             let samples = CountedSampler::new(&plan);
@@ -481,7 +448,7 @@ impl Test<'_, '_> {
             return Ok(());
         }
         for &size in &self.ctx.spec.sizes {
-            let plan = self.step.lat_plan(Self::size32(size)?);
+            let plan = self.step.lat_plan(SidePlan::size32(size)?);
             let before = self.window();
             let rec = loops::lat_round_trip(
                 &mut self.conns[0],
@@ -500,7 +467,7 @@ impl Test<'_, '_> {
     fn send_lat(mut self) -> Result<(), Error> {
         let client = self.ctx.client();
         for &size in &self.ctx.spec.sizes {
-            let size32 = Self::size32(size)?;
+            let size32 = SidePlan::size32(size)?;
             let mut plan = self.step.lat_plan(size32);
             // Exactly the run's receives in all: none is left over for the next size.
             plan.recv_posted = plan.recv_posted.min(plan.iters);
@@ -510,7 +477,7 @@ impl Test<'_, '_> {
             let rec = loops::lat_send_pingpong(
                 &mut self.conns[0],
                 client,
-                self.step.op,
+                self.step.plan.op,
                 &plan,
                 CountedSampler::new(&plan),
                 || false,

@@ -2,11 +2,10 @@
 //! both medians, Δ %, the interval and the verdict; and each point's trend across the
 //! stored runs of the same profile on this host (a small inline SVG, firmware versions on
 //! the axis). Pure functions of the report.
-//! With `report.rs`, one idea (qualify's report) split for length: the two import each other.
 
 use std::fmt::Write;
 
-use super::report::{Point, QualifyReport};
+use super::model::{Point, QualifyReport};
 use super::verdict::PointComparison;
 use crate::report::svg::escape;
 use crate::store::query::TrendRow;

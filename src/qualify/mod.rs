@@ -9,6 +9,7 @@
 pub mod baseline;
 pub mod comparison;
 pub mod junit;
+mod model;
 mod points;
 pub mod profile;
 pub mod report;

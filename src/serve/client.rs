@@ -11,7 +11,7 @@ use super::{summary, Config, Event};
 use crate::engine::serve_client;
 use crate::error::{Error, ErrorKind, RunLimit};
 use crate::session::connect::handshake;
-use crate::spec::role::Role;
+use crate::spec::role::server_leads;
 use crate::spec::{RunLength, TestSpec};
 
 /// How long a client that arrives while another's test ends (measuring over, the
@@ -70,9 +70,9 @@ pub(super) fn handle(
 
 /// Whose figures the log line shows: the side that leads measures, and the client leads
 /// unless the server sends (`--reversed`). A client's are its claim, checked for range
-/// only ([`crate::engine::results`]), and said to be.
+/// only (the engine's results exchange), and said to be.
 fn whose(spec: &TestSpec) -> &'static str {
-    if Role::new(spec, false).leads {
+    if server_leads(spec) {
         ""
     } else {
         " (as the client reports)"

@@ -9,6 +9,7 @@
 
 pub mod key;
 mod local;
+pub mod plan;
 pub mod role;
 pub mod rules;
 #[cfg(test)]
@@ -107,6 +108,16 @@ pub enum AtomicType {
     FetchAndAdd,
     /// Compare-and-swap.
     CmpAndSwap,
+}
+
+impl AtomicType {
+    /// The report's word (params `atomic_type`, the header's `Atomic type`).
+    pub fn label(self) -> &'static str {
+        match self {
+            AtomicType::FetchAndAdd => "FetchAndAdd",
+            AtomicType::CmpAndSwap => "CmpAndSwap",
+        }
+    }
 }
 
 /// How long each size runs.
@@ -466,19 +477,6 @@ impl TestSpec {
     /// The largest size.
     pub fn max_size(&self) -> u64 {
         self.sizes.iter().copied().max().unwrap_or(8)
-    }
-
-    /// The buffer memory a test holds on each side, all connections together, at most:
-    /// an RDMA connection's buffer holds each size's slots, at least two messages and
-    /// at most 1 MiB of them when they are small (`backend::rdma_connection`); a TCP
-    /// stream holds one message. [`rules::MAX_BUFFERS`] bounds it.
-    pub fn buffer_bytes(&self) -> u64 {
-        let max = self.max_size();
-        let per_connection = match self.link {
-            Link::Rdma(_) => max.saturating_mul(2).max(1 << 20),
-            Link::Tcp(_) => max,
-        };
-        per_connection.saturating_mul(u64::from(self.connections()))
     }
 
     /// The queues the loops run with. TCP writes complete when the kernel has the

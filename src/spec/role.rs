@@ -32,15 +32,22 @@ pub struct Role {
     pub heartbeat: bool,
 }
 
+/// Whether the server leads `spec` (measures, and sends its result first): a
+/// bandwidth test under `--reversed`.
+pub fn server_leads(spec: &TestSpec) -> bool {
+    spec.kind.measure == Measure::Bw && spec.rdma().is_some_and(|r| r.reversed)
+}
+
 impl Role {
-    /// The role of the client (`client`) or the server in `spec`.
+    /// The role of the client (`client`) or the server in `spec`. Outside tests only
+    /// [`crate::spec::plan::SidePlan::new`] asks: everything else reads the plan.
     pub fn new(spec: &TestSpec, client: bool) -> Role {
         let both = spec.bidirectional();
         let verb = spec.kind.verb;
         let bw = spec.kind.measure == Measure::Bw;
         let one_sided = matches!(verb, Verb::Read | Verb::Atomic);
         // --reversed turns a bandwidth test around: the server leads.
-        let leads = client != (bw && spec.rdma().is_some_and(|r| r.reversed));
+        let leads = client != server_leads(spec);
         // Read moves data from the target's buffer to the initiator's: the pattern
         // starts on the side that does not lead and is checked on the one that does.
         let (source, target) = match verb {

@@ -8,7 +8,7 @@ use super::{
     AtomicType, Link, Measure, RdmaSpec, RunLength, TcpSpec, TestKind, TestSpec, Verb,
     MAX_SWEEP_SIZE,
 };
-use crate::error::Error;
+use crate::error::{Error, Refusal};
 use crate::transport::{Backend, Service};
 
 /// Largest message, bytes (verbs' `max_msg_sz` is 2^31 on every device we know).
@@ -183,17 +183,19 @@ fn run_length(
     default_iters: u64,
 ) -> Result<RunLength, Error> {
     if duration.is_some() && iters.is_some() {
-        return Err(Error::usage(
+        return Err(Error::refusal(
+            Refusal::exclusive("-D", "-n"),
             "-D and -n exclude each other: run for a time or for a number of iterations",
         ));
     }
     if duration.is_some() && all {
-        return Err(Error::usage(
+        return Err(Error::refusal(
+            Refusal::exclusive("-D", "-a"),
             "-D cannot be combined with -a (a sweep runs each size for -n iterations)",
         ));
     }
     if margin.is_some() && duration.is_none() {
-        return Err(Error::usage("-f: a margin needs -D"));
+        return Err(Error::refusal(Refusal::needs("-f", "-D"), "-f: a margin needs -D"));
     }
     Ok(match (duration, iters) {
         (Some(secs), _) => RunLength::Duration {
@@ -209,9 +211,10 @@ fn run_length(
 /// `-a` and `-s` exclude each other: a sweep has its own sizes.
 fn one_way_to_size(all: bool, size: Option<u64>) -> Result<(), Error> {
     match (all, size) {
-        (true, Some(s)) => Err(Error::usage(format!(
-            "-a -s {s}: a sweep runs every size from 2 B to 8 MiB; drop -s or -a"
-        ))),
+        (true, Some(s)) => Err(Error::refusal(
+            Refusal::exclusive("-a", "-s"),
+            format!("-a -s {s}: a sweep runs every size from 2 B to 8 MiB; drop -s or -a"),
+        )),
         _ => Ok(()),
     }
 }
@@ -228,20 +231,13 @@ fn sweep(top: u64) -> Vec<u64> {
 pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
     let bw = kind.measure == Measure::Bw;
     let service = r.service.unwrap_or(Service::Rc);
-    if kind.verb == Verb::Atomic {
-        if r.size.is_some_and(|s| s != 8) {
-            return Err(Error::usage("-s: atomics are always 8 bytes"));
-        }
-        if r.all {
-            return Err(Error::usage(
-                "-a: atomics have one size (8 bytes); there is nothing to sweep",
-            ));
-        }
-    } else if r.atomic_type.is_some() {
-        return Err(Error::usage(format!(
-            "-A: only the atomic tests take an atomic type, not {}",
-            kind.id()
-        )));
+    // (-s other than 8 on atomics and -A on other tests: the spec shows them, and its
+    // validation refuses them, whoever built it.)
+    if kind.verb == Verb::Atomic && r.all {
+        return Err(Error::refusal(
+            Refusal::not_this_test("-a", kind.id()),
+            "-a: atomics have one size (8 bytes); there is nothing to sweep",
+        ));
     }
     one_way_to_size(r.all, r.size)?;
     let sizes = if r.all {
@@ -252,15 +248,15 @@ pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
         })
     } else {
         vec![match (kind.verb, r.size) {
-            (Verb::Atomic, _) => 8,
             (_, Some(s)) => s,
+            (Verb::Atomic, None) => 8,
             (_, None) if bw => 65536,
             (_, None) => 2,
         }]
     };
     let write_bw = kind == TestKind { verb: Verb::Write, measure: Measure::Bw };
     let run = run_length(r.duration, r.margin, r.iters, r.all, if write_bw { 5000 } else { 1000 })?;
-    let run = if r.run_infinitely { endless(run, r.margin.is_some(), bw)? } else { run };
+    let run = if r.run_infinitely { endless(run, r.margin.is_some()) } else { run };
     let iters = run.iterations();
     let at_most_iters = |v: u32| u32::try_from(u64::from(v).min(iters)).unwrap_or(v);
     let tx_depth = at_most_iters(r.tx_depth.unwrap_or(if bw { 128 } else { 1 }));
@@ -303,7 +299,7 @@ pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
             sl: r.sl.unwrap_or(0),
             traffic_class: r.traffic_class.unwrap_or(0),
             flow_label: r.flow_label.unwrap_or(0),
-            rate_limit: rate_limit(r, bw, tx_depth)?,
+            rate_limit: rate_limit(r, tx_depth)?,
             warm_up: r.warm_up,
             odp: r.odp,
             hugepages: r.hugepages,
@@ -320,49 +316,54 @@ pub fn rdma(kind: TestKind, r: &RdmaRequest) -> Result<TestSpec, Error> {
 /// `--write_with_imm` (write tests) or `--send_with_imm` (send tests), as perftest.
 fn immediate(kind: TestKind, r: &RdmaRequest) -> Result<bool, Error> {
     if r.write_with_imm && kind.verb != Verb::Write {
-        return Err(Error::usage(format!(
-            "--write_with_imm: write_bw and write_lat write with immediate data, not {}",
-            kind.id()
-        )));
+        return Err(Error::refusal(
+            Refusal::not_this_test("--write_with_imm", kind.id()),
+            format!(
+                "--write_with_imm: write_bw and write_lat write with immediate data, not {}",
+                kind.id()
+            ),
+        ));
     }
     if r.send_with_imm && kind.verb != Verb::Send {
-        return Err(Error::usage(format!(
-            "--send_with_imm: send_bw and send_lat send with immediate data, not {}",
-            kind.id()
-        )));
+        return Err(Error::refusal(
+            Refusal::not_this_test("--send_with_imm", kind.id()),
+            format!(
+                "--send_with_imm: send_bw and send_lat send with immediate data, not {}",
+                kind.id()
+            ),
+        ));
     }
     Ok(r.write_with_imm || r.send_with_imm)
 }
 
-/// `--run_infinitely`: `-D` is the interval, each measured whole (no margin).
-fn endless(run: RunLength, margin_given: bool, bw: bool) -> Result<RunLength, Error> {
-    if !bw {
-        return Err(Error::usage("--run_infinitely: bandwidth tests print a figure per interval"));
-    }
+/// `--run_infinitely`: `-D` is the interval, each measured whole (no margin unless
+/// `-f` gave one, which validation refuses, as it refuses a run without `-D`).
+fn endless(run: RunLength, margin_given: bool) -> RunLength {
     match run {
-        RunLength::Duration { .. } if margin_given => {
-            Err(Error::usage("-f: --run_infinitely measures each -D interval whole"))
+        RunLength::Duration { secs, .. } if !margin_given => {
+            RunLength::Duration { secs, margin_ms: 0 }
         }
-        RunLength::Duration { secs, .. } => Ok(RunLength::Duration { secs, margin_ms: 0 }),
-        RunLength::Iterations(_) => {
-            Err(Error::usage("--run_infinitely: give -D SECS, the interval between figures"))
-        }
+        other => other,
     }
 }
 
 /// `--rate_limit` with its units and burst (perftest's defaults: Gb/s, a burst of the
 /// send queue's depth); the units and burst only with a limit, as perftest.
-fn rate_limit(r: &RdmaRequest, bw: bool, tx_depth: u32) -> Result<Option<super::RateLimit>, Error> {
+fn rate_limit(r: &RdmaRequest, tx_depth: u32) -> Result<Option<super::RateLimit>, Error> {
     let Some(rate) = r.rate_limit else {
         return match (r.rate_units, r.burst_size) {
-            (Some(_), _) => Err(Error::usage("--rate_units: only with --rate_limit")),
-            (_, Some(_)) => Err(Error::usage("--burst_size: only with --rate_limit")),
+            (Some(_), _) => Err(Error::refusal(
+                Refusal::needs("--rate_units", "--rate_limit"),
+                "--rate_units: only with --rate_limit",
+            )),
+            (_, Some(_)) => Err(Error::refusal(
+                Refusal::needs("--burst_size", "--rate_limit"),
+                "--burst_size: only with --rate_limit",
+            )),
             _ => Ok(None),
         };
     };
-    if !bw {
-        return Err(Error::usage("--rate_limit: paces a bandwidth test's sends"));
-    }
+    // (On a latency test: validation refuses the limit the spec then holds.)
     Ok(Some(super::RateLimit {
         rate,
         units: r.rate_units.unwrap_or(super::RateUnits::GbitPerSec),

@@ -28,6 +28,10 @@ use serde::{de::DeserializeOwned, Serialize};
 /// Immediate value that tells a receiver the sender is finished (duration runs).
 pub const END_IMM: u32 = 0xFFFF_FFFF;
 
+/// Immediate value of every measured message with `--write_with_imm` or
+/// `--send_with_imm` ("RDMB"): never [`END_IMM`].
+pub const DATA_IMM: u32 = 0x5244_4D42;
+
 /// What a backend can do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Capabilities {
@@ -99,6 +103,16 @@ impl Capabilities {
     /// # Errors
     /// [`TransportError::Unsupported`] naming the operation and the backend.
     pub fn check(&self, op: &Op, len: u64, inline: bool) -> Result<(), TransportError> {
+        match self.lacks(op, len, inline) {
+            Some((_, message)) => Err(TransportError::Unsupported(message)),
+            None => Ok(()),
+        }
+    }
+
+    /// What these connections lack for `op` on messages of `len` bytes (`inline`: sent
+    /// inline): `atomics` (or the operation's name, `immediate data`), `message size` or
+    /// `inline size`, with the line that says so; None when they can.
+    pub fn lacks(&self, op: &Op, len: u64, inline: bool) -> Option<(&'static str, String)> {
         let (supported, what) = match op {
             Op::Send => (self.send, op.name()),
             Op::SendImm(_) => (self.send && self.immediate, "immediate data"),
@@ -108,24 +122,23 @@ impl Capabilities {
             Op::FetchAdd(_) | Op::CompareSwap { .. } => (self.atomics, "atomics"),
         };
         if !supported {
-            return Err(TransportError::Unsupported(format!(
-                "{what} is not supported by {}",
-                self.backend
-            )));
+            return Some((what, format!("{what} is not supported by {}", self.backend)));
         }
         if len > self.max_message {
-            return Err(TransportError::Unsupported(format!(
+            let m = format!(
                 "{len}-byte messages exceed {}'s limit of {} bytes",
                 self.backend, self.max_message
-            )));
+            );
+            return Some(("message size", m));
         }
         if inline && len > u64::from(self.max_inline) {
-            return Err(TransportError::Unsupported(format!(
+            let m = format!(
                 "{len} bytes inline exceed the {} bytes {} allows",
                 self.max_inline, self.backend
-            )));
+            );
+            return Some(("inline size", m));
         }
-        Ok(())
+        None
     }
 }
 

@@ -5,44 +5,11 @@
 use std::time::Duration;
 
 use super::intervals::{IntervalMark, Intervals, MARK_EVERY};
-use super::pace::{Pace, Pacer};
+use super::pace::Pacer;
+use super::plan::{BwPlan, RecvPlan};
 use super::{check, poll_or_wait, Clock, LoopError, Pulse, Stall, END_IMM, END_MARKER};
 use crate::measure::BwRecorder;
 use crate::transport::{Connection, Op, Polled, WorkRequest};
-
-/// How a bandwidth sender runs one size.
-#[derive(Clone, Copy, Debug)]
-pub struct BwPlan {
-    /// The operation.
-    pub op: Op,
-    /// Message size.
-    pub size: u32,
-    /// Messages per QP (`u64::MAX` in a duration run).
-    pub iters: u64,
-    /// Duration run: (total, margin).
-    pub duration: Option<(Duration, Duration)>,
-    /// Outstanding work per QP.
-    pub tx_depth: u32,
-    /// Signal one in this many.
-    pub cq_mod: u32,
-    /// Requests per post.
-    pub post_list: u32,
-    /// Inline the payload.
-    pub inline: bool,
-    /// Buffer slots messages rotate through.
-    pub slots: u32,
-    /// Record post stamps for the peak figure.
-    pub peak: bool,
-    /// Give up after this long without progress.
-    pub timeout: Duration,
-    /// Sleep on completion events instead of spinning.
-    pub events: bool,
-    /// Software pacing (`--rate_limit`): None posts as fast as the queues allow.
-    pub pace: Option<Pace>,
-    /// `--interval`: a mark every this many ns, told to the loop's [`Pulse`] as the run
-    /// goes (0: none).
-    pub interval_ns: u64,
-}
 
 /// Passes of the sender's loop between two refinements of its clock's rate (one
 /// monotonic read each).
@@ -461,23 +428,6 @@ impl RecvSide for Reposting {
     fn done(&self) -> bool {
         self.received.iter().all(|&r| r >= self.iters)
     }
-}
-
-/// How a receiver runs one size.
-#[derive(Clone, Copy, Debug)]
-pub struct RecvPlan {
-    /// Message size.
-    pub size: u32,
-    /// Messages per QP (`u64::MAX` in a duration run).
-    pub iters: u64,
-    /// Receives [`post_receives`] put up on each QP before the loop.
-    pub posted: u64,
-    /// Buffer slots messages rotate through.
-    pub slots: u32,
-    /// Give up after this long without progress.
-    pub timeout: Duration,
-    /// Sleep on completion events instead of spinning.
-    pub events: bool,
 }
 
 /// The receiving side of send_bw (and TCP), after [`post_receives`]: reposts and counts

@@ -1,59 +1,12 @@
 //! Latency: write and send ping-pongs (half a round trip per sample) and read or
 //! atomic round trips, one operation in flight, one clock read per iteration. Each
 //! loop is one function, never inlined: ci/bench-instructions finds it by name.
-//! With `sampler.rs`, one idea (the latency loops) split for length: the two import each other.
 
-use std::time::Duration;
-
+use super::plan::LatPlan;
 use super::sampler::Sampler;
 use super::{check, poll_or_wait, LoopError, Pulse, Stall, END_IMM, END_MARKER};
 use crate::measure::LatencyRecorder;
 use crate::transport::{Connection, Op, Polled, WorkRequest};
-
-/// How a latency test runs one size.
-#[derive(Clone, Copy, Debug)]
-pub struct LatPlan {
-    /// Message size.
-    pub size: u32,
-    /// Samples (`u64::MAX` in a duration run).
-    pub iters: u64,
-    /// Duration run: (total, margin); only samples inside the window are kept.
-    pub duration: Option<(Duration, Duration)>,
-    /// Inline the payload.
-    pub inline: bool,
-    /// Divide each round trip by this (2: one-way).
-    pub rtt_factor: u32,
-    /// Give up after this long without progress.
-    pub timeout: Duration,
-    /// Sleep on completion events.
-    pub events: bool,
-    /// Receives posted before the loop (send latency): the loop reposts only while
-    /// more messages are due, so none is left behind for the next size of a sweep.
-    pub recv_posted: u64,
-    /// Keep every sample, in order, besides the histogram (`-H`, `-U`; `-n` runs).
-    pub keep_samples: bool,
-}
-
-// Both take a time already read: a loop reads the clock once per iteration (under
-// emulation a clock read costs as much as a small message).
-impl LatPlan {
-    /// Whether a sample that started at `t` falls inside a duration run's window.
-    pub(crate) fn keep(&self, t: u64) -> bool {
-        match self.duration {
-            None => true,
-            Some((total, margin)) => {
-                t >= margin.as_nanos() as u64 && t < total.saturating_sub(margin).as_nanos() as u64
-            }
-        }
-    }
-    /// Whether the run is over at iteration `i`, time `now`.
-    pub(crate) fn over(&self, i: u64, now: u64) -> bool {
-        match self.duration {
-            None => i >= self.iters,
-            Some((total, _)) => now >= total.as_nanos() as u64,
-        }
-    }
-}
 
 /// A latency loop's one request: `op` of `plan.size` bytes from `local_offset` into the
 /// start of the peer's buffer; each post sets its `wr_id` and whether it is signaled.

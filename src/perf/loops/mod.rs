@@ -12,15 +12,17 @@ mod bw;
 mod intervals;
 mod lat;
 mod pace;
+mod plan;
 mod sampler;
 
 pub use bw::{
-    bw_recv, bw_send, post_receives, send_end_markers, BwOutcome, BwPlan, NoRecv, RecvPlan,
-    RecvSide, Reposting, Windowed,
+    bw_recv, bw_send, post_receives, send_end_markers, BwOutcome, NoRecv, RecvSide, Reposting,
+    Windowed,
 };
 pub use intervals::IntervalMark;
-pub use lat::{lat_round_trip, lat_send_pingpong, lat_write_pingpong, LatPlan, PingPong};
+pub use lat::{lat_round_trip, lat_send_pingpong, lat_write_pingpong, PingPong};
 pub use pace::Pace;
+pub use plan::{BwPlan, LatPlan, RecvPlan};
 pub use sampler::{CountedSampler, Sampler, TimedSampler};
 
 use std::time::{Duration, Instant};
@@ -28,11 +30,7 @@ use std::time::{Duration, Instant};
 use crate::error::RunLimit;
 use crate::transport::{Connection, Op, Polled, Status, TransportError, WorkRequest};
 
-pub use crate::transport::END_IMM;
-
-/// Immediate value of every measured message with `--write_with_imm` or
-/// `--send_with_imm` ("RDMB"): never [`END_IMM`].
-pub const DATA_IMM: u32 = 0x5244_4D42;
+pub use crate::transport::{DATA_IMM, END_IMM};
 
 /// The zero-byte send carrying [`END_IMM`].
 pub(crate) const END_MARKER: WorkRequest = WorkRequest {

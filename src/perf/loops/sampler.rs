@@ -1,8 +1,7 @@
 //! Where a latency loop's clock reads go: stored (`-n` runs, intervals taken after
 //! the run) or judged against the measured window (`-D` runs).
-//! With `lat.rs`, one idea (the latency loops) split for length: the two import each other.
 
-use super::lat::LatPlan;
+use super::plan::LatPlan;
 use super::Clock;
 use crate::measure::{counter_usable, LatencyRecorder};
 

@@ -5,7 +5,7 @@ use super::*;
 
 #[test]
 fn a_sender_stays_inside_the_region_perftest_exposes() {
-    let l = Layout { cycle: 4096 };
+    let l = SlotLayout::cycle(4096);
     for size in [1u64, 2, 64, 1000, 2048, 2049, 4096, 65536, 1 << 23] {
         let slots = u64::from(l.slots(size));
         assert!(slots >= 1);
@@ -14,6 +14,15 @@ fn a_sender_stays_inside_the_region_perftest_exposes() {
     assert_eq!(l.slots(2048), 2);
     assert_eq!(l.slots(65536), 1);
     assert_eq!(l.region(2), 4096);
+    // The buffer: the largest size's region, and as much again for the ping-pong.
+    let mut spec = crate::spec::rules::rdma(
+        crate::spec::TestKind { verb: Verb::Write, measure: Measure::Lat },
+        &crate::spec::rules::RdmaRequest::default(),
+    )
+    .unwrap();
+    spec.sizes = vec![2, 65536];
+    let plan = SidePlan::new(&spec, true).with_cycle(&spec, 4096);
+    assert_eq!((plan.buffer_len, plan.slots.slots(2)), (2 * 65536, 64));
 }
 
 #[test]

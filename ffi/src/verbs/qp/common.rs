@@ -278,6 +278,23 @@ pub trait QueuePair: Send + Sync {
         Ok(QpState::from_raw(self.core().query(mask::IBV_QP_STATE.0)?.qp_state))
     }
 
+    /// Queue sizes as the device reports them now (`ibv_query_qp(3)`'s `cap`): what the
+    /// QP was created with, after the provider's rounding; [`caps`](Self::caps) is the
+    /// write-back at creation.
+    ///
+    /// # Errors
+    /// `ibv_query_qp` with its errno.
+    fn queried_caps(&self) -> Result<QpCaps, Error> {
+        let cap = self.core().query(mask::IBV_QP_CAP.0)?.cap;
+        Ok(QpCaps {
+            max_send_wr: cap.max_send_wr,
+            max_recv_wr: cap.max_recv_wr,
+            max_send_sge: cap.max_send_sge,
+            max_recv_sge: cap.max_recv_sge,
+            max_inline_data: cap.max_inline_data,
+        })
+    }
+
     /// The class of the path the QP sends on (`ibv_query_qp(3)`'s address vector), as
     /// the driver keeps it after RTR.
     ///
