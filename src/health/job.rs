@@ -54,6 +54,22 @@ impl RingPair {
         let [x, y] = self.lat_us;
         Some(x?.max(y?))
     }
+
+    /// What the pair, run without error, still did not measure (`None`: everything).
+    fn unmeasured(&self, names: &[String]) -> Option<String> {
+        let name = |i: usize| names.get(i).map_or("?", String::as_str);
+        let (a, b) = (name(self.a), name(self.b));
+        let mut missing: Vec<String> = [(a, b), (b, a)]
+            .iter()
+            .zip(self.bw_gbps)
+            .filter(|(_, bw)| bw.is_none())
+            .map(|((from, to), _)| format!("write_bw {from} to {to} moved no byte"))
+            .collect();
+        if self.lat().is_none() {
+            missing.push("write_lat measured nothing".into());
+        }
+        (!missing.is_empty()).then(|| missing.join("; "))
+    }
 }
 
 /// The pairs of a ring of `n` hosts (each host and the next), in rounds of disjoint
@@ -93,12 +109,14 @@ pub fn judge(hosts: &[HostHealth], ring: &[RingPair], rule: PeerRule) -> Vec<(us
     found.extend(below_median(hosts, rule.fraction));
     let names: Vec<String> = hosts.iter().map(|h| h.host.clone()).collect();
     found.extend(neighbours(&names, ring, rule));
-    // A ring pair that could not run: both ends named (which one failed, it cannot tell).
+    // A ring pair that could not run, or a direction of it that measured nothing (no
+    // message completed in its window: the neighbour rule would skip the pair, and the
+    // host go unjudged without a word): both ends named (which one failed, it cannot tell).
     for p in ring {
-        let Some(e) = &p.error else { continue };
+        let Some(why) = p.error.clone().or_else(|| p.unmeasured(&names)) else { continue };
         for (me, other) in [(p.a, p.b), (p.b, p.a)] {
             let with = names.get(other).map_or("?", String::as_str);
-            let f = Finding::new(Code::NotRun, "host", format!("ring test with {with}: {e}"));
+            let f = Finding::new(Code::NotRun, "host", format!("ring test with {with}: {why}"));
             found.push((me, f));
         }
     }
@@ -468,6 +486,25 @@ mod tests {
         let found = neighbours(&names(1000), &ring(1000, 8.0, Some(500), 0.5), RULE);
         assert_eq!(named(&found, Code::NeighbourLow), [500]);
         assert!(neighbours(&names(1000), &ring(1000, 8.0, None, 1.0), RULE).is_empty());
+    }
+
+    #[test]
+    fn a_ring_direction_that_moved_nothing_is_not_run_for_both_ends() {
+        let mut pairs = ring(3, 0.0, None, 1.0);
+        let (a, b) = (pairs[0].a, pairs[0].b);
+        pairs[0].bw_gbps[1] = None;
+        let found = judge(&job(3, 0.0, None), &pairs, RULE);
+        let mut ends: Vec<usize> =
+            found.iter().filter(|(_, f)| f.code == Code::NotRun).map(|(h, _)| *h).collect();
+        ends.sort_unstable();
+        let mut want = vec![a, b];
+        want.sort_unstable();
+        assert_eq!(ends, want, "{found:?}");
+        let detail = &found.iter().find(|(h, _)| *h == a).unwrap().1.detail;
+        let moved = format!("write_bw node{b:04} to node{a:04} moved no byte");
+        assert!(detail.ends_with(&moved), "{detail}");
+        // Every direction measured: nothing to say.
+        assert!(judge(&job(3, 0.0, None), &ring(3, 0.0, None, 1.0), RULE).is_empty());
     }
 
     #[test]
