@@ -54,8 +54,11 @@ fn lab_write_bw_soak_on_a_clean_link_passes_every_interval_with_its_counters_and
     for r in &records {
         assert_eq!(r["verdict"], serde_json::json!({ "pass": true, "reasons": [] }), "{r}");
         assert_eq!(r["counters"]["port"], "rxe0/1", "{r}");
-        // Data went out every second: soft-RoCE counted its packets.
-        assert!(r["counters"]["changes"]["hw_counters/sent_pkts"].as_u64() > Some(0), "{r}");
+        // Data went out every second: soft-RoCE counted its packets (the run's last
+        // record may be a tail of a few ms, in which the port sent nothing new).
+        let whole = r["end_s"].as_f64().unwrap() - r["start_s"].as_f64().unwrap() >= 0.5;
+        let sent = r["counters"]["changes"]["hw_counters/sent_pkts"].as_u64();
+        assert!(!whole || sent > Some(0), "{r}");
         let link = &r["link"];
         assert_eq!((&link["state"], &link["changed"]), (&"ACTIVE".into(), &Value::Null), "{r}");
         assert!(link["rate"].as_str().is_some_and(|r| r.contains("Gb/sec")), "{r}");

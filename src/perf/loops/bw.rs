@@ -14,6 +14,8 @@ use crate::transport::{Connection, Op, Polled, WorkRequest};
 /// Passes of the sender's loop between two refinements of its clock's rate (one
 /// monotonic read each).
 const REFINE_EVERY: u32 = 4096;
+/// The most time between two looks at the clock while completions come (see the loop).
+const LOOK_NS: u64 = 50_000_000;
 
 /// What a sender measured on each QP.
 pub struct BwOutcome {
@@ -153,6 +155,12 @@ pub fn bw_send<C: Connection, R: RecvSide>(
     // clock's rate is refined every REFINE_EVERY passes, off the hot path.
     let mut passes = 0u32;
     let mut intervals = Intervals::new(plan.interval_ns, plan.duration.map(|(total, _)| total));
+    // With intervals, a loop whose passes are slow (an emulated host's yields, a few big
+    // messages) looks at the clock by time too: when completions came and LOOK_NS has
+    // passed since the last look, the clock's rate is refined (a monotonic read) and a
+    // due interval closed there. Counted in passes only, a soak's first "1 s" interval
+    // ended 2-8 s in under TCG, its times from a rate that was 3x off (2026-12-05).
+    let mut look_at = 0u64;
     loop {
         passes = passes.wrapping_add(1);
         if passes % MARK_EVERY == 0 {
@@ -172,6 +180,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
             }
         }
         let stop_posting = window.is_some_and(|w| clock.ns() >= w.total);
+        let mut completed_at = None;
         let mut all_done = true;
         for (q, conn) in conns.iter_mut().enumerate() {
             let lane = &mut lanes[q];
@@ -212,6 +221,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                     lane.done = lane.done.max(c.wr_id());
                 }
                 recorders[q].completed(t, lane.done);
+                completed_at = Some(t);
                 if let Some(w) = window {
                     count_in_window(&w, clock.to_ns(t), lane, &mut windowed[q]);
                 }
@@ -220,6 +230,15 @@ pub fn bw_send<C: Connection, R: RecvSide>(
             if lane.done < target || (plan.duration.is_some() && !stop_posting) {
                 all_done = false;
             }
+        }
+        if plan.interval_ns > 0 && completed_at.is_some_and(|t| t >= look_at) {
+            clock.refine();
+            let now = clock.ns();
+            if intervals.due(now) {
+                let mark = intervals.close(now, lanes.iter().map(|l| l.done).sum());
+                stall.pulse.interval(mark);
+            }
+            look_at = clock.counts() + clock.to_counts(LOOK_NS);
         }
         if all_done {
             if recv.done() {

@@ -57,6 +57,9 @@ impl Intervals {
     /// Closes the open interval at `now_ns`, `done` messages completed in all.
     #[cold]
     pub(super) fn close(&mut self, now_ns: u64, done: u64) -> IntervalMark {
+        // Never before its start: the clock's rate, refined between two looks, may put
+        // a look a little earlier than the last.
+        let now_ns = now_ns.max(self.start_ns);
         let mark = IntervalMark {
             start_ns: self.start_ns,
             end_ns: now_ns,
@@ -98,6 +101,12 @@ mod tests {
         assert_eq!(last.messages, 30);
         assert_eq!(iv.marks.iter().map(|m| m.messages).sum::<u64>(), 130, "every message once");
         assert!(iv.finish(3_600, 130).is_none(), "no empty last interval");
+        // A look that a refined clock rate puts before the interval's start closes it
+        // empty at its start, never backwards.
+        let mut early = Intervals::new(1_000, None);
+        early.close(2_000, 10);
+        let back = early.close(1_990, 10);
+        assert_eq!((back.start_ns, back.end_ns, back.messages), (2_000, 2_000, 0));
         let mut off = Intervals::new(0, None);
         assert!(!off.due(u64::MAX) && off.finish(10, 5).is_none() && off.marks.capacity() == 0);
     }
