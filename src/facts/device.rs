@@ -138,11 +138,16 @@ impl Device {
             && (root.join(dir.join("parent")).exists()
                 || name.starts_with("rxe")
                 || name.starts_with("siw"));
-        let model = match (hex("vendor"), hex("device")) {
+        // A soft device has no PCI ids: its name or its being soft names the module.
+        let soft_vendor = if name.starts_with("siw") {
+            Some(decode::SIW_VENDOR_ID)
+        } else {
+            soft.then_some(decode::RXE_VENDOR_ID)
+        };
+        let (vendor, device) = (hex("vendor"), hex("device"));
+        let model = match (vendor, device) {
             (Some(v), Some(d)) => decode::pci_model(v, d),
-            _ if name.starts_with("siw") => decode::model(decode::SIW_VENDOR_ID, 0),
-            _ if soft => decode::model(decode::RXE_VENDOR_ID, 0),
-            _ => None,
+            _ => soft_vendor.and_then(|v| decode::model(v, 0)),
         };
         let ports = entries(root, dir.join("ports"))
             .iter()
@@ -150,14 +155,8 @@ impl Device {
             .map(|p| Port::read(root, name, p))
             .collect();
         let pcie = pci.as_ref().and_then(|_| Pcie::read(root, &pci_dir));
-        let vendor = match hex("vendor") {
-            Some(v) => v,
-            None if name.starts_with("siw") => decode::SIW_VENDOR_ID,
-            None if soft => decode::RXE_VENDOR_ID,
-            None => 0,
-        };
         Device {
-            driver: driver(root, name, vendor),
+            driver: driver(root, name, vendor.or(soft_vendor).unwrap_or(0)),
             name: name.to_string(),
             model,
             fw_ver: word_in(root, dir.join("fw_ver")),

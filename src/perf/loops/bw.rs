@@ -160,11 +160,13 @@ pub fn bw_send<C: Connection, R: RecvSide>(
     // passed since the last look, the clock's rate is refined (a monotonic read) and a
     // due interval closed there. Counted in passes only, a soak's first "1 s" interval
     // ended 2-8 s in under TCG, its times from a rate that was 3x off (2026-12-05).
-    let mut look_at = 0u64;
+    // `latest`: the counts at the last completions; `look_at`: the next look by time.
+    let (mut latest, mut look_at) = (0u64, 0u64);
     loop {
         passes = passes.wrapping_add(1);
-        if passes % MARK_EVERY == 0 {
-            if passes % REFINE_EVERY == 0 {
+        let timely = plan.interval_ns > 0 && latest >= look_at;
+        if passes % MARK_EVERY == 0 || timely {
+            if timely || passes % REFINE_EVERY == 0 {
                 clock.refine();
             }
             let now = clock.ns();
@@ -178,9 +180,11 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                 window = Some(cut);
                 windowed.iter_mut().for_each(|c| cut.trim(c));
             }
+            if timely {
+                look_at = clock.counts() + clock.to_counts(LOOK_NS);
+            }
         }
         let stop_posting = window.is_some_and(|w| clock.ns() >= w.total);
-        let mut completed_at = None;
         let mut all_done = true;
         for (q, conn) in conns.iter_mut().enumerate() {
             let lane = &mut lanes[q];
@@ -221,7 +225,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                     lane.done = lane.done.max(c.wr_id());
                 }
                 recorders[q].completed(t, lane.done);
-                completed_at = Some(t);
+                latest = t;
                 if let Some(w) = window {
                     count_in_window(&w, clock.to_ns(t), lane, &mut windowed[q]);
                 }
@@ -230,15 +234,6 @@ pub fn bw_send<C: Connection, R: RecvSide>(
             if lane.done < target || (plan.duration.is_some() && !stop_posting) {
                 all_done = false;
             }
-        }
-        if plan.interval_ns > 0 && completed_at.is_some_and(|t| t >= look_at) {
-            clock.refine();
-            let now = clock.ns();
-            if intervals.due(now) {
-                let mark = intervals.close(now, lanes.iter().map(|l| l.done).sum());
-                stall.pulse.interval(mark);
-            }
-            look_at = clock.counts() + clock.to_counts(LOOK_NS);
         }
         if all_done {
             if recv.done() {
