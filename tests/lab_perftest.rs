@@ -107,9 +107,12 @@ fn both_ok(p: &Pair, what: &str) {
     assert_eq!(
         p.ours.status.code(),
         Some(0),
-        "rdmabench, {what}: {}\n{}",
+        "rdmabench, {what}: {}\n{}\nperftest (exit {:?}): {}\n{}",
         err(&p.ours),
-        text(&p.ours)
+        text(&p.ours),
+        p.theirs.status.code(),
+        err(&p.theirs),
+        text(&p.theirs)
     );
     assert_eq!(
         p.theirs.status.code(),
