@@ -3,9 +3,11 @@
 //! binary, with `--backend nd` and the software provider standing in for a vendor's.
 //! They check what moved and what was reported, as the lab tests do over verbs.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -15,22 +17,58 @@ static NEXT_PORT: AtomicU16 = AtomicU16::new(19600);
 
 /// One side, as `main` runs it: exit status (2 on errors) and what it printed.
 fn side(args: Vec<String>) -> (u8, String) {
-    let mut out = Vec::new();
-    let code = match rdmabench::cli::parse(std::iter::once("rdmabench".to_string()).chain(args)) {
+    let out = Shared::default();
+    let code = side_to(args, &out);
+    (code, out.text())
+}
+
+/// [`side`], its output going to `out` as it runs.
+fn side_to(args: Vec<String>, out: &Shared) -> u8 {
+    let mut out = out.clone();
+    match rdmabench::cli::parse(std::iter::once("rdmabench".to_string()).chain(args)) {
         Ok(Some(cli)) => match rdmabench::run(cli, &mut out) {
             Ok(code) => code,
             Err(e) => {
-                out.extend_from_slice(format!("rdmabench: {e}\n").as_bytes());
+                let _ = writeln!(out, "rdmabench: {e}");
                 e.kind.exit_code()
             }
         },
         Ok(None) => 0,
         Err(e) => {
-            out.extend_from_slice(format!("rdmabench: {e}\n").as_bytes());
+            let _ = writeln!(out, "rdmabench: {e}");
             e.kind.exit_code()
         }
-    };
-    (code, String::from_utf8_lossy(&out).into_owned())
+    }
+}
+
+/// A side's output, readable by the test while the side runs.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl Shared {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// Waits until the output holds `line` (a minute at most: then the test goes on,
+    /// and fails on what the side said).
+    fn wait_for(&self, line: &str) {
+        let start = Instant::now();
+        while !self.text().contains(line) && start.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 struct Run {
@@ -225,8 +263,14 @@ fn a_missing_peer_and_a_backend_mismatch_end_with_one_line() {
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let server = std::thread::spawn(move || side(server_args));
-    std::thread::sleep(Duration::from_millis(100));
+    let server_out = Shared::default();
+    let server = std::thread::spawn({
+        let out = server_out.clone();
+        move || (side_to(server_args, &out), out.text())
+    });
+    // A verbs client with no verbs stack here says so at once when refused, instead of
+    // retrying: it must find the server listening.
+    server_out.wait_for(" Listening on ");
     let (code, out) = side(
         ["write-bw", "--backend", "verbs", "-p", &port, "--timeout", "5", "127.0.0.1"]
             .iter()

@@ -435,9 +435,11 @@ pub trait Connection {
     /// The local registered buffer, for filling before posting.
     fn local_mut(&mut self) -> &mut [u8];
 
-    /// Reads one byte of the local buffer as the peer left it (no caching): what a
-    /// write ping-pong spins on.
-    fn load_u8(&self, offset: usize) -> u8;
+    /// Reads one byte of the local buffer as the peer left it (no caching) until it is
+    /// `expect`, at most `reads` times: what a write ping-pong spins on. The reads left
+    /// when one saw it, counting that one (`reads` when the first did), or 0 when none
+    /// did.
+    fn wait_u8(&self, offset: usize, expect: u8, reads: u32) -> u32;
 
     /// Writes one byte of the local buffer: what a write ping-pong changes in its
     /// message before each post.

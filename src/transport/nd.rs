@@ -280,9 +280,9 @@ impl Connection for NdConnection {
         self.mr.as_mut_slice()
     }
 
-    #[inline]
-    fn load_u8(&self, offset: usize) -> u8 {
-        self.mr.load_u8(offset)
+    #[inline(always)]
+    fn wait_u8(&self, offset: usize, expect: u8, reads: u32) -> u32 {
+        self.mr.wait_u8(offset, expect, reads)
     }
 
     // Nothing to encode ahead: a prepared request is the request.

@@ -173,12 +173,25 @@ impl MemoryRegion {
         unsafe { std::slice::from_raw_parts_mut(self.buf.ptr.as_ptr(), self.len) }
     }
 
-    /// One byte as the adapter left it, read without caching. Panics past the end.
-    #[inline]
-    pub fn load_u8(&self, offset: usize) -> u8 {
+    /// Reads the byte at `offset` as the adapter left it, without caching, until it is
+    /// `expect`, at most `reads` times: the reads left when one saw it, counting that one,
+    /// or 0 when none did (as the verbs region's `wait_u8`). Panics past the end.
+    #[inline(always)]
+    pub fn wait_u8(&self, offset: usize, expect: u8, reads: u32) -> u32 {
         assert!(offset < self.len, "offset {offset} past the {}-byte region", self.len);
-        // SAFETY: in bounds of memory valid for the region's life.
-        unsafe { std::ptr::read_volatile(self.buf.ptr.as_ptr().add(offset)) }
+        // SAFETY: in bounds (checked above) of memory valid for the region's life.
+        let byte = unsafe { self.buf.ptr.as_ptr().add(offset) };
+        // A countdown, not `1..=reads`: an inclusive range's iterator costs a pass six
+        // more instructions.
+        let mut left = reads;
+        while left > 0 {
+            // SAFETY: `byte` is in the region, valid while `&self` lives.
+            if unsafe { std::ptr::read_volatile(byte) } == expect {
+                return left;
+            }
+            left -= 1;
+        }
+        0
     }
 
     /// What a peer needs to target the whole region.

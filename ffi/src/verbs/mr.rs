@@ -224,14 +224,28 @@ impl MemoryRegion {
         unsafe { std::slice::from_raw_parts_mut(self.addr.as_ptr(), self.len) }
     }
 
-    /// Reads one byte as the HCA left it, without caching: what a ping-pong spins on
-    /// while the peer RDMA-writes the region. Panics past the end.
-    #[inline]
-    pub fn load_u8(&self, offset: usize) -> u8 {
+    /// Reads the byte at `offset` as the HCA left it, without caching, until it is
+    /// `expect`, at most `reads` times: what a ping-pong spins on while the peer
+    /// RDMA-writes the region. The reads left when one saw it, counting that one (`reads`
+    /// when the first did), or 0 when none did. One bounds check for all the reads (a
+    /// spin's pass is a read, a compare and a count); panics past the end.
+    #[inline(always)]
+    pub fn wait_u8(&self, offset: usize, expect: u8, reads: u32) -> u32 {
         assert!(offset < self.len, "offset {offset} past the {}-byte region", self.len);
-        // SAFETY: in bounds (checked above) of memory valid for the region's life; a
-        // volatile read makes every call observe writes made by the device.
-        unsafe { std::ptr::read_volatile(self.addr.as_ptr().add(offset)) }
+        // SAFETY: in bounds (checked above) of memory valid for the region's life.
+        let byte = unsafe { self.addr.as_ptr().add(offset) };
+        // A countdown, not `1..=reads`: an inclusive range's iterator costs a pass six
+        // more instructions.
+        let mut left = reads;
+        while left > 0 {
+            // SAFETY: `byte` is in the region, valid while `&self` lives; a volatile read
+            // makes every pass observe writes made by the device.
+            if unsafe { std::ptr::read_volatile(byte) } == expect {
+                return left;
+            }
+            left -= 1;
+        }
+        0
     }
 
     /// Writes one byte: what a ping-pong changes in its message before each post.

@@ -120,14 +120,14 @@ pub fn lat_write_pingpong<C: Connection, S: Sampler>(
         if !first || i > 0 {
             // Wait for the peer's write of `value`, or its answer to ours.
             let expect = if first { i as u8 } else { value };
-            let mut spins = 0u32;
-            while conn.load_u8(last) != expect {
-                spins = spins.wrapping_add(1);
-                if !first && spins % 65536 == 0 && stop() {
-                    reap(conn, signaled, &mut reaped, 0)?;
-                    return Ok(samples.finish());
-                }
-                stall.idle("the peer's write")?;
+            let seen = stall.spin(
+                "the peer's write",
+                |reads| conn.wait_u8(last, expect, reads),
+                || !first && stop(),
+            )?;
+            if !seen {
+                reap(conn, signaled, &mut reaped, 0)?;
+                return Ok(samples.finish());
             }
             stall.progressed()?;
         }

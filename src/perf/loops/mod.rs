@@ -236,6 +236,10 @@ pub fn stop_requested() -> bool {
 /// half a millisecond costs a poll nothing.
 const MAX_LAP: u32 = 4096;
 
+/// How often [`Stall::spin`] asks whether to stop, in laps: every 65,536 idle reads at
+/// the longest lap (a stop check may be a few system calls: a control channel's peek).
+const STOP_EVERY_LAPS: u32 = 16;
+
 /// How far apart a [`Stall`]'s clock reads aim to be. A lap is counted in polls, and
 /// their length varies a thousandfold (soft-RoCE under emulation spends milliseconds
 /// in a post's doorbell): the count adapts, so a slow loop still beats in time.
@@ -288,6 +292,36 @@ impl<P: Pulse> Stall<P> {
             return Err(LoopFailure::Stalled { waiting_for, after: self.timeout }.into());
         }
         Ok(())
+    }
+    /// Spins `read` (which reads at most the reads it is given and says how many were
+    /// left when one saw what it waits for, counting that one, or 0) until it sees it
+    /// (`true`), or until `stop`, asked
+    /// every [`STOP_EVERY_LAPS`] laps, says to end the wait (`false`). Each read that saw
+    /// nothing is an idle poll, as [`Stall::idle`] counts them, but counted a lap at a
+    /// time: a pass of the spin pays no countdown of its own.
+    #[inline(always)]
+    fn spin(
+        &mut self,
+        waiting_for: &'static str,
+        mut read: impl FnMut(u32) -> u32,
+        mut stop: impl FnMut() -> bool,
+    ) -> Result<bool, LoopError> {
+        let mut laps = 0u32;
+        loop {
+            // The read that saw it is no idle poll: the lap keeps it.
+            let left = read(self.left);
+            if left > 0 {
+                self.left = left;
+                return Ok(true);
+            }
+            // The lap's last idle poll, counted as `idle` counts it: the lap ends.
+            self.left = 1;
+            self.idle(waiting_for)?;
+            laps = laps.wrapping_add(1);
+            if laps % STOP_EVERY_LAPS == 0 && stop() {
+                return Ok(false);
+            }
+        }
     }
     /// Counts a poll; `true` when it ends the lap.
     #[inline(always)]
@@ -427,6 +461,56 @@ mod tests {
         let e = (0..=MAX_LAP).try_for_each(|_| stall.idle("the peer's answer")).unwrap_err();
         assert!(
             matches!(e.failure(), LoopFailure::Stalled { waiting_for: "the peer's answer", .. }),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_spin_counts_its_idle_reads_as_idle_polls_and_asks_to_stop_every_16_laps() {
+        // A byte seen at the 100,000th read: the reads before it are idle polls, each lap
+        // they end beats (the first at once), and the spin says it saw it.
+        const SEEN_AT: u32 = 100_000;
+        let (mut reads, mut asked) = (0u32, 0u32);
+        let mut stall = Stall::beating(Duration::from_secs(60), Beats(0));
+        let seen = stall.spin(
+            "x",
+            |n| {
+                let took = n.min(SEEN_AT - reads);
+                reads += took;
+                if reads == SEEN_AT {
+                    n - took + 1
+                } else {
+                    0
+                }
+            },
+            || {
+                asked += 1;
+                false
+            },
+        );
+        assert!(seen.unwrap());
+        assert_eq!(reads, SEEN_AT);
+        let laps = stall.pulse.0;
+        assert_eq!(asked, laps / STOP_EVERY_LAPS, "asked to stop every 16 of {laps} laps");
+        // Quick reads double the laps, 1, 2, 4, … polls, up to MAX_LAP: then 35 laps
+        // (12 up to 4,095 polls, 23 of 4,096), and the last lap has the polls its
+        // reads did not use left.
+        let (mut idle, mut lap, mut quick) = (SEEN_AT - 1, 1, 0);
+        while idle >= lap {
+            (idle, quick, lap) = (idle - lap, quick + 1, (lap * 2).min(MAX_LAP));
+        }
+        if laps == quick {
+            assert_eq!((laps, stall.left), (35, lap - idle));
+        }
+        // A spin told to stop at its 16th lap ends without seeing the byte, and one that
+        // never sees it stalls past its timeout.
+        let mut stall = Stall::new(Duration::from_secs(60));
+        assert!(!stall.spin("x", |_| 0, || true).unwrap());
+        let mut stall = Stall::new(Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(5));
+        let e = stall.spin("the peer's write", |_| 0, || false).unwrap_err();
+        assert!(
+            matches!(e.failure(), LoopFailure::Stalled { waiting_for: "the peer's write", .. }),
             "{e}"
         );
     }

@@ -199,8 +199,13 @@ impl Connection for TcpConnection {
         &mut self.buf
     }
 
-    fn load_u8(&self, offset: usize) -> u8 {
-        self.buf[offset]
+    // Nothing writes the buffer behind the stream's back: one look answers.
+    fn wait_u8(&self, offset: usize, expect: u8, reads: u32) -> u32 {
+        if self.buf[offset] == expect {
+            reads
+        } else {
+            0
+        }
     }
 
     // Nothing to encode ahead: a prepared request is the request.

@@ -160,9 +160,9 @@ impl Connection for VerbsConnection {
         &mut self.mr.as_mut_slice()[skip..]
     }
 
-    #[inline]
-    fn load_u8(&self, offset: usize) -> u8 {
-        self.mr.load_u8(self.caps.recv_overhead as usize + offset)
+    #[inline(always)]
+    fn wait_u8(&self, offset: usize, expect: u8, reads: u32) -> u32 {
+        self.mr.wait_u8(self.caps.recv_overhead as usize + offset, expect, reads)
     }
 
     #[inline]
