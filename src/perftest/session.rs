@@ -52,16 +52,22 @@ pub(super) fn run(
         check_gids(&mine[0], &peers[0])?;
         let eps: Vec<VerbsEndpoint> =
             peers.iter().map(|k| endpoint_of(k, &plan.slots, spec)).collect();
-        let conns = prepared
+        let mut conns = prepared
             .drain(..)
             .zip(eps.iter().zip(peers))
             .map(|(p, (ep, k))| t.connect_with_peer_reads(p, ep, mtu, k.out_reads))
             .collect::<Result<Vec<_>, _>>()?;
+        // Zeroed here, before the records that follow: perftest's write_lat server
+        // writes its first message as soon as it has the last one, and a buffer zeroed
+        // after that erased it (both sides then waited: a stall under load).
+        for c in &mut conns {
+            c.local_mut().fill(0);
+        }
         Ok((conns, eps))
     })?;
     let (conns, peer_eps) = peers;
     let mut setup = backend::finish_verbs(ctx, &t, conns, &mine_eps, &peer_eps, mtu.bytes());
-    let mut conns = std::mem::take(&mut setup.conns);
+    let conns = std::mem::take(&mut setup.conns);
     let counters = port_counters(ctx, &setup.attachment)?;
     setup.params.cpu_affinity = Some(apply_affinity(ctx.local, &setup.attachment)?);
     setup.remote.push(format!(
@@ -76,9 +82,6 @@ pub(super) fn run(
     step.counters = counters;
     for c in &conns {
         step.check(c.capabilities())?;
-    }
-    for c in &mut conns {
-        c.local_mut().fill(0);
     }
     let test = Test { ctx, step, wire, mine, conns, t: &t, report, out };
     match (spec.kind.verb, spec.kind.measure) {
