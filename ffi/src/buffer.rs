@@ -76,6 +76,28 @@ impl Drop for PageBuffer {
     }
 }
 
+/// Reads `*byte` without caching until it is `expect`, at most `reads` times: the reads
+/// left when one saw it, counting that one (`reads` when the first did), or 0 when none
+/// did. What a region's `wait_u8` spins on, for verbs and NetworkDirect alike: a
+/// countdown, five instructions a pass (not `1..=reads`: an inclusive range's iterator
+/// costs a pass six more).
+///
+/// # Safety
+/// `byte` must be valid for reads for the whole call.
+#[inline(always)]
+pub(crate) unsafe fn wait_byte(byte: *const u8, expect: u8, reads: u32) -> u32 {
+    let mut left = reads;
+    while left > 0 {
+        // SAFETY: valid for reads (the caller's promise); a volatile read makes every
+        // pass observe writes made by the device.
+        if unsafe { std::ptr::read_volatile(byte) } == expect {
+            return left;
+        }
+        left -= 1;
+    }
+    0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +109,15 @@ mod tests {
         // SAFETY: 10_000 bytes were allocated.
         let bytes = unsafe { std::slice::from_raw_parts(b.ptr.as_ptr(), 10_000) };
         assert!(bytes.iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn a_wait_on_a_byte_says_the_reads_left_when_it_saw_it() {
+        let b = [7u8];
+        // SAFETY: `b` lives for the calls.
+        let (seen, unseen, none) = unsafe {
+            (wait_byte(b.as_ptr(), 7, 5), wait_byte(b.as_ptr(), 8, 5), wait_byte(b.as_ptr(), 7, 0))
+        };
+        assert_eq!((seen, unseen, none), (5, 0, 0));
     }
 }

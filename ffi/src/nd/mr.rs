@@ -10,7 +10,7 @@ use super::com::ComPtr;
 use super::overlapped::Overlapped;
 use super::status::NdError;
 use super::sys;
-use crate::buffer::PageBuffer;
+use crate::buffer::{wait_byte, PageBuffer};
 use crate::types::{RangeError, RemoteBuffer};
 
 /// Registration rights (`ND_MR_FLAG_*`).
@@ -179,19 +179,9 @@ impl MemoryRegion {
     #[inline(always)]
     pub fn wait_u8(&self, offset: usize, expect: u8, reads: u32) -> u32 {
         assert!(offset < self.len, "offset {offset} past the {}-byte region", self.len);
-        // SAFETY: in bounds (checked above) of memory valid for the region's life.
-        let byte = unsafe { self.buf.ptr.as_ptr().add(offset) };
-        // A countdown, not `1..=reads`: an inclusive range's iterator costs a pass six
-        // more instructions.
-        let mut left = reads;
-        while left > 0 {
-            // SAFETY: `byte` is in the region, valid while `&self` lives.
-            if unsafe { std::ptr::read_volatile(byte) } == expect {
-                return left;
-            }
-            left -= 1;
-        }
-        0
+        // SAFETY: in bounds (checked above) of memory valid for the region's life, which
+        // `&self` outlives the call with.
+        unsafe { wait_byte(self.buf.ptr.as_ptr().add(offset), expect, reads) }
     }
 
     /// What a peer needs to target the whole region.

@@ -5,7 +5,7 @@ use std::ops::BitOr;
 use std::ptr::NonNull;
 
 use super::{sys, Error, ProtectionDomain};
-use crate::buffer::PageBuffer;
+use crate::buffer::{wait_byte, PageBuffer};
 use crate::types::{RangeError, RemoteBuffer};
 
 /// Access rights of a memory region (`enum ibv_access_flags`). Combine with `|`.
@@ -232,20 +232,9 @@ impl MemoryRegion {
     #[inline(always)]
     pub fn wait_u8(&self, offset: usize, expect: u8, reads: u32) -> u32 {
         assert!(offset < self.len, "offset {offset} past the {}-byte region", self.len);
-        // SAFETY: in bounds (checked above) of memory valid for the region's life.
-        let byte = unsafe { self.addr.as_ptr().add(offset) };
-        // A countdown, not `1..=reads`: an inclusive range's iterator costs a pass six
-        // more instructions.
-        let mut left = reads;
-        while left > 0 {
-            // SAFETY: `byte` is in the region, valid while `&self` lives; a volatile read
-            // makes every pass observe writes made by the device.
-            if unsafe { std::ptr::read_volatile(byte) } == expect {
-                return left;
-            }
-            left -= 1;
-        }
-        0
+        // SAFETY: in bounds (checked above) of memory valid for the region's life, which
+        // `&self` outlives the call with.
+        unsafe { wait_byte(self.addr.as_ptr().add(offset), expect, reads) }
     }
 
     /// Writes one byte: what a ping-pong changes in its message before each post.

@@ -295,10 +295,10 @@ impl<P: Pulse> Stall<P> {
     }
     /// Spins `read` (which reads at most the reads it is given and says how many were
     /// left when one saw what it waits for, counting that one, or 0) until it sees it
-    /// (`true`), or until `stop`, asked
-    /// every [`STOP_EVERY_LAPS`] laps, says to end the wait (`false`). Each read that saw
-    /// nothing is an idle poll, as [`Stall::idle`] counts them, but counted a lap at a
-    /// time: a pass of the spin pays no countdown of its own.
+    /// (`true`), or until `stop`, asked every [`STOP_EVERY_LAPS`] laps, says to end the
+    /// wait (`false`). Each read that saw nothing is an idle poll, as [`Stall::idle`]
+    /// counts them, but counted a lap at a time: a pass of the spin pays no countdown of
+    /// its own.
     #[inline(always)]
     fn spin(
         &mut self,
