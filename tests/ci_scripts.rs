@@ -557,6 +557,10 @@ fn the_main_jobs_setup_installs_what_the_lab_runs_and_nothing_of_the_tests() {
         assert!(!lab.iter().any(|p| p == unused), "lab installs {unused}: {lab:?}");
         assert!(all.iter().any(|p| p == unused), "all lacks {unused}");
     }
+    // ci/test's own: chrt (the idle class) and pgrep (its jobs' children).
+    for tool in ["util-linux", "procps"] {
+        assert!(all.iter().any(|p| p == tool), "all lacks {tool}: {all:?}");
+    }
     // One list: the lab group is all's start, and no package is listed twice.
     assert_eq!(all[..lab.len()], lab[..]);
     let mut unique = all.clone();
