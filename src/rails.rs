@@ -38,7 +38,7 @@ pub struct Rail {
 /// # Errors
 /// A latency test, a HOST list that does not match, a port past 65535 (kind `usage`).
 pub fn plan(t: &TestOptions) -> Result<Option<Vec<Rail>>, Error> {
-    let Some(devices) = t.local.device.as_deref().filter(|d| several(Some(d))) else {
+    let Some(devices) = t.local.device.as_deref().filter(|_| t.local.rails()) else {
         return Ok(None);
     };
     let devices: Vec<&str> = devices.split(',').map(str::trim).collect();
@@ -200,17 +200,14 @@ pub fn run(t: &TestOptions, mut rails: Vec<Rail>, out: &mut dyn Write) -> Result
     Ok(0)
 }
 
-/// Whether `-d` names several devices, a rail each.
-pub fn several(device: Option<&str>) -> bool {
-    device.is_some_and(|d| d.contains(','))
-}
-
 /// One rail's test, on this side.
 fn run_rail(t: &TestOptions, r: &Rail) -> engine::Outcome {
     let local = Local {
         device: Some(r.device.clone()),
         port: r.port,
         pin: r.cpus.clone(),
+        // The rail's CPUs stand for --numa_node where they were found.
+        numa_node: t.local.numa_node.filter(|_| r.cpus.is_empty()),
         quiet: true,
         ..t.local.clone()
     };

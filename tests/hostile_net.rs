@@ -27,14 +27,7 @@ fn client(port: &str, args: &[&str]) -> Output {
 }
 
 fn key_file(name: &str, secret: &str) -> PathBuf {
-    let p = common::scratch("rdmabench-hostile-net").join(name);
-    std::fs::write(&p, secret).unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
-    p
+    common::key_file("rdmabench-hostile-net", name, secret)
 }
 
 const TCP_BW_HELLO: &str = r#"{"type":"hello","tool":"x","auth":"00112233445566778899aabbccddeeff","spec":{"kind":{"verb":"send","measure":"bw"},"sizes":[65536],"run":{"iterations":100},"validate":false,"link":{"transport":"tcp","streams":1,"window":null,"nodelay":false}}}"#;

@@ -182,12 +182,14 @@ fn rdmabenchs_own_client_at_a_perftest_port_is_told_about_perftest() {
 
 #[test]
 fn what_perftest_cannot_carry_is_refused_by_flag() {
+    let key = common::key_file("rdmabench-perftest-wire", "key", "correct horse battery staple\n");
+    let key = key.to_str().unwrap();
     for (test, flags, says) in [
         ("write-bw", &["--reversed"][..], "--reversed is not run against perftest yet"),
         ("send-bw", &["--send_with_imm"][..], "--send_with_imm are not run against perftest yet"),
         ("write-bw", &["--validate"][..], "--validate: perftest neither lays nor checks"),
         ("write-bw", &["-D", "4"][..], "-D is not run against perftest yet"),
-        ("write-bw", &["--auth-key", "Cargo.toml"][..], "perftest has no --auth-key"),
+        ("write-bw", &["--auth-key", key][..], "perftest has no --auth-key"),
         ("write-bw", &["--backend", "nd"][..], "perftest runs over verbs"),
     ] {
         let mut args = vec![test, "--perftest"];

@@ -4,11 +4,14 @@
 #![cfg(unix)]
 
 use std::process::Command;
+use std::time::Duration;
 
 use rdmabench::engine::{self, Side};
 use rdmabench::error::{Error, ErrorKind, Refusal};
 use rdmabench::spec::rules::{self, RdmaRequest};
-use rdmabench::spec::{Link, Local, Measure, TestKind, TestSpec, Verb};
+use rdmabench::spec::{
+    IntervalLines, Link, Local, Measure, Output, TestKind, TestOptions, TestSpec, Verb,
+};
 use rdmabench::transport::Backend;
 
 /// The CLI's error for `argv`, in-process and from the binary (its status and line).
@@ -79,4 +82,67 @@ fn the_library_refuses_what_the_cli_refuses_with_the_same_rule() {
         serde_json::json!({"rule": "needs", "flag": "--run_infinitely", "needs": "-D"})
     );
     assert_eq!(json["kind"], "usage");
+}
+
+/// The library's error for perftest's default spec of `kind` run as a client with this
+/// side's settings `local`.
+fn library_refuses_local(kind: TestKind, local: Local) -> Error {
+    let request = RdmaRequest { backend: Some(Backend::Verbs), ..RdmaRequest::default() };
+    let spec = rules::rdma(kind, &request).expect("perftest's defaults hold");
+    let side = Side::Client { host: "127.0.0.1".into() };
+    let outcome = engine::run(&spec, &side, &local, false, &mut std::io::sink());
+    assert!(outcome.report.results.is_empty());
+    outcome.error.expect("the library refuses")
+}
+
+#[test]
+fn the_library_refuses_this_sides_settings_and_output_as_the_cli_does() {
+    let write_lat = TestKind { verb: Verb::Write, measure: Measure::Lat };
+    let write_bw = TestKind { verb: Verb::Write, measure: Measure::Bw };
+
+    // A latency test over threads: one QP, one thread. A library Local once ran it.
+    let cli = cli_refuses(&["write-lat", "--backend", "verbs", "--threads", "2", "127.0.0.1"]);
+    let lib = library_refuses_local(write_lat, Local { threads: 2, ..Local::default() });
+    assert_eq!(
+        rule(&cli),
+        (ErrorKind::Usage, Some(&Refusal::not_this_test("--threads", "write_lat")))
+    );
+    assert_eq!((rule(&lib), &lib.message), (rule(&cli), &cli.message));
+
+    // Intervals of a latency test.
+    let cli = cli_refuses(&["write-lat", "--backend", "verbs", "--interval", "1", "127.0.0.1"]);
+    let lines = IntervalLines {
+        every: Duration::from_secs(1),
+        text: true,
+        json_lines: None,
+        gbits: false,
+        to_stderr: false,
+        min_bw: None,
+    };
+    let lib =
+        library_refuses_local(write_lat, Local { interval_lines: Some(lines), ..Local::default() });
+    assert_eq!(
+        rule(&cli),
+        (ErrorKind::Usage, Some(&Refusal::not_this_test("--interval", "write_lat")))
+    );
+    assert_eq!((rule(&lib), &lib.message), (rule(&cli), &cli.message));
+
+    // Every sample of a bandwidth test, which has none to list.
+    let cli = cli_refuses(&["write-bw", "--backend", "verbs", "-H", "127.0.0.1"]);
+    let lib = library_refuses_local(write_bw, Local { keep_samples: true, ..Local::default() });
+    assert_eq!(rule(&cli), (ErrorKind::Usage, Some(&Refusal::not_this_test("-H/-U", "write_bw"))));
+    assert_eq!((rule(&lib), &lib.message), (rule(&cli), &cli.message));
+
+    // A bandwidth floor on a latency test: the output's rule, met by a hand-built test.
+    let cli = cli_refuses(&["write-lat", "--backend", "verbs", "--min-bw", "5", "127.0.0.1"]);
+    let request = RdmaRequest { backend: Some(Backend::Verbs), ..RdmaRequest::default() };
+    let test = TestOptions {
+        spec: rules::rdma(write_lat, &request).unwrap(),
+        host: Some("127.0.0.1".into()),
+        local: Local::default(),
+        output: Output { min_bw: Some(5.0), ..Output::default() },
+        perftest: false,
+    };
+    let lib = test.validate().expect_err("the library refuses");
+    assert_eq!((rule(&lib), &lib.message), (rule(&cli), &cli.message));
 }

@@ -101,7 +101,7 @@ fn perftests_verifier_limits_are_thresholds() {
     let e = test(&["write-lat", "-y", "1", "--backend", "verbs"]).unwrap_err();
     assert!(e.message.contains("-y/--limit_msgrate: only bandwidth tests"), "{e}");
     let e = test(&["read-bw", "--limit_bw=-1", "--backend", "verbs"]).unwrap_err();
-    assert!(e.message.contains("-w/--limit_bw: a number, 0 or more"), "{e}");
+    assert!(e.message.contains("(-w/--limit_bw): a number, 0 or more"), "{e}");
 }
 
 /// docs/perftest-flags.md is checked against the command line: a flag it calls

@@ -82,7 +82,10 @@ pub fn run(
 ) -> Outcome {
     let client = matches!(side, Side::Client { .. });
     let mut report = new_report(spec, client);
-    let result = spec.validate().and_then(|()| match side {
+    // The spec, and this side's settings against it: what the CLI refuses, a program's
+    // hand-built test is refused the same way (spec::options).
+    let checked = spec.validate().and_then(|()| local.validate_for(spec));
+    let result = checked.and_then(|()| match side {
         Side::Client { host } => {
             let mut ch = match stack_present(spec) {
                 Ok(()) => hello(spec, host, local)?,

@@ -74,6 +74,19 @@ pub struct IntervalLines {
     pub min_bw: Option<f64>,
 }
 
+/// Whether `-d` names several devices (comma-separated), a rail each: a multi-rail
+/// run (`rdmabench::rails`).
+pub fn names_rails(device: Option<&str>) -> bool {
+    device.is_some_and(|d| d.contains(','))
+}
+
+impl Local {
+    /// Whether this side's device names several: a multi-rail run.
+    pub fn rails(&self) -> bool {
+        names_rails(self.device.as_deref())
+    }
+}
+
 impl Default for Local {
     fn default() -> Self {
         Local {
@@ -171,6 +184,13 @@ pub enum Figure {
     MessageRate,
     /// Average latency, µs (perftest prints its average, not t_typical).
     Latency,
+}
+
+impl Figure {
+    /// Whether a bandwidth test gives it (bandwidth, message rate), not a latency test.
+    pub fn is_bandwidth(self) -> bool {
+        matches!(self, Figure::Bandwidth | Figure::MessageRate)
+    }
 }
 
 /// One test on this side, as the command line (or code) gives it: the spec, which side

@@ -9,6 +9,7 @@
 
 pub mod key;
 mod local;
+mod options;
 pub mod plan;
 pub mod role;
 pub mod rules;
@@ -20,7 +21,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use local::{Figure, IntervalLines, Local, Output, SampleOrder, TestOptions};
+pub use local::{names_rails, Figure, IntervalLines, Local, Output, SampleOrder, TestOptions};
+pub use options::{INTERVAL_RANGE, MAX_LISTED_SAMPLES};
 pub use rules::{parse_cpu_list, parse_size};
 
 use crate::transport::{Backend, Service};

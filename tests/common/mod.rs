@@ -157,3 +157,16 @@ pub fn wait_listening(port: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A key file `name` in the scratch folder `dir` holding `secret`, readable by its
+/// owner only (as `--auth-key` requires).
+pub fn key_file(dir: &str, name: &str, secret: &str) -> PathBuf {
+    let p = scratch(dir).join(name);
+    std::fs::write(&p, secret).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    p
+}
