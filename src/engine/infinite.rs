@@ -18,7 +18,8 @@ use super::step::Step;
 /// leaves their summary in `report`.
 ///
 /// # Errors
-/// No way to catch SIGINT here (Windows), or whatever stops an interval.
+/// No way to catch SIGINT here (a console handler refused on Windows), or whatever
+/// stops an interval.
 pub(super) fn run<C: Connection + Send>(
     step: &Step<'_>,
     ch: &mut Channel,

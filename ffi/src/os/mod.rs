@@ -709,11 +709,34 @@ fn ignored(signal: libc::c_int) -> io::Result<bool> {
     Ok(now.sa_sigaction == libc::SIG_IGN)
 }
 
+/// Windows: from now on Ctrl-C, Ctrl-Break and the console's closing (logoff,
+/// shutdown) no longer end the process: each is noted for [`termination_signal`] as the
+/// signal a Unix program would get (Ctrl-C `SIGINT`, Ctrl-Break `SIGTERM`, a closing
+/// `SIGHUP`). Windows ends a process whose console closes once its handler returns, so a
+/// closing is noted but cannot wait for the results.
+///
+/// # Errors
+/// `SetConsoleCtrlHandler` failing.
+#[cfg(windows)]
+pub fn watch_termination() -> io::Result<()> {
+    windows::watch_console(false)
+}
+
+/// As [`watch_termination`] (Windows), for the first event only: a second one ends the
+/// process as it always did.
+///
+/// # Errors
+/// `SetConsoleCtrlHandler` failing.
+#[cfg(windows)]
+pub fn watch_termination_once() -> io::Result<()> {
+    windows::watch_console(true)
+}
+
 /// Not available on this platform.
 ///
 /// # Errors
 /// Always.
-#[cfg(not(unix))]
+#[cfg(not(any(unix, windows)))]
 pub fn watch_termination() -> io::Result<()> {
     Err(io::Error::new(io::ErrorKind::Unsupported, "no termination signals on this platform"))
 }
@@ -722,7 +745,7 @@ pub fn watch_termination() -> io::Result<()> {
 ///
 /// # Errors
 /// Always.
-#[cfg(not(unix))]
+#[cfg(not(any(unix, windows)))]
 pub fn watch_termination_once() -> io::Result<()> {
     watch_termination()
 }
@@ -755,8 +778,24 @@ pub fn wait_termination() -> Option<i32> {
     }
 }
 
+/// Windows: blocks until a console event is noted (after [`watch_termination`]),
+/// looking every 20 ms (a handler there runs on a thread of its own, with nothing to
+/// wake). Returns None at once if nothing is being watched.
+#[cfg(windows)]
+pub fn wait_termination() -> Option<i32> {
+    if !windows::watching_console() {
+        return None;
+    }
+    loop {
+        if let Some(s) = termination_signal() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Not available on this platform.
-#[cfg(not(unix))]
+#[cfg(not(any(unix, windows)))]
 pub fn wait_termination() -> Option<i32> {
     None
 }

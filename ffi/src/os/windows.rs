@@ -141,6 +141,58 @@ extern "system" {
         affinity: *const GroupAffinity,
         previous: *mut GroupAffinity,
     ) -> Bool;
+    fn SetConsoleCtrlHandler(handler: Option<ConsoleHandler>, add: Bool) -> Bool;
+}
+
+/// `PHANDLER_ROUTINE`: called on a thread of its own with the event's kind; TRUE: handled.
+type ConsoleHandler = extern "system" fn(kind: u32) -> Bool;
+
+/// `CTRL_C_EVENT`, `CTRL_BREAK_EVENT`, `CTRL_CLOSE_EVENT`, `CTRL_LOGOFF_EVENT`,
+/// `CTRL_SHUTDOWN_EVENT` (wincon.h).
+const CTRL_C: u32 = 0;
+const CTRL_BREAK: u32 = 1;
+const CTRL_CLOSE: u32 = 2;
+const CTRL_LOGOFF: u32 = 5;
+const CTRL_SHUTDOWN: u32 = 6;
+
+/// What the console handler does: 0 nothing registered, 1 note every event, 2 note the
+/// first and let a second end the process.
+static CONSOLE_WATCH: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Registers [`on_console_event`] (once per process; `once` as
+/// [`super::watch_termination_once`]).
+pub(super) fn watch_console(once: bool) -> io::Result<()> {
+    use std::sync::atomic::Ordering::SeqCst;
+    let before = CONSOLE_WATCH.swap(if once { 2 } else { 1 }, SeqCst);
+    if before == 0 {
+        // SAFETY: the handler is a plain function that lives as long as the process and
+        // only touches atomics; adding a handler has no other precondition.
+        if unsafe { SetConsoleCtrlHandler(Some(on_console_event), 1) } == 0 {
+            CONSOLE_WATCH.store(0, SeqCst);
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Whether the console handler is registered.
+pub(super) fn watching_console() -> bool {
+    CONSOLE_WATCH.load(std::sync::atomic::Ordering::SeqCst) != 0
+}
+
+/// The console handler: the event noted as its Unix signal (the first one only). With
+/// `once`, a later event is not handled (FALSE), so Windows' own handler ends the
+/// process.
+extern "system" fn on_console_event(kind: u32) -> Bool {
+    use std::sync::atomic::Ordering::SeqCst;
+    let signal = match kind {
+        CTRL_C => 2,
+        CTRL_BREAK => 15,
+        CTRL_CLOSE | CTRL_LOGOFF | CTRL_SHUTDOWN => 1,
+        _ => return 0,
+    };
+    let first = super::TERMINATION.compare_exchange(0, signal, SeqCst, SeqCst).is_ok();
+    Bool::from(first || CONSOLE_WATCH.load(SeqCst) != 2)
 }
 
 /// `OSVERSIONINFOW`.
@@ -419,6 +471,28 @@ pub(super) fn cpu_model() -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_console_event_is_noted_as_its_signal_and_a_second_ends_the_process() {
+        use std::sync::atomic::Ordering::SeqCst;
+        super::super::watch_termination_once().unwrap();
+        assert!(super::watching_console());
+        assert_eq!(super::super::termination_signal(), None);
+        // Not an event of ours: left to the next handler.
+        assert_eq!(on_console_event(3), 0);
+        assert_eq!(on_console_event(CTRL_C), 1, "the first Ctrl-C is handled");
+        assert_eq!(super::super::termination_signal(), Some(2));
+        assert_eq!(on_console_event(CTRL_BREAK), 0, "a second event ends the process");
+        assert_eq!(super::super::termination_signal(), Some(2), "the first is the one noted");
+        // Watching every event (mesh's launcher, --run_infinitely): each is handled.
+        super::super::watch_termination().unwrap();
+        assert_eq!(on_console_event(CTRL_CLOSE), 1);
+        assert_eq!(super::super::wait_termination(), Some(2));
+        super::super::TERMINATION.store(0, SeqCst);
+        assert_eq!(on_console_event(CTRL_SHUTDOWN), 1);
+        assert_eq!(super::super::termination_signal(), Some(1), "a closing is a hangup");
+        super::super::TERMINATION.store(0, SeqCst);
+    }
+
     use super::*;
     use std::time::Instant;
 
