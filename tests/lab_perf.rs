@@ -1089,25 +1089,43 @@ fn lab_a_peer_killed_mid_run_ends_the_other_side() {
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_sigint_ends_a_duration_run_with_its_summary_and_json() {
-    sigint_at_a_moment_of("write-bw");
+    stop_at_a_moment_of("write-bw", Stop::Sigint);
 }
 
 /// The same for TCP in the lab's kernel: `tcp-bw -D 20`.
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_sigint_ends_a_tcp_duration_run_with_its_summary_and_json() {
-    sigint_at_a_moment_of("tcp-bw");
+    stop_at_a_moment_of("tcp-bw", Stop::Sigint);
 }
 
-/// `test -D 20` with `--json`, SIGINT to its client at a moment 6.0–7.5 s after its
+/// A server killed at a moment of `write-bw -D 20`'s window: its client ends with the
+/// error (exit 2), `stopped` `peer_gone`, and the window measured until its last
+/// completion, with its whole intervals.
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_a_server_killed_mid_window_leaves_the_window_measured_until_then() {
+    stop_at_a_moment_of("write-bw", Stop::ServerKilled);
+}
+
+/// How [`stop_at_a_moment_of`] stops a run.
+#[derive(Clone, Copy, PartialEq)]
+enum Stop {
+    /// SIGINT to the client.
+    Sigint,
+    /// SIGKILL to the server.
+    ServerKilled,
+}
+
+/// `test -D 20` with `--json`, stopped at a moment 6.0–7.5 s after the client's
 /// set-up (the header's end): inside the 10 s window after the 5 s margin (each test
 /// 19–21 s in the lab when signalled at 7–9 s, 14–17 s now).
-fn sigint_at_a_moment_of(test: &str) {
+fn stop_at_a_moment_of(test: &str, stop: Stop) {
     use std::io::Read;
     let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
     let json = scratch(&format!("sigint-{port}.json"));
     let flags = [test, "-p", &port, "--timeout", "30", "-D", "20"];
-    let server = spawn(&flags.map(String::from));
+    let mut server = spawn(&flags.map(String::from));
     let mut args: Vec<String> = flags.map(String::from).to_vec();
     args.extend(["--json".into(), json.display().to_string(), "127.0.0.1".into()]);
     let mut client = spawn(&args);
@@ -1134,23 +1152,39 @@ fn sigint_at_a_moment_of(test: &str) {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
     let moment = 6_000 + u64::from(nanos.subsec_nanos()) % 1_500;
     std::thread::sleep(Duration::from_millis(moment));
-    let sent = std::process::Command::new("kill")
-        .args(["-INT", &client.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
+    if stop == Stop::Sigint {
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &client.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    } else {
+        server.kill().unwrap();
+    }
     let out = finish(client, Duration::from_secs(60));
     reader.join().unwrap();
     let server = finish(server, Duration::from_secs(60));
     let stdout = printed.lock().unwrap().clone();
     eprintln!(
-        "{test}: SIGINT {moment} ms after the set-up, {:.1} s in all",
+        "{test}: stopped {moment} ms after the set-up, {:.1} s in all",
         start.elapsed().as_secs_f64()
     );
-    assert_eq!(out.status.code(), Some(130), "stderr: {}\nstdout: {stdout}", err(&out));
-    assert!(stdout.contains("BW average") && stdout.contains("stopped: interrupted"), "{stdout}");
+    let (status, line, reason) = match stop {
+        Stop::Sigint => (130, "stopped: interrupted", "interrupted"),
+        Stop::ServerKilled => (2, "stopped: the peer went away", "peer_gone"),
+    };
+    assert_eq!(
+        out.status.code(),
+        Some(status),
+        "stderr: {}\nstdout: {stdout}\nserver ({:?}): {}\n{}",
+        err(&out),
+        server.status,
+        err(&server),
+        text(&server)
+    );
+    assert!(stdout.contains("BW average") && stdout.contains(line), "{stdout}");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(doc["stopped"], "interrupted", "{doc}");
+    assert_eq!(doc["stopped"], reason, "{doc}");
     let r = &doc["results"][0];
     let window = bw(r)["window_ns"].as_u64().unwrap();
     // Cut before the window's end. (The lab's TSC, which times the loop, runs up to 1.5×
@@ -1161,7 +1195,12 @@ fn sigint_at_a_moment_of(test: &str) {
     let whole = window / 1_000_000_000;
     let intervals = r["stability"]["samples"].as_u64();
     assert_eq!(intervals, (whole >= 2).then_some(whole), "{r}");
-    assert!(server.status.success(), "server: {}", err(&server));
+    if stop == Stop::Sigint {
+        assert!(server.status.success(), "server: {}", err(&server));
+    } else {
+        assert_eq!(doc["results"].as_array().unwrap().len(), 1, "{doc}");
+        assert!(!doc["error"].is_null(), "the cause beside the window: {doc}");
+    }
 }
 
 #[test]

@@ -122,6 +122,39 @@ fn a_server_that_goes_away_leaves_the_summary_and_json() {
     assert_eq!(doc["verdict"]["pass"], false, "{doc}");
 }
 
+/// A server gone 7 s into `-D 20` (two seconds into the window, after its 5 s margin):
+/// the client keeps its window until its last completion, beside the error.
+#[test]
+fn a_server_gone_mid_window_leaves_the_window_measured_until_then() {
+    let lines = scratch(&format!("gone-window-{}.jsonl", common::free_port()));
+    let (mut server, client, json) =
+        pair("gone-window", &["-D", "20", "--json-lines", &lines.display().to_string()]);
+    wait_for_records(&lines, 7);
+    server.kill().unwrap();
+    let _ = server.wait();
+    let out = finish(client, Duration::from_secs(40));
+    assert_eq!(out.status.code(), Some(2), "stderr: {}", err(&out));
+    let stdout = text(&out);
+    assert!(stdout.contains("stopped: the peer went away"), "{stdout}");
+    let doc = read(&json, &out);
+    assert_eq!(doc["stopped"], "peer_gone", "{doc}");
+    assert_eq!(doc["error"]["kind"], "peer_closed", "{doc}");
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "the size that was running, as far as it went: {doc}");
+    let bw = &results[0]["bw"];
+    let window = bw["window_ns"].as_u64().unwrap();
+    assert!((1_000_000_000..6_000_000_000).contains(&window), "cut at the last completion: {bw}");
+    let (messages, bytes) = (bw["messages"].as_u64().unwrap(), bw["bytes"].as_u64().unwrap());
+    assert!(messages > 0 && bytes == messages * 65_536, "{bw}");
+    let avg = bw["avg_bytes_per_sec"].as_f64().unwrap();
+    let expect = bytes as f64 / (window as f64 / 1e9);
+    assert!((avg - expect).abs() <= expect * 0.01, "bytes over the window: {avg} vs {expect}");
+    // The row is in the table, above the stopped line.
+    let row = stdout.lines().find(|l| l.trim_start().starts_with("65536"));
+    assert!(row.is_some(), "{stdout}");
+    assert_eq!(doc["verdict"]["pass"], false, "{doc}");
+}
+
 #[test]
 fn the_json_reads_unfinished_while_the_run_goes() {
     let (server, client, json) = pair("unfinished", &["-D", "3"]);

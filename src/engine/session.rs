@@ -110,8 +110,16 @@ fn sweep<C: Connection + Send>(
                 )))
             }
         }
-        let result = step.run(ch, conns, size)?;
-        report.results.push(result);
+        let mut kept = None;
+        match step.run(ch, conns, size, &mut kept) {
+            Ok(result) => report.results.push(result),
+            Err(e) => {
+                // A size that failed after measuring (a duration run's peer gone) is
+                // reported with what this side measured until then, beside the error.
+                report.results.extend(kept);
+                return Err(e);
+            }
+        }
         progress.done_one();
     }
     Ok(())

@@ -79,12 +79,15 @@ impl<'a> Step<'a> {
     ///
     /// # Errors
     /// A loop or the control channel failing; a loop failure while the peer has
-    /// closed the control connection is the peer's leaving (`peer_closed`).
+    /// closed the control connection is the peer's leaving (`peer_closed`). What this
+    /// side had measured by then (a duration run's sender: its window until its last
+    /// completion, this side's figures alone) goes to `kept`.
     pub fn run<C: Connection + Send>(
         &self,
         ch: &mut Channel,
         conns: &mut [C],
         size: u64,
+        kept: &mut Option<SizeResult>,
     ) -> Result<SizeResult, Error> {
         let slots = self.plan.slots.slots(size);
         let size32 = SidePlan::size32(size)?;
@@ -102,7 +105,12 @@ impl<'a> Step<'a> {
             Measure::Bw => self.bandwidth(ch, conns, size32, slots, &mut local),
             Measure::Lat => self.latency(ch, &mut conns[0], size32, &mut local),
         };
-        measured.map_err(|e| self.failed(e, ch, size))?;
+        if let Err(e) = measured {
+            if local.bw.is_some() {
+                *kept = Some(local);
+            }
+            return Err(self.failed(e, ch, size));
+        }
         let this = ThisSide { spec: self.spec, role: self.plan.role, mhz: self.mhz };
         let mut shown = super::results::exchange(&this, ch, conns, local, &cpu_before, slots)?;
         // After the exchange: a server's loop may end before the client's traffic
@@ -248,7 +256,7 @@ impl<'a> Step<'a> {
             let watch = soak.as_mut();
             let printing =
                 |pulse, watch| IntervalPrinter::new(pulse, lines, u64::from(size), watch);
-            let outcome = if C::BLOCKING_POLL {
+            let sent = if C::BLOCKING_POLL {
                 // TCP: the receiver reads every byte, so it never only waits.
                 debug_assert!(!self.plan.role.heartbeat);
                 let pins = Pins { cpus: &self.local.pin, flag: "--cpus" };
@@ -274,8 +282,17 @@ impl<'a> Step<'a> {
             } else {
                 let pulse = printing(loops::NoPulse, watch);
                 loops::bw_send(conns, &plan, Clock::start(), &mut loops::NoRecv, pulse)
-            }?;
-            if self.spec.receives() && plan.duration.is_some() {
+            };
+            // A failed duration run still has its window until the failure: its figures
+            // are filled in below, then the failure is returned.
+            let (outcome, failure) = match sent {
+                Ok(outcome) => (outcome, None),
+                Err(mut e) => match e.take_measured() {
+                    Some(outcome) => (outcome, Some(e)),
+                    None => return Err(e.into()),
+                },
+            };
+            if failure.is_none() && self.spec.receives() && plan.duration.is_some() {
                 loops::send_end_markers(conns, self.local.timeout)?;
             }
             let (total, per_qp, iterations) = bw_result(u64::from(size), &outcome, &self.spec.run);
@@ -288,6 +305,9 @@ impl<'a> Step<'a> {
             }
             if per_qp.len() > 1 {
                 local.per_qp = per_qp;
+            }
+            if let Some(e) = failure {
+                return Err(e.into());
             }
         } else if self.plan.role.receives {
             let plan = RecvPlan {

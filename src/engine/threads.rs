@@ -77,6 +77,17 @@ pub fn per_group_watching<C: Connection + Send, T: Send>(
     each: impl Fn(usize, &mut [C]) -> Result<T, LoopError> + Sync,
     watch: impl FnOnce(&dyn Fn() -> bool),
 ) -> Result<Vec<T>, LoopError> {
+    each_group_watching(conns, threads, pins, each, watch).into_iter().collect()
+}
+
+/// As [`per_group_watching`], every thread's own outcome, failed or not.
+fn each_group_watching<C: Connection + Send, T: Send>(
+    conns: &mut [C],
+    threads: usize,
+    pins: Pins<'_>,
+    each: impl Fn(usize, &mut [C]) -> Result<T, LoopError> + Sync,
+    watch: impl FnOnce(&dyn Fn() -> bool),
+) -> Vec<Result<T, LoopError>> {
     let each = &each;
     // serve --max-time reaches the streams' loops too.
     let end = loops::tests_end();
@@ -168,7 +179,22 @@ pub(crate) fn bw_send_threads<C: Connection + Send>(
         }
         rx.try_iter().for_each(print);
     };
-    let outcomes = per_group_watching(conns, threads, spread.pins, each, printer)?;
+    // A failed duration run's threads each keep their window until the failure; the
+    // run's measure is theirs together, unless a thread failed with nothing to keep.
+    let (mut failure, mut all_kept) = (None, true);
+    let mut outcomes = Vec::with_capacity(threads);
+    for result in each_group_watching(conns, threads, spread.pins, each, printer) {
+        match result {
+            Ok(outcome) => outcomes.push(outcome),
+            Err(mut e) => {
+                match e.take_measured() {
+                    Some(outcome) => outcomes.push(outcome),
+                    None => all_kept = false,
+                }
+                failure.get_or_insert(e);
+            }
+        }
+    }
     let mut all = BwOutcome {
         recorders: Vec::new(),
         windowed: Vec::new(),
@@ -189,7 +215,11 @@ pub(crate) fn bw_send_threads<C: Connection + Send>(
             }
         }
     }
-    Ok(all)
+    match failure {
+        None => Ok(all),
+        Some(e) if all_kept => Err(e.with_measured(all)),
+        Some(e) => Err(e),
+    }
 }
 
 /// The receiver's loop (send tests) on every thread at once, each on its run of the

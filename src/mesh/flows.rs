@@ -226,7 +226,9 @@ impl Rank<'_> {
                         let side = Side::Client { host: peer.address.clone() };
                         let here = Local { port, ..local.clone() };
                         let outcome = engine::run(spec, &side, &here, false, &mut std::io::sink());
-                        let first = outcome.report.results.first();
+                        // A failed flow's window until the failure is not a flow's figure.
+                        let first =
+                            outcome.report.results.first().filter(|_| outcome.error.is_none());
                         link.bw_mb_per_sec =
                             first.and_then(|r| r.bw.as_ref()).map(|b| b.avg_bytes_per_sec / MIB);
                         // Its bytes as it ran, from when this rank started the round.

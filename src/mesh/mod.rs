@@ -366,7 +366,8 @@ impl Rank<'_> {
             if environment.is_none() {
                 environment = outcome.report.environment.as_ref().map(|e| e.local.clone());
             }
-            let first = outcome.report.results.first();
+            // A failed test's window until the failure is not a link's figure.
+            let first = outcome.report.results.first().filter(|_| outcome.error.is_none());
             if bw {
                 mine.bw_mb_per_sec =
                     first.and_then(|r| r.bw.as_ref()).map(|b| b.avg_bytes_per_sec / MIB);

@@ -168,8 +168,12 @@ fn stopped_line(stopped: Stopped) -> &'static str {
         Stopped::Interrupted => "interrupted (SIGINT); the sizes and time measured until then",
         Stopped::Terminated => "terminated (SIGTERM); the sizes and time measured until then",
         Stopped::Hangup => "hung up (SIGHUP); the sizes and time measured until then",
-        Stopped::PeerGone => "the peer went away; the sizes that completed before",
-        Stopped::MaxTime => "the server's --max-time; the sizes that completed before",
+        Stopped::PeerGone => {
+            "the peer went away; the sizes that completed before (a -D run: until its last completion)"
+        }
+        Stopped::MaxTime => {
+            "the server's --max-time; the sizes that completed before (a -D run: until its last completion)"
+        }
         Stopped::Unfinished => "unfinished",
     }
 }

@@ -162,7 +162,17 @@ pub fn bw_send<C: Connection, R: RecvSide>(
     // ended 2-8 s in under TCG, its times from a rate that was 3x off (2026-12-05).
     // `latest`: the counts at the last completions; `look_at`: the next look by time.
     let (mut latest, mut look_at) = (0u64, 0u64);
-    loop {
+    // A failure ends the loop with its error (`'run`'s value), so that a duration run
+    // keeps what it measured until then (below).
+    macro_rules! or_end {
+        ($run:lifetime, $result:expr) => {
+            match $result {
+                Ok(v) => v,
+                Err(e) => break $run Err(LoopError::from(e)),
+            }
+        };
+    }
+    let ended: Result<(), LoopError> = 'run: loop {
         passes = passes.wrapping_add(1);
         let timely = plan.interval_ns > 0 && latest >= look_at;
         if passes % MARK_EVERY == 0 || timely {
@@ -190,7 +200,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
             let lane = &mut lanes[q];
             let allowed = pacers.get_mut(q).map_or(u64::MAX, |p| p.allowance(clock.ns()));
             if !stop_posting && allowed > 0 {
-                let posted = post_while_room(
+                let posted = or_end!('run, post_while_room(
                     conn,
                     plan,
                     lane,
@@ -202,24 +212,24 @@ pub fn bw_send<C: Connection, R: RecvSide>(
                     },
                     clock,
                     allowed,
-                )?;
+                ));
                 if let Some(p) = pacers.get_mut(q) {
                     p.posted(posted);
                 }
             }
             // Reap; in event mode sleep only on a QP that has work in flight.
             let got = if lane.signaled_upto > lane.done {
-                poll_or_wait(conn, &mut wcs, plan.events, &mut stall, "completions")?
+                or_end!('run, poll_or_wait(conn, &mut wcs, plan.events, &mut stall, "completions"))
             } else {
-                conn.poll(&mut wcs)?
+                or_end!('run, conn.poll(&mut wcs))
             };
             if got > 0 {
-                stall.progressed()?;
+                or_end!('run, stall.progressed());
                 let t = clock.counts();
                 for c in &wcs[..got] {
-                    check(q, c)?;
+                    or_end!('run, check(q, c));
                     if c.is_receive() {
-                        recv.on_recv(q, conn, c)?;
+                        or_end!('run, recv.on_recv(q, conn, c));
                         continue;
                     }
                     lane.done = lane.done.max(c.wr_id());
@@ -237,18 +247,40 @@ pub fn bw_send<C: Connection, R: RecvSide>(
         }
         if all_done {
             if recv.done() {
-                break;
+                break 'run Ok(());
             }
-            stall.idle("messages from the peer")?;
+            or_end!('run, stall.idle("messages from the peer"));
         }
-    }
+    };
     clock.refine();
-    if let Some(mark) = intervals.finish(clock.ns(), lanes.iter().map(|l| l.done).sum()) {
+    let mut ends_at = clock.ns();
+    let failure = match ended {
+        Ok(()) => None,
+        Err(e) => {
+            // A duration run that failed (its peer gone, a stall) keeps the part of its
+            // window before its last completion, cut there as a signal cuts it; the
+            // error goes on with it. An iteration run, or a window not begun, has
+            // nothing whole to keep.
+            ends_at = clock.to_ns(latest);
+            let Some(w) = window.filter(|w| latest > 0 && ends_at > w.start) else {
+                return Err(e);
+            };
+            let cut = w.cut(ends_at);
+            windowed.iter_mut().for_each(|c| cut.trim(c));
+            Some(e)
+        }
+    };
+    if let Some(mark) = intervals.finish(ends_at, lanes.iter().map(|l| l.done).sum()) {
         stall.pulse.interval(mark);
     }
     let scale = clock.ns_per_count();
     recorders.iter_mut().for_each(|r| r.rescale(scale));
-    Ok(BwOutcome { recorders, windowed, intervals: intervals.marks, started: clock.origin() })
+    let outcome =
+        BwOutcome { recorders, windowed, intervals: intervals.marks, started: clock.origin() };
+    match failure {
+        None => Ok(outcome),
+        Some(e) => Err(e.with_measured(outcome)),
+    }
 }
 
 /// What posting on a QP uses: its requests (one prepared per buffer slot when each

@@ -47,7 +47,25 @@ pub(crate) const END_MARKER: WorkRequest = WorkRequest {
 /// post and poll, and a pointer travels in a register where the enum would travel in
 /// memory, its tag stored and tested again on every operation's way back.
 #[derive(Debug)]
-pub struct LoopError(Box<LoopFailure>);
+pub struct LoopError(Box<Failed>);
+
+/// What a [`LoopError`] holds.
+struct Failed {
+    failure: LoopFailure,
+    /// A duration run's measure until the failure: its window cut at the last
+    /// completion ([`bw_send`]: a peer gone mid-run loses nothing it had measured).
+    measured: Option<BwOutcome>,
+}
+
+impl std::fmt::Debug for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let measured = self.measured.as_ref().map(|_| "kept");
+        f.debug_struct("Failed")
+            .field("failure", &self.failure)
+            .field("measured", &measured)
+            .finish()
+    }
+}
 
 /// What stopped a loop.
 #[derive(Debug)]
@@ -80,12 +98,24 @@ pub enum LoopFailure {
 impl LoopError {
     /// What stopped the loop.
     pub fn failure(&self) -> &LoopFailure {
-        &self.0
+        &self.0.failure
     }
 
     /// What stopped the loop, unboxed.
     pub fn into_failure(self) -> LoopFailure {
-        *self.0
+        self.0.failure
+    }
+
+    /// What the loop had measured when it failed (a duration run's sender), taken out.
+    pub fn take_measured(&mut self) -> Option<BwOutcome> {
+        self.0.measured.take()
+    }
+
+    /// This error, carrying what was measured until it.
+    #[cold]
+    pub fn with_measured(mut self, outcome: BwOutcome) -> Self {
+        self.0.measured = Some(outcome);
+        self
     }
 }
 
@@ -117,7 +147,7 @@ impl std::fmt::Display for LoopFailure {
 impl From<LoopFailure> for LoopError {
     #[cold]
     fn from(failure: LoopFailure) -> Self {
-        LoopError(Box::new(failure))
+        LoopError(Box::new(Failed { failure, measured: None }))
     }
 }
 
