@@ -26,6 +26,12 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+/// docs/architecture.md, included so that its example of driving the engine from code
+/// is compiled (not run: it needs a server) with the doctests, and stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/architecture.md")]
+pub struct ArchitectureDoc;
+
 pub mod backend;
 pub mod cli;
 pub mod compare;
