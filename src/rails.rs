@@ -222,7 +222,7 @@ fn run_rail(t: &TestOptions, r: &Rail) -> engine::Outcome {
 fn avg_bw(r: &RunReport, size: u64) -> Option<f64> {
     r.results
         .iter()
-        .find(|x| x.size == size)
+        .find(|x| x.size == size && !x.partial)
         .and_then(|x| x.bw.as_ref())
         .map(|b| b.avg_bytes_per_sec)
 }

@@ -56,6 +56,11 @@ pub struct SizeResult {
     /// `--json-lines`: this side's verdicts of the size's intervals; never the peer's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_verdicts: Option<IntervalVerdicts>,
+    /// The size that was running when the run failed (a `-D` run's sender: its window
+    /// until its last completion, this side's figures alone): what was measured, never
+    /// a figure to judge or compare as a whole run's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
     /// Every latency sample in run order, ns (`-H`, `-U`, on the measuring side): printed,
     /// never sent or written (JSON keeps the histogram).
     #[serde(skip)]

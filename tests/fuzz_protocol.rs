@@ -425,6 +425,8 @@ fn size_result(rng: &mut Rng) -> SizeResult {
         }),
         received_bytes: maybe(rng, 30, Rng::next),
         cpu: Default::default(),
+        // Never sent by rdmabench; a peer that says so is refused.
+        partial: rng.chance(2),
         // A peer's counters travel (never shown: each side shows its own port's).
         // A peer's interval verdicts travel too (never judged: each side judges its own).
         interval_verdicts: maybe(rng, 10, |r| rdmabench::results::IntervalVerdicts {

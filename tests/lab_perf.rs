@@ -1199,6 +1199,7 @@ fn stop_at_a_moment_of(test: &str, stop: Stop) {
         assert!(server.status.success(), "server: {}", err(&server));
     } else {
         assert_eq!(doc["results"].as_array().unwrap().len(), 1, "{doc}");
+        assert_eq!(r["partial"], true, "marked as what was measured: {r}");
         assert!(!doc["error"].is_null(), "the cause beside the window: {doc}");
     }
 }

@@ -141,6 +141,7 @@ fn a_server_gone_mid_window_leaves_the_window_measured_until_then() {
     assert_eq!(doc["error"]["kind"], "peer_closed", "{doc}");
     let results = doc["results"].as_array().unwrap();
     assert_eq!(results.len(), 1, "the size that was running, as far as it went: {doc}");
+    assert_eq!(results[0]["partial"], true, "marked as what was measured: {doc}");
     let bw = &results[0]["bw"];
     let window = bw["window_ns"].as_u64().unwrap();
     assert!((1_000_000_000..6_000_000_000).contains(&window), "cut at the last completion: {bw}");

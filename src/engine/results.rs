@@ -125,6 +125,10 @@ fn plausible(size: u64, r: SizeResult) -> Result<SizeResult, Error> {
     if r.size != size {
         return bad(&format!("for {} B, not the {size} B just run", r.size));
     }
+    if r.partial {
+        // Only ever this side's own, kept when its run failed: never exchanged.
+        return bad("marked partial, which an exchanged result never is");
+    }
     let rates = r.bw.iter().chain(&r.per_qp).chain(&r.per_thread);
     let rates = rates.chain(r.directions.iter().flatten());
     for bw in rates {
@@ -302,5 +306,13 @@ mod tests {
         // A latency's microseconds: a day at most.
         let slow = Stability { unit: StabilityUnit::Us, p99: Some(1e12), ..steady };
         assert!(plausible(8, with(slow)).unwrap_err().message.contains("p99"));
+    }
+
+    #[test]
+    fn a_peers_result_marked_partial_is_refused() {
+        let whole = SizeResult { size: 8, ..Default::default() };
+        assert!(plausible(8, whole.clone()).is_ok());
+        let err = plausible(8, SizeResult { partial: true, ..whole }).unwrap_err();
+        assert!(err.message.contains("marked partial"), "{err}");
     }
 }

@@ -106,8 +106,9 @@ impl<'a> Step<'a> {
             Measure::Lat => self.latency(ch, &mut conns[0], size32, &mut local),
         };
         if let Err(e) = measured {
-            if local.bw.is_some() {
-                *kept = Some(local);
+            // (Not -b's: its figure is both directions', and the peer's is gone.)
+            if local.bw.is_some() && !self.spec.bidirectional() {
+                *kept = Some(SizeResult { partial: true, ..local });
             }
             return Err(self.failed(e, ch, size));
         }

@@ -184,7 +184,7 @@ impl Runner<'_> {
             }
             let gone = outcome.error.clone().filter(|e| e.kind.peer_unavailable());
             runs.push(Run {
-                result: outcome.report.results.into_iter().next(),
+                result: outcome.report.results.into_iter().next().filter(|r| !r.partial),
                 error: outcome.error,
                 intervals: records.map_or_else(Vec::new, |path| soak_intervals(&path)),
             });

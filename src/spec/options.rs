@@ -28,8 +28,9 @@ impl TestOptions {
         if self.spec.rdma().is_some_and(|r| r.run_infinitely)
             && (self.output.only.is_some() || self.local.rails())
         {
+            let with = if self.local.rails() { "several devices (-d A,B)" } else { "--output" };
             return Err(refuse(
-                Refusal::not_with("--run_infinitely", "--output"),
+                Refusal::not_with("--run_infinitely", with),
                 "--run_infinitely: prints its table as it goes (not with --output or several devices)",
             ));
         }
@@ -41,7 +42,10 @@ impl TestOptions {
                 return Err(refuse(Refusal::not_with("-d", "--perftest"), PERFTEST_RAILS));
             }
             if self.local.threads > 1 {
-                let why = "--threads: not with --perftest (perftest runs its QPs on one thread)";
+                let why = format!(
+                    "--threads {}: not with --perftest (perftest runs its QPs on one thread)",
+                    self.local.threads
+                );
                 return Err(refuse(Refusal::not_with("--threads", "--perftest"), why));
             }
         }
@@ -225,8 +229,8 @@ impl Output {
                 return Err(refuse(Refusal::range(flag), format!("{flag}: a number, 0 or more")));
             }
         }
-        if self.samples.is_some() && spec.kind.measure != Measure::Lat {
-            return check_samples(spec);
+        if self.samples.is_some() {
+            check_samples(spec)?;
         }
         match self.only {
             Some(f) if f.is_bandwidth() != bw => {

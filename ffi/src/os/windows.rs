@@ -180,10 +180,21 @@ pub(super) fn watching_console() -> bool {
     CONSOLE_WATCH.load(std::sync::atomic::Ordering::SeqCst) != 0
 }
 
-/// The console handler: the event noted as its Unix signal (the first one only). With
-/// `once`, a later event is not handled (FALSE), so Windows' own handler ends the
-/// process.
+/// The console handler: [`note_console_event`]; for a closing console (logoff,
+/// shutdown), which Windows ends the process for as soon as this returns, it then waits
+/// up to 4 s (within the 5 s Windows allows) for the program to write its results and
+/// exit by itself.
 extern "system" fn on_console_event(kind: u32) -> Bool {
+    let handled = note_console_event(kind);
+    if handled != 0 && matches!(kind, CTRL_CLOSE | CTRL_LOGOFF | CTRL_SHUTDOWN) {
+        std::thread::sleep(Duration::from_secs(4));
+    }
+    handled
+}
+
+/// The event noted as its Unix signal (the first one only). With `once`, a later event
+/// is not handled (FALSE), so Windows' own handler ends the process.
+fn note_console_event(kind: u32) -> Bool {
     use std::sync::atomic::Ordering::SeqCst;
     let signal = match kind {
         CTRL_C => 2,
@@ -478,17 +489,17 @@ mod tests {
         assert!(super::watching_console());
         assert_eq!(super::super::termination_signal(), None);
         // Not an event of ours: left to the next handler.
-        assert_eq!(on_console_event(3), 0);
-        assert_eq!(on_console_event(CTRL_C), 1, "the first Ctrl-C is handled");
+        assert_eq!(note_console_event(3), 0);
+        assert_eq!(note_console_event(CTRL_C), 1, "the first Ctrl-C is handled");
         assert_eq!(super::super::termination_signal(), Some(2));
-        assert_eq!(on_console_event(CTRL_BREAK), 0, "a second event ends the process");
+        assert_eq!(note_console_event(CTRL_BREAK), 0, "a second event ends the process");
         assert_eq!(super::super::termination_signal(), Some(2), "the first is the one noted");
         // Watching every event (mesh's launcher, --run_infinitely): each is handled.
         super::super::watch_termination().unwrap();
-        assert_eq!(on_console_event(CTRL_CLOSE), 1);
+        assert_eq!(note_console_event(CTRL_CLOSE), 1);
         assert_eq!(super::super::wait_termination(), Some(2));
         super::super::TERMINATION.store(0, SeqCst);
-        assert_eq!(on_console_event(CTRL_SHUTDOWN), 1);
+        assert_eq!(note_console_event(CTRL_SHUTDOWN), 1);
         assert_eq!(super::super::termination_signal(), Some(1), "a closing is a hangup");
         super::super::TERMINATION.store(0, SeqCst);
     }

@@ -262,10 +262,12 @@ pub fn bw_send<C: Connection, R: RecvSide>(
             // error goes on with it. An iteration run, or a window not begun, has
             // nothing whole to keep.
             ends_at = clock.to_ns(latest);
-            let Some(w) = window.filter(|w| latest > 0 && ends_at > w.start) else {
+            // At least one whole interval: a window of a few completions would turn a
+            // completion batch posted before it into a figure of microseconds.
+            let cut = window.filter(|w| latest > 0 && ends_at > w.start).map(|w| w.cut(ends_at));
+            let Some(cut) = cut.filter(|c| c.end - c.start >= c.interval) else {
                 return Err(e);
             };
-            let cut = w.cut(ends_at);
             windowed.iter_mut().for_each(|c| cut.trim(c));
             Some(e)
         }
