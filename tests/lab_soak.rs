@@ -70,3 +70,55 @@ fn lab_write_bw_soak_on_a_clean_link_passes_every_interval_with_its_counters_and
     let n = records.len();
     assert_eq!(judged, &serde_json::json!({ "judged": n, "failed": 0 }), "{doc}");
 }
+
+/// A qualify profile with a soak point over rxe0 (issue #54): each run's records kept
+/// and judged (`intervals`: rxe's recovery fails none), and report.html drawing a line
+/// per run, as tests/soak.rs checks over TCP on the host.
+#[test]
+#[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
+fn lab_a_qualify_soak_over_rxe0_keeps_judges_and_draws_its_intervals() {
+    let port = common::free_port();
+    let dir = common::scratch("rdmabench-lab-soak");
+    let profile = dir.join(format!("qualify-soak-{port}.toml"));
+    let text_of_profile = "name = \"lab-soak\"\nrepeats = 2\nwaive = [\"roce.mtu\"]\n\n\
+        [[test]]\ntest = \"write_bw\"\nsizes = [\"64K\"]\nduration = 4\nsoak = true\n";
+    std::fs::write(&profile, text_of_profile).unwrap();
+    let out_dir = dir.join(format!("qualify-soak-out-{port}"));
+    let mut serve = common::spawn(true, &["serve", "-p", &port, "--timeout", "20"]);
+    common::wait_listening(&port);
+    let (p, o) = (profile.display().to_string(), out_dir.display().to_string());
+    let args = ["qualify", &p, "--server", "127.0.0.1", "-p", &port, "--no-store", "--out", &o];
+    let out = finish(common::spawn(true, &args), Duration::from_secs(240));
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out), err(&out));
+    let doc = common::read_json(&out_dir.join("qualify.json"), &out);
+    let point = &doc["points"][0];
+    let runs = point["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{doc}");
+    let mut judged = 0;
+    for run in runs {
+        let intervals = run["intervals"].as_array().unwrap();
+        assert!(intervals.len() >= 3, "a record a second of -D 4: {run}");
+        assert!(intervals.iter().all(|i| i[1].as_f64().unwrap() > 0.0), "{run}");
+        judged += intervals.len();
+    }
+    let judgements = point["judgements"].as_array().unwrap();
+    let soak = judgements.iter().find(|j| j["threshold"] == "intervals");
+    let soak = soak.unwrap_or_else(|| panic!("the soak's judgement: {doc}"));
+    assert_eq!(
+        (&soak["pass"], &soak["observed"]),
+        (&true.into(), &format!("0 of {judged} failed").into()),
+        "{doc}"
+    );
+    for run in 1..=2 {
+        assert!(
+            out_dir.join(format!("soak/write_bw_64K-{run}.jsonl")).exists(),
+            "run {run}'s records"
+        );
+    }
+    let page = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    let chart = &page[page.find(r#"id="soak-0""#).expect("the soak's chart")..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert_eq!(chart.matches("<polyline").count(), 2, "a line per run: {chart}");
+}
