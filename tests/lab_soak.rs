@@ -93,32 +93,5 @@ fn lab_a_qualify_soak_over_rxe0_keeps_judges_and_draws_its_intervals() {
     let _ = serve.wait();
     assert_eq!(out.status.code(), Some(0), "{}{}", text(&out), err(&out));
     let doc = common::read_json(&out_dir.join("qualify.json"), &out);
-    let point = &doc["points"][0];
-    let runs = point["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 2, "{doc}");
-    let mut judged = 0;
-    for run in runs {
-        let intervals = run["intervals"].as_array().unwrap();
-        assert!(intervals.len() >= 3, "a record a second of -D 4: {run}");
-        assert!(intervals.iter().all(|i| i[1].as_f64().unwrap() > 0.0), "{run}");
-        judged += intervals.len();
-    }
-    let judgements = point["judgements"].as_array().unwrap();
-    let soak = judgements.iter().find(|j| j["threshold"] == "intervals");
-    let soak = soak.unwrap_or_else(|| panic!("the soak's judgement: {doc}"));
-    assert_eq!(
-        (&soak["pass"], &soak["observed"]),
-        (&true.into(), &format!("0 of {judged} failed").into()),
-        "{doc}"
-    );
-    for run in 1..=2 {
-        assert!(
-            out_dir.join(format!("soak/write_bw_64K-{run}.jsonl")).exists(),
-            "run {run}'s records"
-        );
-    }
-    let page = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
-    let chart = &page[page.find(r#"id="soak-0""#).expect("the soak's chart")..];
-    let chart = &chart[..chart.find("</svg>").unwrap()];
-    assert_eq!(chart.matches("<polyline").count(), 2, "a line per run: {chart}");
+    common::assert_soak_point(&doc, &out_dir, "write_bw_64K", 2);
 }

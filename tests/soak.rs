@@ -167,21 +167,7 @@ fn a_qualify_soak_keeps_judges_and_draws_its_intervals() {
     let _ = serve.wait();
     let doc = read_json(&out_dir.join("qualify.json"), &out);
     assert_eq!(doc["points"].as_array().unwrap().len(), 2, "{doc}");
-    let point = &doc["points"][0];
-    let runs = point["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 2, "{doc}");
-    let mut judged = 0;
-    for run in runs {
-        let intervals = run["intervals"].as_array().unwrap();
-        assert!(intervals.len() >= 3, "a record a second: {run}");
-        assert!(intervals.iter().all(|i| i[1].as_f64().unwrap() > 1.0), "none stale: {run}");
-        judged += intervals.len();
-    }
-    let j = point["judgements"].as_array().unwrap();
-    let soak = j.iter().find(|j| j["threshold"] == "intervals").unwrap_or_else(|| panic!("{doc}"));
-    assert_eq!(soak["pass"], true, "{doc}");
-    assert_eq!(soak["observed"], format!("0 of {judged} failed"), "{doc}");
-    assert!(out_dir.join("soak/tcp_bw_128K-2.jsonl").exists(), "the records kept");
+    common::assert_soak_point(&doc, &out_dir, "tcp_bw_128K", 2);
     let floored = doc["points"][1]["judgements"].as_array().unwrap();
     let soak = floored.iter().find(|j| j["threshold"] == "intervals").unwrap();
     let n = doc["points"][1]["runs"]
@@ -197,8 +183,4 @@ fn a_qualify_soak_keeps_judges_and_draws_its_intervals() {
     );
     let records = std::fs::read_to_string(out_dir.join("soak/floored_128K-1.jsonl")).unwrap();
     assert!(records.contains("is below --min-bw 953674316"), "the floor in MiB/s: {records}");
-    let page = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
-    let chart = &page[page.find(r#"id="soak-0""#).expect("the soak's chart")..];
-    let chart = &chart[..chart.find("</svg>").unwrap()];
-    assert_eq!(chart.matches("<polyline").count(), 2, "a line per run: {chart}");
 }

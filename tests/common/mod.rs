@@ -170,3 +170,39 @@ pub fn key_file(dir: &str, name: &str, secret: &str) -> PathBuf {
     }
     p
 }
+
+/// A qualify soak point's checks (issue #54), the host's over TCP and the lab's over
+/// rxe0: the first point of `doc` (qualify.json in `out_dir`) ran `runs` times, each
+/// with a record a second (at least 3) of a real rate (none stale), judged `0 of N
+/// failed`; each run's records kept as `soak/FILE-RUN.jsonl`, and report.html's chart
+/// of the point a line per run.
+pub fn assert_soak_point(
+    doc: &serde_json::Value,
+    out_dir: &std::path::Path,
+    file: &str,
+    runs: usize,
+) {
+    let point = &doc["points"][0];
+    let all = point["runs"].as_array().unwrap();
+    assert_eq!(all.len(), runs, "{doc}");
+    let mut judged = 0;
+    for run in all {
+        let intervals = run["intervals"].as_array().unwrap();
+        assert!(intervals.len() >= 3, "a record a second: {run}");
+        assert!(intervals.iter().all(|i| i[1].as_f64().unwrap() > 1.0), "none stale: {run}");
+        judged += intervals.len();
+    }
+    let judgements = point["judgements"].as_array().unwrap();
+    let soak = judgements.iter().find(|j| j["threshold"] == "intervals");
+    let soak = soak.unwrap_or_else(|| panic!("the soak's judgement: {doc}"));
+    assert_eq!(soak["pass"], true, "{doc}");
+    assert_eq!(soak["observed"], format!("0 of {judged} failed"), "{doc}");
+    for run in 1..=runs {
+        let records = out_dir.join(format!("soak/{file}-{run}.jsonl"));
+        assert!(records.exists(), "run {run}'s records kept: {}", records.display());
+    }
+    let page = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    let chart = &page[page.find(r#"id="soak-0""#).expect("the soak's chart")..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert_eq!(chart.matches("<polyline").count(), runs, "a line per run: {chart}");
+}
