@@ -29,31 +29,31 @@ impl TestOptions {
             && (self.output.only.is_some() || self.local.rails())
         {
             let with = if self.local.rails() { "several devices (-d A,B)" } else { "--output" };
-            return Err(refuse(
+            return Err(Error::refusal(
                 Refusal::not_with("--run_infinitely", with),
                 "--run_infinitely: prints its table as it goes (not with --output or several devices)",
             ));
         }
         if self.perftest {
             if self.local.auth.is_some() {
-                return Err(refuse(Refusal::not_with("--auth-key", "--perftest"), PERFTEST_KEY));
+                let why = "--perftest: perftest has no --auth-key";
+                return Err(Error::refusal(Refusal::not_with("--auth-key", "--perftest"), why));
             }
             if self.local.rails() {
-                return Err(refuse(Refusal::not_with("-d", "--perftest"), PERFTEST_RAILS));
+                let why = "--perftest: one device (perftest runs one rail)";
+                return Err(Error::refusal(Refusal::not_with("-d", "--perftest"), why));
             }
             if self.local.threads > 1 {
                 let why = format!(
                     "--threads {}: not with --perftest (perftest runs its QPs on one thread)",
                     self.local.threads
                 );
-                return Err(refuse(Refusal::not_with("--threads", "--perftest"), why));
+                return Err(Error::refusal(Refusal::not_with("--threads", "--perftest"), why));
             }
         }
         Ok(())
     }
-}
 
-impl TestOptions {
     /// What a multi-rail run (`-d` naming several devices) cannot give: a per-size
     /// table of its own (`-W`, `--output`) or one run to store.
     fn check_rails(&self) -> Result<(), Error> {
@@ -72,15 +72,8 @@ impl TestOptions {
         } else {
             return Ok(());
         };
-        Err(refuse(Refusal::not_with(flag, "several devices (-d A,B)"), why))
+        Err(Error::refusal(Refusal::not_with(flag, "several devices (-d A,B)"), why))
     }
-}
-
-const PERFTEST_KEY: &str = "--perftest: perftest has no --auth-key";
-const PERFTEST_RAILS: &str = "--perftest: one device (perftest runs one rail)";
-
-fn refuse(rule: Refusal, message: impl Into<String>) -> Error {
-    Error::refusal(rule, message)
 }
 
 impl Local {
@@ -91,7 +84,7 @@ impl Local {
     /// The first rule broken, naming its flag.
     pub fn validate_for(&self, spec: &TestSpec) -> Result<(), Error> {
         if !self.pin.is_empty() && self.numa_node.is_some() {
-            return Err(refuse(
+            return Err(Error::refusal(
                 Refusal::exclusive("--pin_cores", "--numa_node"),
                 "--pin_cores and --numa_node: one of them says where to run",
             ));
@@ -114,7 +107,8 @@ impl Local {
             return Ok(());
         }
         let flag = "--threads";
-        let refused = |rule: Refusal, why: &str| Err(refuse(rule, format!("{flag} {t}: {why}")));
+        let refused =
+            |rule: Refusal, why: &str| Err(Error::refusal(rule, format!("{flag} {t}: {why}")));
         let rdma = spec.rdma();
         if t == 0 {
             return refused(Refusal::range(flag), "at least 1");
@@ -154,20 +148,20 @@ impl Local {
         let Some(lines) = &self.interval_lines else { return Ok(()) };
         let flag = if lines.text { "--interval" } else { "--json-lines" };
         if spec.kind.measure != Measure::Bw {
-            return Err(refuse(
+            return Err(Error::refusal(
                 Refusal::not_this_test(flag, spec.kind.id()),
                 format!("{flag}: only bandwidth tests have intervals"),
             ));
         }
         if lines.json_lines.as_deref().is_some_and(crate::files::is_stdout) {
-            return Err(refuse(
+            return Err(Error::refusal(
                 Refusal::range("--json-lines"),
                 "--json-lines: a file (stdout carries the table)",
             ));
         }
         let (low, high) = INTERVAL_RANGE;
         if !(low..=high).contains(&lines.every) {
-            return Err(refuse(
+            return Err(Error::refusal(
                 Refusal::range("--interval"),
                 format!("--interval {}: from 0.1 to 3600 seconds", lines.every.as_secs_f64()),
             ));
@@ -181,16 +175,17 @@ impl Local {
 fn check_samples(spec: &TestSpec) -> Result<(), Error> {
     let flag = "-H/-U";
     if spec.kind.measure != Measure::Lat {
-        return Err(refuse(
+        return Err(Error::refusal(
             Refusal::not_this_test(flag, spec.kind.id()),
             "-H/-U: only latency tests have samples to list",
         ));
     }
     match spec.run {
-        RunLength::Duration { .. } => {
-            Err(refuse(Refusal::not_with(flag, "-D"), "-H/-U: a -D run keeps no samples (use -n)"))
-        }
-        RunLength::Iterations(n) if n > MAX_LISTED_SAMPLES => Err(refuse(
+        RunLength::Duration { .. } => Err(Error::refusal(
+            Refusal::not_with(flag, "-D"),
+            "-H/-U: a -D run keeps no samples (use -n)",
+        )),
+        RunLength::Iterations(n) if n > MAX_LISTED_SAMPLES => Err(Error::refusal(
             Refusal::range("-n"),
             format!("-H/-U: at most {MAX_LISTED_SAMPLES} iterations (every sample is kept)"),
         )),
@@ -206,27 +201,29 @@ impl Output {
     pub fn validate_for(&self, spec: &TestSpec) -> Result<(), Error> {
         let bw = spec.kind.measure == Measure::Bw;
         let test = spec.kind.id();
-        for (flag, v, needs_bw) in [
-            ("--min-bw (-w/--limit_bw)", self.min_bw, true),
-            ("--max-lat", self.max_lat, false),
-            ("-y/--limit_msgrate", self.min_msg_rate, true),
+        // Each threshold, whether it needs a bandwidth test, and why it does not fit.
+        for (flag, v, needs_bw, only) in [
+            (
+                "--min-bw (-w/--limit_bw)",
+                self.min_bw,
+                true,
+                "only bandwidth tests have a bandwidth",
+            ),
+            ("--max-lat", self.max_lat, false, "only latency tests have a latency"),
+            ("-y/--limit_msgrate", self.min_msg_rate, true, "only bandwidth tests have one"),
         ] {
             let Some(v) = v else { continue };
             if needs_bw != bw {
-                let has =
-                    if needs_bw { "only bandwidth tests have" } else { "only latency tests have" };
-                let what = match flag {
-                    "--max-lat" => "a latency",
-                    "-y/--limit_msgrate" => "one",
-                    _ => "a bandwidth",
-                };
-                return Err(refuse(
+                return Err(Error::refusal(
                     Refusal::not_this_test(flag, test),
-                    format!("{flag}: {has} {what}"),
+                    format!("{flag}: {only}"),
                 ));
             }
             if !v.is_finite() || v < 0.0 {
-                return Err(refuse(Refusal::range(flag), format!("{flag}: a number, 0 or more")));
+                return Err(Error::refusal(
+                    Refusal::range(flag),
+                    format!("{flag}: a number, 0 or more"),
+                ));
             }
         }
         if self.samples.is_some() {
@@ -239,7 +236,7 @@ impl Output {
                 } else {
                     "--output: a latency test gives latency"
                 };
-                Err(refuse(Refusal::not_this_test("--output", test), why))
+                Err(Error::refusal(Refusal::not_this_test("--output", test), why))
             }
             _ => Ok(()),
         }

@@ -262,9 +262,10 @@ pub fn bw_send<C: Connection, R: RecvSide>(
             // error goes on with it. An iteration run, or a window not begun, has
             // nothing whole to keep.
             ends_at = clock.to_ns(latest);
-            // At least one whole interval: a window of a few completions would turn a
-            // completion batch posted before it into a figure of microseconds.
-            let cut = window.filter(|w| latest > 0 && ends_at > w.start).map(|w| w.cut(ends_at));
+            // At least one whole interval (none when it ended before the window began):
+            // a window of a few completions would turn a completion batch posted before
+            // it into a figure of microseconds.
+            let cut = window.map(|w| w.cut(ends_at));
             let Some(cut) = cut.filter(|c| c.end - c.start >= c.interval) else {
                 return Err(e);
             };
