@@ -40,6 +40,18 @@ pub struct Windowed {
     pub interval_ns: u64,
     /// Window length, ns.
     pub window_ns: u64,
+    /// The first bucket no completion has reached: those from it on are written when
+    /// one does, or when the run ends ([`Windowed::settle`]), never ahead of time.
+    reached: usize,
+}
+
+impl Windowed {
+    /// The buckets no completion reached hold the window's last count.
+    fn settle(&mut self) {
+        let from = self.reached.min(self.buckets.len());
+        self.buckets[from..].fill(self.messages);
+        self.reached = self.buckets.len();
+    }
 }
 
 /// A duration run's window on the loop's clock, ns.
@@ -72,6 +84,7 @@ impl Window {
     fn trim(&self, counter: &mut Windowed) {
         counter.window_ns = self.end - self.start;
         counter.buckets.truncate((counter.window_ns / self.interval) as usize);
+        counter.settle();
     }
 
     fn counter(&self) -> Windowed {
@@ -81,6 +94,7 @@ impl Window {
             buckets: vec![0; (len / self.interval) as usize],
             interval_ns: self.interval,
             window_ns: len,
+            reached: 0,
         }
     }
 }
@@ -276,6 +290,7 @@ pub fn bw_send<C: Connection, R: RecvSide>(
     if let Some(mark) = intervals.finish(ends_at, lanes.iter().map(|l| l.done).sum()) {
         stall.pulse.interval(mark);
     }
+    windowed.iter_mut().for_each(Windowed::settle);
     let scale = clock.ns_per_count();
     recorders.iter_mut().for_each(|r| r.rescale(scale));
     let outcome =
@@ -367,18 +382,27 @@ fn slot_request(plan: &BwPlan, slot: u64) -> WorkRequest {
 }
 
 /// A duration run: completions before the window set its base; inside it, they
-/// count and fill the interval buckets.
+/// count and fill the interval buckets up to their own (an hour's soak has 3,600
+/// buckets: filling them all ahead at each completion cost the loop its rate).
 #[inline]
 fn count_in_window(w: &Window, t: u64, lane: &mut Lane, counter: &mut Windowed) {
     if t < w.start {
         lane.at_window_start = Some(lane.done);
     } else if t < w.end {
+        let before = counter.messages;
         counter.messages = lane.done - lane.at_window_start.unwrap_or(0);
         let b = ((t - w.start) / w.interval) as usize;
         if b < counter.buckets.len() {
-            for slot in &mut counter.buckets[b..] {
-                *slot = counter.messages;
+            // Buckets passed with no completion end at the count before this one; a
+            // stamp a refined clock puts a bucket back rewrites those it reached since.
+            let reached = counter.reached;
+            if b >= reached {
+                counter.buckets[reached..b].fill(before);
+                counter.buckets[b] = counter.messages;
+            } else {
+                counter.buckets[b..reached].fill(counter.messages);
             }
+            counter.reached = counter.reached.max(b + 1);
         }
     }
 }
@@ -569,5 +593,29 @@ mod tests {
         let mut counter = w.counter();
         early.trim(&mut counter);
         assert_eq!((early.end, counter.window_ns, counter.buckets.len()), (5_000, 0, 0));
+    }
+
+    #[test]
+    fn buckets_hold_the_count_at_each_intervals_end_written_only_as_far_as_reached() {
+        let w = Window { start: 1_000, end: 11_000, total: 12_000, interval: 1_000 };
+        let mut counter = w.counter();
+        let mut lane = Lane { done: 5, ..Lane::default() };
+        count_in_window(&w, 500, &mut lane, &mut counter);
+        lane.done = 8;
+        count_in_window(&w, 1_500, &mut lane, &mut counter);
+        lane.done = 10;
+        count_in_window(&w, 4_200, &mut lane, &mut counter);
+        assert_eq!(counter.buckets[..5], [3, 3, 3, 5, 0], "no bucket past the one reached");
+        // A refined clock's stamp a bucket back: the buckets it reached since follow.
+        lane.done = 11;
+        count_in_window(&w, 3_900, &mut lane, &mut counter);
+        counter.settle();
+        assert_eq!(counter.buckets, [3, 3, 6, 6, 6, 6, 6, 6, 6, 6]);
+        assert_eq!(counter.messages, 6, "counted from the window's start");
+        // Cut at 7,500: its whole intervals, settled.
+        let mut cut_counter = w.counter();
+        count_in_window(&w, 1_200, &mut Lane { done: 4, ..Lane::default() }, &mut cut_counter);
+        w.cut(7_500).trim(&mut cut_counter);
+        assert_eq!(cut_counter.buckets, [4, 4, 4, 4, 4, 4]);
     }
 }
