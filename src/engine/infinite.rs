@@ -54,7 +54,7 @@ pub(super) fn run<C: Connection + Send>(
         if stopping || peer_stops {
             break;
         }
-        let mut interval = step.run(ch, conns, size, &mut None)?;
+        let mut interval = step.run(ch, conns, size)?;
         // perftest's line per interval and nothing more: the spread is the summary's.
         interval.stability = None;
         print(

@@ -15,7 +15,7 @@ use crate::spec::RunLength;
 use crate::transport::Connection;
 
 use super::describe;
-use super::step::Step;
+use super::step::{SizeError, Step};
 
 /// Runs the test over backend `B` on this side, printing the header as it starts;
 /// `report` collects what is known as it becomes known.
@@ -110,14 +110,13 @@ fn sweep<C: Connection + Send>(
                 )))
             }
         }
-        let mut kept = None;
-        match step.run(ch, conns, size, &mut kept) {
+        match step.run(ch, conns, size) {
             Ok(result) => report.results.push(result),
-            Err(e) => {
+            Err(SizeError { error, kept }) => {
                 // A size that failed after measuring (a duration run's peer gone) is
                 // reported with what this side measured until then, beside the error.
-                report.results.extend(kept);
-                return Err(e);
+                report.results.extend(kept.map(|k| *k));
+                return Err(error);
             }
         }
         progress.done_one();

@@ -26,6 +26,34 @@ use crate::perf::pattern::fill_pattern;
 use crate::spec::plan::SidePlan;
 use crate::spec::role::Role;
 
+/// A size that failed: why, and what this side had measured of it by then.
+#[derive(Debug)]
+pub struct SizeError {
+    /// Why the size ended.
+    pub error: Error,
+    /// This side's measurement until the failure, marked `partial` (none when nothing
+    /// whole was measured; boxed: the error path stays small).
+    pub kept: Option<Box<SizeResult>>,
+}
+
+impl From<Error> for SizeError {
+    fn from(error: Error) -> Self {
+        SizeError { error, kept: None }
+    }
+}
+
+impl From<ProtocolError> for SizeError {
+    fn from(e: ProtocolError) -> Self {
+        Error::from(e).into()
+    }
+}
+
+impl From<SizeError> for Error {
+    fn from(e: SizeError) -> Self {
+        e.error
+    }
+}
+
 /// What every size of a run shares on this side.
 pub struct Step<'a> {
     /// The test.
@@ -79,16 +107,15 @@ impl<'a> Step<'a> {
     ///
     /// # Errors
     /// A loop or the control channel failing; a loop failure while the peer has
-    /// closed the control connection is the peer's leaving (`peer_closed`). What this
-    /// side had measured by then (a duration run's sender: its window until its last
-    /// completion, this side's figures alone) goes to `kept`.
+    /// closed the control connection is the peer's leaving (`peer_closed`). The error
+    /// carries what this side had measured by then (a duration run's sender: its
+    /// window until its last completion, this side's figures alone).
     pub fn run<C: Connection + Send>(
         &self,
         ch: &mut Channel,
         conns: &mut [C],
         size: u64,
-        kept: &mut Option<SizeResult>,
-    ) -> Result<SizeResult, Error> {
+    ) -> Result<SizeResult, SizeError> {
         let slots = self.plan.slots.slots(size);
         let size32 = SidePlan::size32(size)?;
         self.prepare(conns, size, slots)?;
@@ -107,10 +134,9 @@ impl<'a> Step<'a> {
         };
         if let Err(e) = measured {
             // (Not -b's: its figure is both directions', and the peer's is gone.)
-            if local.bw.is_some() && !self.spec.bidirectional() {
-                *kept = Some(SizeResult { partial: true, ..local });
-            }
-            return Err(self.failed(e, ch, size));
+            let kept = (local.bw.is_some() && !self.spec.bidirectional())
+                .then_some(Box::new(SizeResult { partial: true, ..local }));
+            return Err(SizeError { error: self.failed(e, ch, size), kept });
         }
         let this = ThisSide { spec: self.spec, role: self.plan.role, mhz: self.mhz };
         let mut shown = super::results::exchange(&this, ch, conns, local, &cpu_before, slots)?;
