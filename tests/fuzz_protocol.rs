@@ -28,11 +28,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::Deserialize;
 use serde_json::Value;
 
-use rdmabench::backend::{self, Found, SetupContext};
+use rdmabench::backend::{self, SetupContext};
 use rdmabench::environment::Environment;
 use rdmabench::error::{one_line, Error, ErrorKind};
 use rdmabench::measure::{BwStats, LatStats};
-use rdmabench::results::{SizeResult, Validation};
+use rdmabench::results::{Granted, SizeResult, Validation};
 use rdmabench::session::auth::{AuthKey, Nonce, Party, Transcript};
 use rdmabench::session::protocol::{
     decode_header, encode, mismatches, Message, ProtocolError, HEADER_LEN, MAGIC, MAX_FRAME,
@@ -482,19 +482,22 @@ fn message(rng: &mut Rng, ctx: &Ctx) -> Message {
             let spec = valid_spec(rng);
             let local = Local::default();
             let setup = SetupContext::new(&spec, &local, None, rng.chance(50));
-            let found = Found {
+            let retries = maybe(rng, 50, |r| (r.next() as u8, r.next() as u8));
+            let granted = Granted {
                 device: "rxe0".into(),
+                ib_port: 1,
                 link_layer: "Ethernet".into(),
                 gid_index: maybe(rng, 50, |r| r.next() as u8),
                 mtu: 1024,
-                inline: rng.below(256) as u32,
+                inline_size: rng.below(256) as u32,
                 outs: 16,
-                retries: maybe(rng, 50, |r| (r.next() as u8, r.next() as u8)),
+                qp_timeout: retries.map(|(timeout, _)| timeout),
+                retry_count: retries.map(|(_, count)| count),
                 path: None,
             };
             let mut environment = ctx.environment.clone();
             environment.cpus = rng.next() as u32;
-            Message::Describe { environment, params: backend::params(&setup, found) }
+            Message::Describe { environment, params: backend::params(&setup, granted) }
         }
         6 => Message::Ready { size: size(rng) },
         7 => Message::Heartbeat,

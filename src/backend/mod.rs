@@ -26,7 +26,7 @@ use std::net::IpAddr;
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::error::Error;
-use crate::results::EffectiveParams;
+use crate::results::{EffectiveParams, Granted, QueueParams, TestParams};
 use crate::session::protocol::{Channel, Message};
 use crate::spec::plan::SidePlan;
 use crate::spec::{Local, TestSpec, Verb};
@@ -189,67 +189,52 @@ pub fn prepare_all<T: Transport>(t: &T, plan: &SidePlan, qps: u32) -> Result<Pre
     Ok((prepared, mine))
 }
 
-/// What an RDMA set-up found, for the report's parameters.
-pub struct Found {
-    /// Device as the report names it.
-    pub device: String,
-    /// `InfiniBand`, `Ethernet`, `NetworkDirect`.
-    pub link_layer: String,
-    /// GID index in use.
-    pub gid_index: Option<u8>,
-    /// Path MTU in use, bytes (0: none).
-    pub mtu: u32,
-    /// Inline size the queue pairs accepted.
-    /// (at most `-I`).
-    pub inline: u32,
-    /// Outstanding reads/atomics.
-    pub outs: u32,
-    /// RC ACK timeout exponent and retry count set on the queue pairs (verbs).
-    pub retries: Option<(u8, u8)>,
-    /// The path's class (verbs).
-    pub path: Option<crate::results::PathParams>,
+/// The parameters in effect on this side: the test as the spec asks it, the queues as
+/// the plan created them, and what the backend's set-up `granted`.
+pub fn params(ctx: &SetupContext<'_>, granted: Granted) -> EffectiveParams {
+    EffectiveParams {
+        granted,
+        queues: queues_as_created(&ctx.plan),
+        test: test_as_asked(ctx.spec, ctx.gbits),
+        cpu_affinity: None,
+        tcp: None,
+    }
 }
 
-/// The parameters in effect on this side: the spec's, the plan's queues as created,
-/// and what the device granted.
-pub fn params(ctx: &SetupContext<'_>, found: Found) -> EffectiveParams {
-    let spec = ctx.spec;
-    let q = ctx.plan.queues;
+/// The plan's queues, as each connection was created with them.
+fn queues_as_created(plan: &SidePlan) -> QueueParams {
+    let q = plan.queues;
+    QueueParams {
+        tx_depth: plan.send_queue,
+        rx_depth: q.rx_depth,
+        cq_mod: q.cq_mod,
+        post_list: q.post_list,
+        shared_receives: q.shared_receives,
+        events: q.events,
+    }
+}
+
+/// The spec's test, as the report's parameters say it.
+fn test_as_asked(spec: &TestSpec, gbits: bool) -> TestParams {
     let rdma = spec.rdma();
-    EffectiveParams {
-        device: found.device,
-        ib_port: ctx.local.ib_port,
-        link_layer: found.link_layer,
-        gid_index: found.gid_index,
-        mtu: found.mtu,
+    let flag = |f: fn(&crate::spec::RdmaSpec) -> bool| rdma.is_some_and(f);
+    TestParams {
         connection: rdma.map_or("TCP", |r| r.service.name()).to_string(),
         qps: spec.connections(),
         sizes: spec.sizes.clone(),
         run: spec.run,
-        tx_depth: ctx.plan.send_queue,
-        rx_depth: q.rx_depth,
-        cq_mod: q.cq_mod,
-        post_list: q.post_list,
-        inline_size: found.inline.min(q.inline_size),
-        outs: found.outs,
-        qp_timeout: found.retries.map(|(timeout, _)| timeout),
-        retry_count: found.retries.map(|(_, count)| count),
-        path: found.path,
         rate_limit: rdma.and_then(|r| r.rate_limit),
-        cpu_affinity: None,
-        warm_up: rdma.is_some_and(|r| r.warm_up),
-        odp: rdma.is_some_and(|r| r.odp),
-        hugepages: rdma.is_some_and(|r| r.hugepages),
-        shared_receives: q.shared_receives,
-        immediate: rdma.is_some_and(|r| r.immediate),
-        reversed: rdma.is_some_and(|r| r.reversed),
-        events: q.events,
+        warm_up: flag(|r| r.warm_up),
+        odp: flag(|r| r.odp),
+        hugepages: flag(|r| r.hugepages),
+        immediate: flag(|r| r.immediate),
+        reversed: flag(|r| r.reversed),
         bidirectional: spec.bidirectional(),
-        rdma_cm: rdma.is_some_and(|r| r.rdma_cm),
+        rdma_cm: flag(|r| r.rdma_cm),
         atomic_type: rdma
             .filter(|_| spec.kind.verb == Verb::Atomic)
             .map(|r| r.atomic_type.label().to_string()),
-        bw_unit: if ctx.gbits { "Gb/s" } else { "MiB/s" }.into(),
+        bw_unit: if gbits { "Gb/s" } else { "MiB/s" }.into(),
         latency_is: if spec.kind.rtt_factor() == 2 {
             "one-way (half round trip)"
         } else {
@@ -257,7 +242,6 @@ pub fn params(ctx: &SetupContext<'_>, found: Found) -> EffectiveParams {
         }
         .into(),
         validate: spec.validate,
-        tcp: None,
     }
 }
 

@@ -5,10 +5,11 @@
 use std::net::IpAddr;
 
 use super::{
-    address_lines, exchange_endpoints, params, prepare_all, Attachment, Backend, Found, Setup,
+    address_lines, exchange_endpoints, params, prepare_all, Attachment, Backend, Setup,
     SetupContext,
 };
 use crate::error::Error;
+use crate::results::Granted;
 use crate::session::protocol::Channel;
 use crate::spec::Verb;
 use crate::transport::nd::{NdConnection, NdEndpoint, NdRole, NdTransport};
@@ -53,15 +54,13 @@ impl Backend for Nd {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| Error::from(e).context("NetworkDirect"))?;
         let peer_ip = ch.peer_addr().map_or(local, |a| a.ip());
-        let found = Found {
+        let granted = Granted {
             device: format!("{local} ({})", t.adapter().provider().name()),
+            ib_port: ctx.local.ib_port,
             link_layer: "NetworkDirect".into(),
-            gid_index: None,
-            mtu: 0,
-            inline: t.capabilities().max_inline,
+            inline_size: t.capabilities().max_inline.min(ctx.plan.queues.inline_size),
             outs: t.read_limit(),
-            retries: None,
-            path: None,
+            ..Granted::default()
         };
         let verb = ctx.spec.kind.verb;
         Ok(Setup {
@@ -70,7 +69,7 @@ impl Backend for Nd {
             endpoints: [(&mine, local), (&peers, peer_ip)]
                 .map(|(eps, at)| eps.iter().map(|e| endpoint(e, at, verb)).collect()),
             attachment: Attachment::Adapter(local),
-            params: params(ctx, found),
+            params: params(ctx, granted),
             conns,
         })
     }

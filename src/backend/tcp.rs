@@ -4,8 +4,9 @@
 
 use std::net::SocketAddr;
 
-use super::{exchange_endpoints, params, Attachment, Backend, Found, Setup, SetupContext};
+use super::{exchange_endpoints, params, Attachment, Backend, Setup, SetupContext};
 use crate::error::{Error, ErrorKind};
+use crate::results::Granted;
 use crate::results::TcpEffective;
 use crate::session::protocol::Channel;
 use crate::spec::{Link, TcpSpec};
@@ -90,17 +91,13 @@ impl Backend for Tcp {
             conns.iter().map(|c| endpoint(c.local_addr())).collect(),
             conns.iter().map(|c| endpoint(c.peer_addr())).collect(),
         ];
-        let found = Found {
+        let granted = Granted {
             device: "tcp".into(),
+            ib_port: ctx.local.ib_port,
             link_layer: "TCP".into(),
-            gid_index: None,
-            mtu: 0,
-            inline: 0,
-            outs: 0,
-            retries: None,
-            path: None,
+            ..Granted::default()
         };
-        let mut params = params(ctx, found);
+        let mut params = params(ctx, granted);
         let pin = &ctx.local.pin;
         params.tcp = Some(TcpEffective {
             streams: n,

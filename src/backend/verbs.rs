@@ -9,11 +9,11 @@ use ffi::verbs::{
 };
 
 use super::{
-    address_lines, exchange_endpoints, params, prepare_all, Attachment, Backend, Found, Setup,
+    address_lines, exchange_endpoints, params, prepare_all, Attachment, Backend, Setup,
     SetupContext,
 };
 use crate::error::{Error, ErrorKind, Refusal};
-use crate::results::PathParams;
+use crate::results::{Granted, PathParams};
 use crate::session::protocol::Channel;
 use crate::spec::Verb;
 use crate::transport::verbs::{
@@ -280,30 +280,29 @@ pub(crate) fn finish(
         conns.first().map_or(0, |c| crate::transport::Connection::capabilities(c).max_inline);
     let port = ctx.local.ib_port;
     let link = t.context().query_port(port).map(|p| p.link_layer).unwrap_or(0);
-    let found = Found {
+    let retries = ctx.spec.rdma().filter(|r| r.service == crate::transport::Service::Rc);
+    let granted = Granted {
         device: t.context().name().to_string(),
+        ib_port: port,
         link_layer: if link == 2 { "Ethernet" } else { "InfiniBand" }.into(),
         gid_index: t.gid_index(),
         mtu,
-        inline,
+        inline_size: inline.min(ctx.plan.queues.inline_size),
         outs: t.max_rd_atomic().into(),
-        retries: ctx
-            .spec
-            .rdma()
-            .filter(|r| r.service == crate::transport::Service::Rc)
-            .map(|r| (r.qp_timeout, r.retry_count)),
+        qp_timeout: retries.map(|r| r.qp_timeout),
+        retry_count: retries.map(|r| r.retry_count),
         path: path_of(t, &conns),
     };
     let verb = ctx.spec.kind.verb;
     let mut local = address_lines("local ", mine, |e| endpoint_line(e, verb));
     local.extend(t.mtu_erratum().map(|why| format!(" {why}")));
-    local.extend(found.path.map_or_else(Vec::new, |kept| class_notes(t, kept)));
+    local.extend(granted.path.map_or_else(Vec::new, |kept| class_notes(t, kept)));
     Setup {
         local,
         remote: address_lines("remote ", peers, |e| endpoint_line(e, verb)),
         endpoints: [mine, peers].map(|eps| eps.iter().map(|e| endpoint(e, verb)).collect()),
         attachment: Attachment::Device { name: t.context().name().to_string(), port },
-        params: params(ctx, found),
+        params: params(ctx, granted),
         conns,
     }
 }

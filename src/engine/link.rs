@@ -26,7 +26,7 @@ fn explain(e: Error, p: &EffectiveParams, root: &SystemTree) -> Error {
     if !link_can_cause {
         return e;
     }
-    let Some((state, phys)) = port::state(root, &p.device, p.ib_port) else {
+    let Some((state, phys)) = port::state(root, &p.granted.device, p.granted.ib_port) else {
         return e;
     };
     if state.starts_with("ACTIVE") {
@@ -35,7 +35,7 @@ fn explain(e: Error, p: &EffectiveParams, root: &SystemTree) -> Error {
     let phys = phys.map(|w| format!(", physical state {w}")).unwrap_or_default();
     let message = format!(
         "{} port {} is {state}{phys}: this side's link went down ({e})",
-        p.device, p.ib_port
+        p.granted.device, p.granted.ib_port
     );
     Error { status: e.status, ..Error::new(ErrorKind::LinkDown, message) }
 }

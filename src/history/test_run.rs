@@ -150,8 +150,8 @@ impl TestRun {
     fn layout(&self) -> Layout {
         let p = self.params.as_ref();
         Layout {
-            gbits: p.is_some_and(|p| p.bw_unit == "Gb/s"),
-            duration: p.is_some_and(|p| matches!(p.run, RunLength::Duration { .. })),
+            gbits: p.is_some_and(|p| p.test.bw_unit == "Gb/s"),
+            duration: p.is_some_and(|p| matches!(p.test.run, RunLength::Duration { .. })),
             streams: p.is_some_and(|p| p.tcp.is_some()),
             cpu: false,
             verbose: false,

@@ -104,39 +104,39 @@ fn rdma_header(spec: &TestSpec, role: &Role, p: &EffectiveParams) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{RESULT_LINE}");
     let _ = writeln!(o, "{:>width$}", title, width = 20 + title.len());
-    let _ = writeln!(o, " Dual-port       : OFF\t\tDevice         : {}", p.device);
+    let _ = writeln!(o, " Dual-port       : OFF\t\tDevice         : {}", p.granted.device);
     let nd = spec.rdma().is_some_and(|r| r.backend == Backend::Nd);
     let transport = if nd { "NetworkDirect" } else { "IB" };
-    let _ = writeln!(o, " Number of qps   : {}\t\tTransport type : {transport}", p.qps);
-    let srq = if p.shared_receives { "ON" } else { "OFF" };
-    let _ = writeln!(o, " Connection type : {}\t\tUsing SRQ      : {srq}", p.connection);
+    let _ = writeln!(o, " Number of qps   : {}\t\tTransport type : {transport}", p.test.qps);
+    let srq = if p.queues.shared_receives { "ON" } else { "OFF" };
+    let _ = writeln!(o, " Connection type : {}\t\tUsing SRQ      : {srq}", p.test.connection);
     // The sender's queue: the client's, or the server's under --reversed.
     if test.measure == Measure::Lat || role.sends {
-        let _ = writeln!(o, " TX depth        : {}", p.tx_depth);
+        let _ = writeln!(o, " TX depth        : {}", p.queues.tx_depth);
     }
     if test.verb == Verb::Send {
-        let _ = writeln!(o, " RX depth        : {}", p.rx_depth);
+        let _ = writeln!(o, " RX depth        : {}", p.queues.rx_depth);
     }
     if test.measure == Measure::Bw {
-        let _ = writeln!(o, " CQ Moderation   : {}", p.cq_mod);
-        if p.post_list > 1 {
-            let _ = writeln!(o, " Post List       : {}", p.post_list);
+        let _ = writeln!(o, " CQ Moderation   : {}", p.queues.cq_mod);
+        if p.queues.post_list > 1 {
+            let _ = writeln!(o, " Post List       : {}", p.queues.post_list);
         }
     }
     if !nd {
         // NetworkDirect neither reports nor sets a path MTU.
-        let _ = writeln!(o, " Mtu             : {}[B]", p.mtu);
+        let _ = writeln!(o, " Mtu             : {}[B]", p.granted.mtu);
     }
-    let link = match p.link_layer.as_str() {
+    let link = match p.granted.link_layer.as_str() {
         _ if nd => "NetworkDirect",
         "Ethernet" => "Ethernet",
         _ => "IB",
     };
     let _ = writeln!(o, " Link type       : {link}");
-    if let Some(g) = p.gid_index {
+    if let Some(g) = p.granted.gid_index {
         let _ = writeln!(o, " GID index       : {g}");
     }
-    if let Some(c) = p.path.filter(|c| *c != PathParams::default()) {
+    if let Some(c) = p.granted.path.filter(|c| *c != PathParams::default()) {
         let _ = writeln!(
             o,
             " Service level   : {}\t\tTraffic class  : {}\tFlow label : {}",
@@ -145,16 +145,16 @@ fn rdma_header(spec: &TestSpec, role: &Role, p: &EffectiveParams) -> String {
     }
     match test.verb {
         Verb::Read | Verb::Atomic => {
-            let _ = writeln!(o, " Outstand reads  : {}", p.outs);
+            let _ = writeln!(o, " Outstand reads  : {}", p.granted.outs);
         }
         _ => {
-            let _ = writeln!(o, " Max inline data : {}[B]", p.inline_size);
+            let _ = writeln!(o, " Max inline data : {}[B]", p.granted.inline_size);
         }
     }
-    if let Some(a) = &p.atomic_type {
+    if let Some(a) = &p.test.atomic_type {
         let _ = writeln!(o, " Atomic type     : {a}");
     }
-    if let Some(l) = &p.rate_limit {
+    if let Some(l) = &p.test.rate_limit {
         let _ = writeln!(
             o,
             " Rate limiter    : SW, {} in bursts of {} messages",
@@ -173,21 +173,21 @@ fn rdma_header(spec: &TestSpec, role: &Role, p: &EffectiveParams) -> String {
             ),
         };
     }
-    if p.hugepages {
+    if p.test.hugepages {
         let _ = writeln!(o, " Huge pages      : ON (buffers in MAP_HUGETLB pages)");
     }
-    if p.odp {
+    if p.test.odp {
         let _ = writeln!(o, " ODP             : ON (buffers paged in on demand, not pinned)");
     }
-    if p.warm_up {
+    if p.test.warm_up {
         let _ = writeln!(o, " Warm up         : ON (a send queue per QP before each size)");
     }
-    if p.reversed {
+    if p.test.reversed {
         let _ = writeln!(o, " Reversed        : ON (the server sends and measures)");
     }
-    let _ = writeln!(o, " rdma_cm QPs\t : {}", if p.rdma_cm { "ON" } else { "OFF" });
+    let _ = writeln!(o, " rdma_cm QPs\t : {}", if p.test.rdma_cm { "ON" } else { "OFF" });
     let _ = writeln!(o, " Data ex. method : Ethernet");
-    let _ = writeln!(o, " Events          : {}", if p.events { "ON" } else { "OFF" });
+    let _ = writeln!(o, " Events          : {}", if p.queues.events { "ON" } else { "OFF" });
     header_end(&mut o, test, p);
     o
 }
@@ -195,9 +195,9 @@ fn rdma_header(spec: &TestSpec, role: &Role, p: &EffectiveParams) -> String {
 /// The lines every header ends with: what a latency sample is, the measured window.
 fn header_end(o: &mut String, test: TestKind, p: &EffectiveParams) {
     if test.measure == Measure::Lat {
-        let _ = writeln!(o, " Latency         : {}", p.latency_is);
+        let _ = writeln!(o, " Latency         : {}", p.test.latency_is);
     }
-    if let RunLength::Duration { secs, margin_ms } = p.run {
+    if let RunLength::Duration { secs, margin_ms } = p.test.run {
         let _ = writeln!(
             o,
             " Duration        : {secs} s, measured window {} s (margin {} s each side)",

@@ -3,16 +3,19 @@
 //! control session, the engine and every printer (the printing is theirs: `perf::report`,
 //! `report/`). Data only, and the few facts about it that are not a choice of layout.
 
+mod environment;
+mod run;
+
 use serde::{Deserialize, Serialize};
 
-use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
 use crate::measure::clock::ClockInfo;
 use crate::measure::cpu::CpuSides;
 use crate::measure::{BwStats, LatStats};
-use crate::spec::RunLength;
 
 pub use crate::facts::cpus::cpu_ranges;
+pub use environment::{DeviceEnvironment, Environment, InterfaceEnvironment};
+pub use run::{RateLimit, RateUnits, RunLength};
 
 /// What one side measured for one message size.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -313,36 +316,43 @@ pub struct EnvironmentReport {
     pub peer: Option<Environment>,
 }
 
-/// The parameters in effect after every default and adjustment.
+/// The parameters in effect after every default and adjustment: the test as the spec
+/// asks it, the queues as this side's plan created them, and what the set-up found and
+/// the device granted, each made by the room that decides it (`spec`, `spec::plan`,
+/// the backend), side by side in one JSON object (docs/json.md#params).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EffectiveParams {
+    /// What the set-up found and the device granted.
+    #[serde(flatten)]
+    pub granted: Granted,
+    /// The queues as this side created them.
+    #[serde(flatten)]
+    pub queues: QueueParams,
+    /// The test as the spec asks it.
+    #[serde(flatten)]
+    pub test: TestParams,
+    /// Where the measuring thread runs (RDMA tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_affinity: Option<CpuAffinity>,
+    /// TCP tests: streams, the socket buffer granted (null: autotuning), TCP_NODELAY.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpEffective>,
+}
+
+/// What a backend's set-up found and the device granted (`params`' device half).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Granted {
     /// Device.
     pub device: String,
     /// Port.
     pub ib_port: u8,
-    /// `InfiniBand` or `Ethernet`.
+    /// `InfiniBand`, `Ethernet`, `NetworkDirect` or `TCP`.
     pub link_layer: String,
     /// GID index (null: LID routing).
     pub gid_index: Option<u8>,
-    /// Path MTU, bytes.
+    /// Path MTU, bytes (0: none).
     pub mtu: u32,
-    /// `RC`, `UC`, `UD`.
-    pub connection: String,
-    /// Queue pairs.
-    pub qps: u32,
-    /// Sizes.
-    pub sizes: Vec<u64>,
-    /// Iterations or duration.
-    pub run: RunLength,
-    /// Send queue depth.
-    pub tx_depth: u32,
-    /// Receive queue depth.
-    pub rx_depth: u32,
-    /// CQ moderation.
-    pub cq_mod: u32,
-    /// Post list.
-    pub post_list: u32,
-    /// Inline size the QP accepted, bytes.
+    /// Inline size the QP accepted, bytes (at most `-I`).
     pub inline_size: u32,
     /// Outstanding reads/atomics.
     pub outs: u32,
@@ -355,12 +365,40 @@ pub struct EffectiveParams {
     /// The path's class (verbs; null otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathParams>,
+}
+
+/// The queues and posting modes as this side's plan created them (`spec::SidePlan`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueParams {
+    /// Send queue depth, as created (a latency QP's at least 16).
+    pub tx_depth: u32,
+    /// Receive queue depth.
+    pub rx_depth: u32,
+    /// CQ moderation.
+    pub cq_mod: u32,
+    /// Post list.
+    pub post_list: u32,
+    /// One shared receive queue per side (`--use-srq`).
+    #[serde(default)]
+    pub shared_receives: bool,
+    /// Event mode.
+    pub events: bool,
+}
+
+/// The test as its spec asks it (`spec::TestSpec::asked`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TestParams {
+    /// `RC`, `UC`, `UD`, `TCP`.
+    pub connection: String,
+    /// Queue pairs (TCP: streams).
+    pub qps: u32,
+    /// Sizes.
+    pub sizes: Vec<u64>,
+    /// Iterations or duration.
+    pub run: RunLength,
     /// The sender's software pacing (`--rate_limit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate_limit: Option<crate::spec::RateLimit>,
-    /// Where the measuring thread runs (RDMA tests).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_affinity: Option<CpuAffinity>,
+    pub rate_limit: Option<RateLimit>,
     /// A full send queue, unmeasured, before each size (`--perform_warm_up`).
     #[serde(default)]
     pub warm_up: bool,
@@ -370,17 +408,12 @@ pub struct EffectiveParams {
     /// Buffers in huge pages (`--use_hugepages`).
     #[serde(default)]
     pub hugepages: bool,
-    /// One shared receive queue per side (`--use-srq`).
-    #[serde(default)]
-    pub shared_receives: bool,
     /// Writes or sends with immediate data (`--write_with_imm`, `--send_with_imm`).
     #[serde(default)]
     pub immediate: bool,
     /// The server sends and measures (`--reversed`).
     #[serde(default)]
     pub reversed: bool,
-    /// Event mode.
-    pub events: bool,
     /// Both directions.
     pub bidirectional: bool,
     /// rdma_cm.
@@ -393,9 +426,6 @@ pub struct EffectiveParams {
     pub latency_is: String,
     /// Pattern checking.
     pub validate: bool,
-    /// TCP tests: streams, the socket buffer granted (null: autotuning), TCP_NODELAY.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tcp: Option<TcpEffective>,
 }
 
 /// Where the measuring thread may run (RDMA tests): the CPUs the kernel allows it after
@@ -455,6 +485,33 @@ pub struct Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn params_are_one_flat_object_as_the_wire_and_older_runs_have_them() {
+        // A write_lat client's params as a build before the three parts wrote them.
+        let flat = serde_json::json!({
+            "device": "rxe0", "ib_port": 1, "link_layer": "Ethernet", "gid_index": 1,
+            "mtu": 1024, "connection": "RC", "qps": 1, "sizes": [2],
+            "run": {"iterations": 1000}, "tx_depth": 16, "rx_depth": 1, "cq_mod": 1,
+            "post_list": 1, "inline_size": 0, "outs": 16, "qp_timeout": 14,
+            "retry_count": 7, "path": {"sl": 0, "traffic_class": 0, "flow_label": 0},
+            "warm_up": false, "odp": false, "hugepages": false, "shared_receives": false,
+            "immediate": false, "reversed": false, "events": false, "bidirectional": false,
+            "rdma_cm": false, "atomic_type": null, "bw_unit": "MiB/s",
+            "latency_is": "one-way (half round trip)", "validate": false,
+            "cpu_affinity": {"cpus": [0], "source": "--pin_cores"}
+        });
+        let p: EffectiveParams = serde_json::from_value(flat.clone()).unwrap();
+        assert_eq!(
+            (p.granted.device.as_str(), p.granted.qp_timeout, p.queues.tx_depth),
+            ("rxe0", Some(14), 16)
+        );
+        assert_eq!(
+            (p.test.latency_is.as_str(), p.test.sizes.as_slice()),
+            ("one-way (half round trip)", &[2][..])
+        );
+        assert_eq!(serde_json::to_value(&p).unwrap(), flat, "the same keys, none nested");
+    }
 
     #[test]
     fn a_run_is_stopped_by_its_signal_before_its_error() {
