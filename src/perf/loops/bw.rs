@@ -46,10 +46,12 @@ pub struct Windowed {
 }
 
 impl Windowed {
-    /// The buckets no completion reached hold the window's last count.
+    /// The buckets no completion reached end at the count of the last one reached (a
+    /// completion in the window's tail, past its whole intervals, is in none of them).
     fn settle(&mut self) {
         let from = self.reached.min(self.buckets.len());
-        self.buckets[from..].fill(self.messages);
+        let last = from.checked_sub(1).map_or(0, |i| self.buckets[i]);
+        self.buckets[from..].fill(last);
         self.reached = self.buckets.len();
     }
 }
@@ -617,5 +619,15 @@ mod tests {
         count_in_window(&w, 1_200, &mut Lane { done: 4, ..Lane::default() }, &mut cut_counter);
         w.cut(7_500).trim(&mut cut_counter);
         assert_eq!(cut_counter.buckets, [4, 4, 4, 4, 4, 4]);
+        // A completion in the tail past the last whole interval counts in the window's
+        // messages, in no bucket.
+        let tailed = Window { end: 11_500, ..w };
+        let mut counter = tailed.counter();
+        let mut lane = Lane { done: 2, at_window_start: Some(0), ..Lane::default() };
+        count_in_window(&tailed, 1_500, &mut lane, &mut counter);
+        lane.done = 5;
+        count_in_window(&tailed, 11_200, &mut lane, &mut counter);
+        counter.settle();
+        assert_eq!((counter.messages, counter.buckets), (5, vec![2; 10]));
     }
 }
