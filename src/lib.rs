@@ -12,11 +12,10 @@
 //! - [`perf`]: the loops, and a run in print; [`report`]: the other printers;
 //! - [`stats`] (comparing runs with a baseline's), [`store`] (the results history),
 //!   [`history`] (`rdmabench history`, `diff`);
-//! - [`results`]: the result model every floor above reads;
 //! - [`spec`]: what to run, with perftest's defaults and every rule in [`spec::rules`];
 //! - [`environment`], [`inventory`]: the host, devices and interfaces results record;
 //! - [`transport`]: the backend-neutral `Connection` the loops drive;
-//! - the ground: [`facts`] (the host as `/sys` and `/proc` state it: every such path and
+//! - the ground: [`results`] (the result model every floor above reads), [`facts`] (the host as `/sys` and `/proc` state it: every such path and
 //!   read, bounded, and the one device model), [`measure`] (pure arithmetic), [`counters`], [`error`] (one error type
 //!   with a kind, mapped once to the exit status), [`files`], [`text`], [`stamp`],
 //!   [`progress`], [`version`].

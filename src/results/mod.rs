@@ -367,7 +367,8 @@ pub struct Granted {
     pub path: Option<PathParams>,
 }
 
-/// The queues and posting modes as this side's plan created them (`spec::SidePlan`).
+/// The queues and posting modes as this side's plan created them
+/// (`spec::plan::SidePlan`; `backend::params` reads them off it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueParams {
     /// Send queue depth, as created (a latency QP's at least 16).
@@ -385,7 +386,8 @@ pub struct QueueParams {
     pub events: bool,
 }
 
-/// The test as its spec asks it (`spec::TestSpec::asked`).
+/// The test as its spec asks it, and the unit this side prints bandwidth in
+/// (`backend::params` reads them off the spec and the header's units).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TestParams {
     /// `RC`, `UC`, `UD`, `TCP`.

@@ -391,15 +391,16 @@ fn count_in_window(w: &Window, t: u64, lane: &mut Lane, counter: &mut Windowed) 
     if t < w.start {
         lane.at_window_start = Some(lane.done);
     } else if t < w.end {
-        let before = counter.messages;
         counter.messages = lane.done - lane.at_window_start.unwrap_or(0);
         let b = ((t - w.start) / w.interval) as usize;
         if b < counter.buckets.len() {
-            // Buckets passed with no completion end at the count before this one; a
-            // stamp a refined clock puts a bucket back rewrites those it reached since.
+            // Buckets passed with no completion end at the last reached one's count
+            // (one in the tail, past the whole intervals, is in none); a stamp a
+            // refined clock puts a bucket back rewrites those it reached since.
             let reached = counter.reached;
             if b >= reached {
-                counter.buckets[reached..b].fill(before);
+                let last = reached.checked_sub(1).map_or(0, |i| counter.buckets[i]);
+                counter.buckets[reached..b].fill(last);
                 counter.buckets[b] = counter.messages;
             } else {
                 counter.buckets[b..reached].fill(counter.messages);
