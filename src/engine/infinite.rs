@@ -7,7 +7,7 @@ use std::io::Write;
 
 use crate::error::Error;
 use crate::measure::{BwStats, Stability};
-use crate::perf::report;
+use crate::perf::table;
 use crate::results::{IntervalVerdicts, RunReport, SizeResult};
 use crate::session::protocol::{Channel, Message};
 use crate::transport::Connection;
@@ -35,8 +35,8 @@ pub(super) fn run<C: Connection + Send>(
     let mut summary = Summary::default();
     // Each interval's row as a -D run's, without CPU lines (they are in the JSON).
     let wide = step.spec.max_size() >= 1_000_000;
-    let layout = report::Layout { gbits, duration: true, wide, ..report::Layout::default() };
-    print(out, &report::table_header(step.spec.kind, layout))?;
+    let layout = table::Layout { gbits, duration: true, wide, ..table::Layout::default() };
+    print(out, &table::table_header(step.spec.kind, layout))?;
     loop {
         let stopping = ffi::os::termination_signal().is_some();
         let barrier = if stopping { Message::Done } else { Message::Ready { size } };
@@ -59,8 +59,8 @@ pub(super) fn run<C: Connection + Send>(
         interval.stability = None;
         print(
             out,
-            &(report::table_row(step.spec.kind, &interval, layout)
-                + &report::details(&interval, layout)),
+            &(table::table_row(step.spec.kind, &interval, layout)
+                + &table::details(&interval, layout)),
         )?;
         summary.add(&interval);
     }

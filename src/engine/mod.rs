@@ -16,12 +16,12 @@
 
 mod affinity;
 mod describe;
+mod exchange;
 mod infinite;
 mod intervals;
 #[cfg(target_os = "linux")]
 mod link;
-mod results;
-mod session;
+mod sizes;
 mod soak;
 mod step;
 mod threads;
@@ -31,10 +31,10 @@ pub(crate) use affinity::numa_node_cpus;
 #[cfg(target_os = "linux")]
 pub(crate) use {
     affinity::apply as apply_affinity,
+    exchange::cpu_cost,
     intervals::IntervalPrinter,
     link::name_the_cause,
-    results::cpu_cost,
-    session::{port_counters, print_header},
+    sizes::{port_counters, print_header},
     step::{bw_result, Step},
 };
 
@@ -332,12 +332,12 @@ fn dispatch(
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     match &ctx.spec.link {
-        Link::Tcp(_) => session::run::<backend::Tcp>(ctx, ch, report, out),
+        Link::Tcp(_) => sizes::run::<backend::Tcp>(ctx, ch, report, out),
         Link::Rdma(r) if r.backend == Backend::Nd => {
-            session::run::<backend::Nd>(ctx, ch, report, out)
+            sizes::run::<backend::Nd>(ctx, ch, report, out)
         }
         #[cfg(target_os = "linux")]
-        Link::Rdma(_) => session::run::<backend::Verbs>(ctx, ch, report, out)
+        Link::Rdma(_) => sizes::run::<backend::Verbs>(ctx, ch, report, out)
             .map_err(|e| link::name_the_cause(e, report.params.as_ref())),
         #[cfg(not(target_os = "linux"))]
         Link::Rdma(_) => Err(Error::new(

@@ -1,6 +1,6 @@
 //! One size of a test on this side: buffers and receives prepared, a barrier, the
 //! loop this side's [`Role`] calls for, then the results exchanged
-//! ([`super::results`]). Generic over the connection; nothing here knows the backend.
+//! ([`super::exchange`]). Generic over the connection; nothing here knows the backend.
 
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
@@ -18,11 +18,11 @@ use crate::session::protocol::{Channel, Message, ProtocolError};
 use crate::spec::{Local, Measure, RunLength, TestSpec, Verb};
 use crate::transport::{Capabilities, Connection};
 
+use super::exchange::ThisSide;
 use super::intervals::IntervalPrinter;
-use super::results::ThisSide;
 use super::soak::SoakWatch;
 use super::threads::{bw_recv_threads, bw_send_threads, groups, per_connection, Pins, Spread};
-use crate::perf::pattern::fill_pattern;
+use crate::perf::payload::fill_pattern;
 use crate::spec::plan::SidePlan;
 use crate::spec::role::Role;
 
@@ -139,7 +139,7 @@ impl<'a> Step<'a> {
             return Err(SizeError { error: self.failed(e, ch, size), kept });
         }
         let this = ThisSide { spec: self.spec, role: self.plan.role, mhz: self.mhz };
-        let mut shown = super::results::exchange(&this, ch, conns, local, &cpu_before, slots)?;
+        let mut shown = super::exchange::exchange(&this, ch, conns, local, &cpu_before, slots)?;
         // After the exchange: a server's loop may end before the client's traffic
         // does. This side's own counters, never what the peer sent.
         shown.counters = self

@@ -9,7 +9,7 @@ use crate::error::{Error, ErrorKind};
 use crate::results::{Outcome, Stopped};
 use crate::spec::{Figure, Output, SampleOrder, TestSpec};
 
-use super::report;
+use super::header;
 use crate::results::RunReport;
 use crate::store::Store;
 
@@ -28,7 +28,7 @@ pub fn finish(
     out: &mut dyn Write,
 ) -> Result<u8, Error> {
     let Outcome { mut report, error } = outcome;
-    report.verdict = report::verdict(output, &report.results);
+    report.verdict = header::verdict(output, &report.results);
     let mut error = error.or_else(|| verdict_error(&report));
     fail(&mut report, error.as_ref(), "the run ended in an error");
     report.error = error.clone();
@@ -148,16 +148,16 @@ fn print_table(
     output: &Output,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
-    let layout = report::Layout::of(spec, output);
-    let mut text = report::table_header(spec.kind, layout);
+    let layout = super::table::Layout::of(spec, output);
+    let mut text = super::table::table_header(spec.kind, layout);
     for r in &report.results {
-        text.push_str(&report::table_row(spec.kind, r, layout));
-        text.push_str(&report::details(r, layout));
+        text.push_str(&super::table::table_row(spec.kind, r, layout));
+        text.push_str(&super::table::details(r, layout));
     }
     if let Some(stopped) = report.stopped {
         text.push_str(&format!(" stopped: {}\n", stopped_line(stopped)));
     }
-    text.push_str(report::RESULT_LINE);
+    text.push_str(crate::report::RESULT_LINE);
     text.push('\n');
     write_text(out, &text)
 }

@@ -11,11 +11,11 @@
 //!
 //! - [`records`]: the version, queue pair and report records, encoded and checked;
 //! - [`wire`]: the lock-step connection, with its timeouts;
-//! - `session`: the six tests in each perftest main's order.
+//! - `driver`: the six tests in each perftest main's order.
 
-pub mod records;
 #[cfg(target_os = "linux")]
-mod session;
+mod driver;
+pub mod records;
 pub mod wire;
 
 use std::io::Write;
@@ -64,7 +64,7 @@ fn run_session(
     report: &mut crate::results::RunReport,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
-    session::run(ctx, wire, version, report, out)
+    driver::run(ctx, wire, version, report, out)
         .map_err(|e| crate::engine::name_the_cause(e, report.params.as_ref()))
 }
 

@@ -1,7 +1,8 @@
 //! The result model: what a run measured, the parameters it ran with, where it ran and
 //! whether it held — the JSON document of a run, read by the transports' set-up, the
-//! control session, the engine and every printer (the printing is theirs: `perf::report`,
-//! `report/`). Data only, and the few facts about it that are not a choice of layout.
+//! control session, the engine and every printer (the printing is theirs:
+//! `perf::header`, `perf::table`, `report/`). Data only, and the few facts about it that
+//! are not a choice of layout.
 
 mod environment;
 mod run;

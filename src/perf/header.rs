@@ -1,12 +1,12 @@
-//! A perftest-style run in print: perftest's header and the threshold verdict (the model
-//! they print is `crate::results`).
+//! A perftest-style run's header (perftest's block of parameters, a line per side) and
+//! its verdict against the thresholds; the table under it is [`super::table`]'s (the
+//! model they print is `crate::results`).
 
 use std::fmt::Write;
 
-pub use super::table::{cpu_line, details, table_header, table_row, Layout};
 use crate::measure::bw_in_unit;
 use crate::measure::clock::ClockInfo;
-pub use crate::report::RESULT_LINE;
+use crate::report::RESULT_LINE;
 use crate::results::{
     EffectiveParams, EnvironmentReport, PathParams, SizeResult, TcpEffective, Verdict,
 };
@@ -233,6 +233,7 @@ fn tcp_header(spec: &TestSpec, p: &EffectiveParams, t: &TcpEffective) -> String 
 mod tests {
     use super::*;
     use crate::measure::{BwStats, LatStats, MIB};
+    use crate::perf::table::{table_header, table_row, Layout};
     use crate::results::{IntervalVerdicts, Validation};
 
     const WRITE_BW: TestKind = TestKind { verb: Verb::Write, measure: Measure::Bw };

@@ -12,7 +12,7 @@ use crate::session::protocol::{Channel, Message};
 use crate::spec::{RunLength, Verb};
 use crate::transport::Connection;
 
-use crate::perf::pattern::{check_pattern, check_sum, merge};
+use crate::perf::payload::{check_pattern, check_sum, merge};
 use crate::spec::role::Role;
 use crate::spec::TestSpec;
 

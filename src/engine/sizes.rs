@@ -8,7 +8,7 @@ use std::io::Write;
 use crate::backend::{Attachment, Backend, Setup, SetupContext};
 use crate::counters::PortCounters;
 use crate::error::Error;
-use crate::perf::report;
+use crate::perf::header;
 use crate::results::RunReport;
 use crate::session::protocol::{Channel, Message};
 use crate::spec::RunLength;
@@ -132,12 +132,12 @@ pub(crate) fn print_header<C>(
 ) -> Result<(), Error> {
     let env = report.environment.as_ref();
     let role = &ctx.plan.role;
-    let mut head = report::header(ctx.spec, role, &setup.params, env, report.clock.as_ref());
+    let mut head = header::header(ctx.spec, role, &setup.params, env, report.clock.as_ref());
     for l in setup.local.iter().chain(&setup.remote) {
         head.push_str(l);
         head.push('\n');
     }
-    head.push_str(report::RESULT_LINE);
+    head.push_str(crate::report::RESULT_LINE);
     head.push('\n');
     out.write_all(head.as_bytes()).map_err(|e| Error::io(format!("writing output: {e}")))?;
     let _ = out.flush();
