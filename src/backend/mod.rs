@@ -190,10 +190,12 @@ pub fn prepare_all<T: Transport>(t: &T, plan: &SidePlan, qps: u32) -> Result<Pre
 }
 
 /// The parameters in effect on this side: the test as the spec asks it, the queues as
-/// the plan created them, and what the backend's set-up `granted`.
+/// the plan created them, and what the backend's set-up `granted` (its inline size as
+/// the queue pairs accepted it, reported at most `-I`).
 pub fn params(ctx: &SetupContext<'_>, granted: Granted) -> EffectiveParams {
+    let inline_size = granted.inline_size.min(ctx.plan.queues.inline_size);
     EffectiveParams {
-        granted,
+        granted: Granted { inline_size, ..granted },
         queues: queues_as_created(&ctx.plan),
         test: test_as_asked(ctx.spec, ctx.gbits),
         cpu_affinity: None,
@@ -217,20 +219,19 @@ fn queues_as_created(plan: &SidePlan) -> QueueParams {
 /// The spec's test, as the report's parameters say it.
 fn test_as_asked(spec: &TestSpec, gbits: bool) -> TestParams {
     let rdma = spec.rdma();
-    let flag = |f: fn(&crate::spec::RdmaSpec) -> bool| rdma.is_some_and(f);
     TestParams {
         connection: rdma.map_or("TCP", |r| r.service.name()).to_string(),
         qps: spec.connections(),
         sizes: spec.sizes.clone(),
         run: spec.run,
         rate_limit: rdma.and_then(|r| r.rate_limit),
-        warm_up: flag(|r| r.warm_up),
-        odp: flag(|r| r.odp),
-        hugepages: flag(|r| r.hugepages),
-        immediate: flag(|r| r.immediate),
-        reversed: flag(|r| r.reversed),
+        warm_up: rdma.is_some_and(|r| r.warm_up),
+        odp: rdma.is_some_and(|r| r.odp),
+        hugepages: rdma.is_some_and(|r| r.hugepages),
+        immediate: rdma.is_some_and(|r| r.immediate),
+        reversed: rdma.is_some_and(|r| r.reversed),
         bidirectional: spec.bidirectional(),
-        rdma_cm: flag(|r| r.rdma_cm),
+        rdma_cm: rdma.is_some_and(|r| r.rdma_cm),
         atomic_type: rdma
             .filter(|_| spec.kind.verb == Verb::Atomic)
             .map(|r| r.atomic_type.label().to_string()),

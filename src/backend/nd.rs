@@ -58,7 +58,7 @@ impl Backend for Nd {
             device: format!("{local} ({})", t.adapter().provider().name()),
             ib_port: ctx.local.ib_port,
             link_layer: "NetworkDirect".into(),
-            inline_size: t.capabilities().max_inline.min(ctx.plan.queues.inline_size),
+            inline_size: t.capabilities().max_inline,
             outs: t.read_limit(),
             ..Granted::default()
         };

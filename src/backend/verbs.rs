@@ -287,7 +287,7 @@ pub(crate) fn finish(
         link_layer: if link == 2 { "Ethernet" } else { "InfiniBand" }.into(),
         gid_index: t.gid_index(),
         mtu,
-        inline_size: inline.min(ctx.plan.queues.inline_size),
+        inline_size: inline,
         outs: t.max_rd_atomic().into(),
         qp_timeout: retries.map(|r| r.qp_timeout),
         retry_count: retries.map(|r| r.retry_count),

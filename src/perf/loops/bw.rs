@@ -46,12 +46,17 @@ pub struct Windowed {
 }
 
 impl Windowed {
-    /// The buckets no completion reached end at the count of the last one reached (a
-    /// completion in the window's tail, past its whole intervals, is in none of them).
-    fn settle(&mut self) {
-        let from = self.reached.min(self.buckets.len());
+    /// Buckets up to `to` that no completion reached end at the count of the last one
+    /// reached (a completion in the window's tail, past its whole intervals, is in none).
+    fn fill_unreached(&mut self, to: usize) {
+        let from = self.reached.min(to);
         let last = from.checked_sub(1).map_or(0, |i| self.buckets[i]);
-        self.buckets[from..].fill(last);
+        self.buckets[from..to].fill(last);
+    }
+
+    /// Every bucket written: the run (or its cut window) has ended.
+    fn settle(&mut self) {
+        self.fill_unreached(self.buckets.len());
         self.reached = self.buckets.len();
     }
 }
@@ -394,15 +399,12 @@ fn count_in_window(w: &Window, t: u64, lane: &mut Lane, counter: &mut Windowed) 
         counter.messages = lane.done - lane.at_window_start.unwrap_or(0);
         let b = ((t - w.start) / w.interval) as usize;
         if b < counter.buckets.len() {
-            // Buckets passed with no completion end at the last reached one's count
-            // (one in the tail, past the whole intervals, is in none); a stamp a
-            // refined clock puts a bucket back rewrites those it reached since.
-            let reached = counter.reached;
-            if b >= reached {
-                let last = reached.checked_sub(1).map_or(0, |i| counter.buckets[i]);
-                counter.buckets[reached..b].fill(last);
+            // A stamp a refined clock puts a bucket back rewrites those reached since.
+            if b >= counter.reached {
+                counter.fill_unreached(b);
                 counter.buckets[b] = counter.messages;
             } else {
+                let reached = counter.reached;
                 counter.buckets[b..reached].fill(counter.messages);
             }
             counter.reached = counter.reached.max(b + 1);
