@@ -308,9 +308,18 @@ impl<P: Pulse> Stall<P> {
     }
     #[inline]
     fn progressed(&mut self) -> Result<(), LoopError> {
+        self.progressed_with(self.left)
+    }
+    /// [`Stall::progressed`] with `left` polls left in the lap (the spin's count, kept
+    /// in a register: stored once, here).
+    #[inline(always)]
+    fn progressed_with(&mut self, left: u32) -> Result<(), LoopError> {
         self.progress = true;
-        // A loop whose every poll finds work still beats, and still ends in time.
-        if (P::BEATS || self.end.is_some()) && self.counted() {
+        // A loop whose every poll finds work still beats, and still ends in time: the
+        // poll then counts in the lap. (A lap always has a poll left: `left` >= 1.)
+        let counted = P::BEATS || self.end.is_some();
+        self.left = left - u32::from(counted);
+        if self.left == 0 {
             self.lap()?;
         }
         Ok(())
@@ -325,10 +334,10 @@ impl<P: Pulse> Stall<P> {
     }
     /// Spins `read` (which reads at most the reads it is given and says how many were
     /// left when one saw what it waits for, counting that one, or 0) until it sees it
-    /// (`true`), or until `stop`, asked every [`STOP_EVERY_LAPS`] laps, says to end the
-    /// wait (`false`). Each read that saw nothing is an idle poll, as [`Stall::idle`]
-    /// counts them, but counted a lap at a time: a pass of the spin pays no countdown of
-    /// its own.
+    /// (`true`: progress, as [`Stall::progressed`] counts it), or until `stop`, asked
+    /// every [`STOP_EVERY_LAPS`] laps, says to end the wait (`false`). Each read that saw
+    /// nothing is an idle poll, as [`Stall::idle`] counts them, but counted a lap at a
+    /// time: a pass of the spin pays no countdown of its own.
     #[inline(always)]
     fn spin(
         &mut self,
@@ -341,7 +350,7 @@ impl<P: Pulse> Stall<P> {
             // The read that saw it is no idle poll: the lap keeps it.
             let left = read(self.left);
             if left > 0 {
-                self.left = left;
+                self.progressed_with(left)?;
                 return Ok(true);
             }
             // The lap's last idle poll, counted as `idle` counts it: the lap ends.
@@ -524,14 +533,16 @@ mod tests {
         assert_eq!(asked, laps / STOP_EVERY_LAPS, "asked to stop every 16 of {laps} laps");
         // Quick reads double the laps, 1, 2, 4, … polls, up to MAX_LAP: then 35 laps
         // (12 up to 4,095 polls, 23 of 4,096), and the last lap has the polls its
-        // reads did not use left.
+        // reads did not use left, less the read that saw it (progress, which a beating
+        // loop counts).
         let (mut idle, mut lap, mut quick) = (SEEN_AT - 1, 1, 0);
         while idle >= lap {
             (idle, quick, lap) = (idle - lap, quick + 1, (lap * 2).min(MAX_LAP));
         }
         if laps == quick {
-            assert_eq!((laps, stall.left), (35, lap - idle));
+            assert_eq!((laps, stall.left), (35, lap - idle - 1));
         }
+        assert!(stall.progress, "the read that saw it is progress");
         // A spin told to stop at its 16th lap ends without seeing the byte, and one that
         // never sees it stalls past its timeout.
         let mut stall = Stall::new(Duration::from_secs(60));
