@@ -317,10 +317,13 @@ impl<P: Pulse> Stall<P> {
         self.progress = true;
         // A loop whose every poll finds work still beats, and still ends in time: the
         // poll then counts in the lap. (A lap always has a poll left: `left` >= 1.)
-        let counted = P::BEATS || self.end.is_some();
-        self.left = left - u32::from(counted);
-        if self.left == 0 {
-            self.lap()?;
+        if P::BEATS || self.end.is_some() {
+            self.left = left - 1;
+            if self.left == 0 {
+                self.lap()?;
+            }
+        } else {
+            self.left = left;
         }
         Ok(())
     }
