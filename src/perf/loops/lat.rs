@@ -185,6 +185,24 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
     initiator: bool,
     op: Op,
     plan: &LatPlan,
+    samples: S,
+    stop: impl FnMut() -> bool,
+) -> Result<LatencyRecorder, LoopError> {
+    // The side is decided once, here, as in the write ping-pong: each side's loop tests
+    // no flag of it per iteration, and a poll that found nothing goes straight back.
+    if initiator {
+        send_pingpong::<C, S, true>(conn, op, plan, samples, stop)
+    } else {
+        send_pingpong::<C, S, false>(conn, op, plan, samples, stop)
+    }
+}
+
+/// [`lat_send_pingpong`] for the side that sends first (`INITIATOR`) or answers.
+#[inline(always)]
+fn send_pingpong<C: Connection, S: Sampler, const INITIATOR: bool>(
+    conn: &mut C,
+    op: Op,
+    plan: &LatPlan,
     mut samples: S,
     mut stop: impl FnMut() -> bool,
 ) -> Result<LatencyRecorder, LoopError> {
@@ -200,7 +218,7 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
     let mut stall = Stall::new(plan.timeout);
     let mut recv_posted = plan.recv_posted;
     loop {
-        if initiator {
+        if INITIATOR {
             // One clock read per message: the time between two sends is one round
             // trip, and the answer to the last message closes the last sample.
             if !samples.tick(i) {
@@ -212,10 +230,14 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
             }
             send(conn, i)?;
         }
-        // Wait for the peer's message, reaping send completions on the way.
-        let mut spins = 0u32;
+        // Wait for the peer's message, reaping send completions on the way. Only the
+        // responder may be told to stop waiting (its initiator is gone).
         'wait: loop {
-            let got = poll_or_wait(conn, &mut wcs, plan.events, &mut stall, "the peer's message")?;
+            let got = stall
+                .poll(conn, &mut wcs, plan.events, "the peer's message", || !INITIATOR && stop())?;
+            if got == 0 {
+                return Ok(samples.finish());
+            }
             for c in &wcs[..got] {
                 check(0, c)?;
                 if c.is_receive() {
@@ -229,17 +251,12 @@ pub fn lat_send_pingpong<C: Connection, S: Sampler>(
                     break 'wait;
                 }
             }
-            spins = spins.wrapping_add(1);
-            if !initiator && spins % 65536 == 0 && stop() {
-                return Ok(samples.finish());
-            }
         }
-        stall.progressed()?;
-        if !initiator {
+        if !INITIATOR {
             send(conn, i)?;
         }
         i += 1;
-        if !initiator && plan.duration.is_none() && i >= plan.iters {
+        if !INITIATOR && plan.duration.is_none() && i >= plan.iters {
             // Reap our last send before returning.
             let mut stall = Stall::new(plan.timeout);
             loop {
