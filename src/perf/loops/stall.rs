@@ -247,9 +247,8 @@ pub(crate) fn poll_or_wait<C: Connection, P: Pulse>(
 mod tests {
     use super::super::{end_tests_by, limit_tests};
     use super::*;
-    use crate::transport::tcp::{connect_streams, DataListener, StreamOptions, TcpConnection};
+    use crate::transport::tcp::tests::pair;
     use crate::transport::{Completion, Op, Polled, WorkRequest};
-    use std::net::IpAddr;
 
     /// Counts its beats.
     struct Beats(u32);
@@ -351,31 +350,16 @@ mod tests {
         );
     }
 
-    /// Both ends of one TCP data stream on 127.0.0.1.
-    fn tcp_pair() -> (TcpConnection, TcpConnection) {
-        let opts = StreamOptions {
-            window: None,
-            nodelay: true,
-            timeout: Duration::from_secs(5),
-            buf_len: 64,
-            end: None,
-        };
-        let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &opts).unwrap();
-        let ep = l.endpoint().unwrap();
-        let client = std::thread::spawn(move || connect_streams(&ep, 1, None, &opts).unwrap());
-        let mut server = l.accept_streams(1, &opts, None, || false).unwrap();
-        (client.join().unwrap().remove(0), server.remove(0))
-    }
-
     #[test]
     fn a_completion_poll_counts_empty_polls_as_idle_and_asks_to_stop_every_16_laps() {
-        let (mut c, mut s) = tcp_pair();
+        let (mut c, mut s) = pair(1);
+        let (c, s) = (&mut c[0], &mut s[0]);
         let mut wcs = [Completion::default(); 8];
         // Nothing posted: every poll finds nothing. Told to stop at the 32nd lap, it
         // ends with nothing (0), having asked twice, and beat at every lap.
         let mut asked = 0u32;
         let mut stall = Stall::beating(Duration::from_secs(60), Beats(0));
-        let got = stall.poll(&mut c, &mut wcs, false, "x", || {
+        let got = stall.poll(c, &mut wcs, false, "x", || {
             asked += 1;
             asked == 2
         });
@@ -394,14 +378,14 @@ mod tests {
         })
         .unwrap();
         let mut stall = Stall::new(Duration::from_secs(60));
-        let got = stall.poll(&mut s, &mut wcs, false, "the peer's message", || true).unwrap();
+        let got = stall.poll(s, &mut wcs, false, "the peer's message", || true).unwrap();
         assert_eq!((got, wcs[0].wr_id(), wcs[0].is_receive()), (1, 7, true));
         assert_eq!(&s.local()[..4], b"ping");
         assert!(stall.progress, "a completion is progress");
         // Nothing ever comes and nothing says stop: it stalls past its timeout, by name.
         let mut stall = Stall::new(Duration::from_millis(1));
         std::thread::sleep(Duration::from_millis(5));
-        let e = stall.poll(&mut c, &mut wcs, false, "the peer's message", || false).unwrap_err();
+        let e = stall.poll(c, &mut wcs, false, "the peer's message", || false).unwrap_err();
         assert!(
             matches!(e.failure(), LoopFailure::Stalled { waiting_for: "the peer's message", .. }),
             "{e}"

@@ -368,7 +368,7 @@ fn end_marker(wr_id: u64) -> Completion {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::net::IpAddr;
 
@@ -382,7 +382,8 @@ mod tests {
         }
     }
 
-    fn pair(n: u32) -> (Vec<TcpConnection>, Vec<TcpConnection>) {
+    /// `n` data streams on 127.0.0.1: the client's ends, the server's.
+    pub(crate) fn pair(n: u32) -> (Vec<TcpConnection>, Vec<TcpConnection>) {
         let l = DataListener::bind(IpAddr::from([127, 0, 0, 1]), &opts()).unwrap();
         let ep = l.endpoint().unwrap();
         let client = std::thread::spawn(move || connect_streams(&ep, n, None, &opts()).unwrap());
