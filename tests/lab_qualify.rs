@@ -183,6 +183,8 @@ fn lab_qualify_passes_fails_a_threshold_and_names_regressions() {
     let out_dir = report_dir();
     let json = dir.join("pass.json");
     let xml = dir.join("pass.xml");
+    let store = dir.join("pass.db");
+    let _ = std::fs::remove_file(&store);
     let out = qualify(
         &lab,
         &[
@@ -192,6 +194,8 @@ fn lab_qualify_passes_fails_a_threshold_and_names_regressions() {
             json.to_str().unwrap(),
             "--junit",
             xml.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
         ],
     );
     assert_eq!(out.status.code(), Some(0), "{}{}", text(&out), err(&out));
@@ -218,6 +222,14 @@ fn lab_qualify_passes_fails_a_threshold_and_names_regressions() {
     assert!(bw > 1048576.0, "{bw}");
     assert_eq!(report["environment"]["peer"]["device"]["name"], "rxe0");
     what_was_tested(&out_dir, &report);
+    // Stored with the device its RDMA points ran on.
+    let out = rdmabench(&["history", "--store", store.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    let rows: Value = serde_json::from_str(&text(&out)).unwrap();
+    assert_eq!(
+        (rows[0]["profile"].as_str(), rows[0]["device"].as_str()),
+        (Some("lab"), Some("rxe0"))
+    );
 
     // An impossible floor: exit 1, the point named in the JUnit failure.
     let impossible = profile(
@@ -374,12 +386,13 @@ fn lab_qualify_walk_through_baseline_upgrade_diff_history() {
     // Five runs a side: the interval then leaves out the two farthest differences at
     // each end (one starved baseline run moves nothing). No latency point: rxe's
     // ping-pong there is ~70 us in one run and ~4 ms (a timer tick) in the next, a
-    // change no tolerance would call noise.
+    // change no tolerance would call noise. One point, TCP's, the one lo's shaping
+    // moves: an RDMA point here took a third of the test's 95 s in ci/test, and what a
+    // qualification does with RDMA points is lab_qualify_passes_fails_a_threshold_….
     let walk = profile(
         &dir,
         "walk",
         "name = \"walk\"\nrepeats = 5\nmax_repeats = 5\ntolerance = \"25%\"\nwaive = [\"roce.mtu\"]\n\n\
-         [[test]]\ntest = \"write_bw\"\nsizes = [\"64K\"]\nduration = 2\n\n\
          [[test]]\ntest = \"tcp_bw\"\nsizes = [\"64K\"]\nduration = 2\n",
     );
     let run = |name: &str, baseline: Option<&str>| {
@@ -400,7 +413,7 @@ fn lab_qualify_walk_through_baseline_upgrade_diff_history() {
     let (out, again) = run("after", Some(before.to_str().unwrap()));
     assert_eq!(out.status.code(), Some(0), "{}{}", text(&out), err(&out));
     let seen = verdicts(&again);
-    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen.len(), 1, "{seen:?}");
     let fine = seen.iter().all(|(_, v)| v != "worse" && v != "none");
     assert!(fine, "{seen:?}\n{}{}", text(&out), err(&out));
     // 3. lo shaped to 40 Mbit/s: the TCP point is worse, the qualification fails.
@@ -411,8 +424,6 @@ fn lab_qualify_walk_through_baseline_upgrade_diff_history() {
     assert_eq!(out.status.code(), Some(1), "{}{}", text(&out), err(&out));
     let seen = verdicts(&slow);
     assert!(seen.contains(&("tcp_bw 64K".into(), "worse".into())), "{seen:?}");
-    // (The RDMA point may come out worse too when the lab's host is busy: the shaped TCP
-    // point's row is the one asked for.)
     let worse_tcp =
         text(&out).lines().any(|l| l.trim_start().starts_with("worse") && l.contains("tcp_bw 64K"));
     assert!(worse_tcp, "{}", text(&out));
@@ -442,7 +453,8 @@ fn lab_qualify_walk_through_baseline_upgrade_diff_history() {
     let ids: Vec<i64> =
         rows.as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
     assert_eq!(ids, [1, 2, 3]);
-    assert_eq!(rows[0]["device"], "rxe0");
+    // A TCP-only profile tests no RDMA device (the threshold test's stored run names rxe0).
+    assert!(rows[0]["device"].is_null() && rows[0]["host"].as_str().is_some_and(|h| !h.is_empty()));
     // 5. diff of the first and last names the TCP point, exit 1.
     let out = rdmabench(&["diff", "1", "3", "--store", store]);
     assert_eq!(out.status.code(), Some(1), "{}{}", text(&out), err(&out));
