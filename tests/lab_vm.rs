@@ -136,10 +136,17 @@ fn scratch(name: &str) -> PathBuf {
 #[ignore = "lab-vm: boots two guests on the host (ci/test runs it)"]
 fn vm_two_nodes_label_their_lines_return_node_ones_status_and_leave_no_qemu() {
     let log = scratch("nodes.log");
+    // Node 1 ends once node 2 has said hello: its end stops node 2's command, which the
+    // guests' own pace would otherwise race (the two start within a second or so).
     let script = r#"echo "hello from $(hostname), node $RDMABENCH_NODE of [$RDMABENCH_NODES] on $RDMABENCH_DEVICE"
-        [ "$RDMABENCH_NODE" = 1 ] && exit 3
+        touch "$0.$RDMABENCH_NODE"
+        if [ "$RDMABENCH_NODE" = 1 ]; then
+            until [ -e "$0.2" ]; do sleep 0.2; done
+            exit 3
+        fi
         sleep 600"#;
-    let mut child = lab_vm(&log, Some(600), &["bash", "-c", script]);
+    let marker = marker("nodes");
+    let mut child = lab_vm(&log, Some(600), &["bash", "-c", script, &marker]);
     let pid = child.id();
     let status = wait(&mut child, Duration::from_secs(600));
     let text = fs::read(&log).unwrap();
