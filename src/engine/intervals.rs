@@ -37,8 +37,8 @@ impl<'a, P: Pulse> IntervalPrinter<'a, P> {
 
 impl<P: Pulse> Pulse for IntervalPrinter<'_, P> {
     const BEATS: bool = P::BEATS;
-    fn alive(&mut self, now: Instant) {
-        self.inner.alive(now);
+    fn alive(&mut self, now: Instant) -> bool {
+        self.inner.alive(now)
     }
     fn interval(&mut self, mark: IntervalMark) {
         let Some(lines) = self.lines else { return };
@@ -174,7 +174,9 @@ impl MarkSender {
 
 impl Pulse for MarkSender {
     const BEATS: bool = false;
-    fn alive(&mut self, _: Instant) {}
+    fn alive(&mut self, _: Instant) -> bool {
+        true
+    }
     fn interval(&mut self, mark: IntervalMark) {
         // The printer gone (the run failing) loses only lines.
         let _ = self.tx.send((self.stream, mark));

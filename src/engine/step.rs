@@ -541,6 +541,7 @@ impl From<LoopError> for Error {
                 ..Error::new(ErrorKind::Completion, f.to_string())
             },
             f @ LoopFailure::Stalled { .. } => Error::new(ErrorKind::PeerSilent, f.to_string()),
+            f @ LoopFailure::PeerGone => Error::new(ErrorKind::PeerClosed, f.to_string()),
             f @ LoopFailure::Overtime { .. } => Error::new(ErrorKind::Refused, f.to_string()),
         }
     }

@@ -170,6 +170,8 @@ pub(crate) fn bw_send_threads<C: Connection + Send>(
             }
         };
         loop {
+            // (A peer gone ends each thread's loop by its own stall watch: this beat
+            // cannot stop them.)
             pulse.alive(Instant::now());
             match rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(m) => print(m),

@@ -354,29 +354,33 @@ fn countdown(host: &str, port: u16, waited: Duration, window: Duration, told: &m
 
 /// While this side runs a size alone, its loop tells the waiting peer it is alive: at
 /// once, then at most once a second (the loop calls it: see [`Pulse`]). The peer's wait
-/// began before this side's set-up, so the first beat cannot wait a second. After a
-/// failed send it stays quiet: the exchange of results that follows names the lost peer.
+/// began before this side's set-up, so the first beat cannot wait a second. Each beat
+/// first looks whether the peer closed the connection: a killed peer's kernel closes its
+/// socket at once, but its QPs may only go quiet (soft-RoCE drops work for a QP that is
+/// gone), and the loop would wait out its `--timeout` (a lab run: 30 s) for nothing.
+/// A closed connection, or a failed send, ends the loop: the peer is gone.
 pub struct Heartbeat<'a> {
     ch: &'a mut Channel,
     last: Option<Instant>,
-    failed: bool,
+    gone: bool,
 }
 
 impl<'a> Heartbeat<'a> {
     /// Beats on `ch`.
     pub fn new(ch: &'a mut Channel) -> Self {
-        Heartbeat { ch, last: None, failed: false }
+        Heartbeat { ch, last: None, gone: false }
     }
 }
 
 impl Pulse for Heartbeat<'_> {
-    fn alive(&mut self, now: Instant) {
+    fn alive(&mut self, now: Instant) -> bool {
         let due =
             self.last.is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(1));
-        if !self.failed && due {
+        if !self.gone && due {
             self.last = Some(now);
-            self.failed = self.ch.send(&Message::Heartbeat).is_err();
+            self.gone = self.ch.peer_closed() || self.ch.send(&Message::Heartbeat).is_err();
         }
+        !self.gone
     }
 }
 
@@ -402,6 +406,23 @@ mod tests {
         peer.read_to_end(&mut got).unwrap();
         let one = super::super::protocol::encode(&serde_json::to_vec(&Message::Heartbeat).unwrap());
         assert_eq!(got, one.unwrap().repeat(3));
+    }
+
+    #[test]
+    fn a_heartbeat_finds_a_peer_gone_at_its_next_beat_and_sends_no_more() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (peer, _) = listener.accept().unwrap();
+        let mut ch = Channel::new(stream, Duration::from_secs(5)).unwrap();
+        let mut beat = Heartbeat::new(&mut ch);
+        let start = Instant::now();
+        assert!(beat.alive(start), "the peer is there");
+        drop(peer); // (its kernel closes the socket, as a killed peer's does)
+        std::thread::sleep(Duration::from_millis(50));
+        // Not yet due: no look, the loop goes on.
+        assert!(beat.alive(start + Duration::from_millis(500)));
+        assert!(!beat.alive(start + Duration::from_millis(1000)), "gone at the next beat");
+        assert!(!beat.alive(start + Duration::from_millis(2500)), "and stays gone");
     }
 
     #[test]

@@ -90,6 +90,10 @@ pub enum LoopFailure {
         /// How long.
         after: Duration,
     },
+    /// The peer's control connection closed while this side's loop ran (its
+    /// [`Pulse`] found it so): a killed peer whose QPs went quiet instead of failing
+    /// this side's work.
+    PeerGone,
     /// The test ran past the end set for this thread's tests ([`end_tests_by`]).
     Overtime {
         /// The limit, from when it was set.
@@ -141,6 +145,7 @@ impl std::fmt::Display for LoopFailure {
                     after.as_secs()
                 )
             }
+            LoopFailure::PeerGone => write!(f, "the peer closed the control connection mid-run"),
             LoopFailure::Overtime { limit } => write!(f, "{} {limit}", crate::error::OVERTIME),
         }
     }
@@ -187,8 +192,9 @@ pub use crate::measure::CycleClock as Clock;
 pub trait Pulse {
     /// Whether the loop beats at all: [`NoPulse`]'s loops count nothing for it.
     const BEATS: bool = true;
-    /// The loop is alive at `now`.
-    fn alive(&mut self, now: Instant);
+    /// The loop is alive at `now`. `false`: the peer it beats to is gone (its control
+    /// connection closed), and the loop ends at once with [`LoopFailure::PeerGone`].
+    fn alive(&mut self, now: Instant) -> bool;
     /// A bandwidth loop's `--interval` ended (told as the run goes: a printer of
     /// iperf3-style lines listens here). Nothing by default.
     fn interval(&mut self, _mark: IntervalMark) {}
@@ -199,13 +205,15 @@ pub struct NoPulse;
 
 impl Pulse for NoPulse {
     const BEATS: bool = false;
-    fn alive(&mut self, _: Instant) {}
+    fn alive(&mut self, _: Instant) -> bool {
+        true
+    }
 }
 
 impl<P: Pulse + ?Sized> Pulse for &mut P {
     const BEATS: bool = P::BEATS;
-    fn alive(&mut self, now: Instant) {
-        (**self).alive(now);
+    fn alive(&mut self, now: Instant) -> bool {
+        (**self).alive(now)
     }
     fn interval(&mut self, mark: IntervalMark) {
         (**self).interval(mark);

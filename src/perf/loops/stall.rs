@@ -171,7 +171,9 @@ impl<P: Pulse> Stall<P> {
         if let Some((_, limit)) = self.end.filter(|&(end, _)| now >= end) {
             return Err(LoopFailure::Overtime { limit }.into());
         }
-        self.pulse.alive(now);
+        if !self.pulse.alive(now) {
+            return Err(LoopFailure::PeerGone.into());
+        }
         let took = now.duration_since(self.lap_start);
         self.lap = if took < LAP_AIM.0 {
             (self.lap * 2).min(MAX_LAP)
@@ -195,7 +197,9 @@ impl<P: Pulse> Stall<P> {
         let end = Instant::now() + self.timeout;
         loop {
             let now = Instant::now();
-            self.pulse.alive(now);
+            if !self.pulse.alive(now) {
+                return Err(LoopFailure::PeerGone.into());
+            }
             let left = end.saturating_duration_since(now);
             if left.is_zero() {
                 return Ok(false);
@@ -237,8 +241,8 @@ pub(crate) fn poll_or_wait<C: Connection, P: Pulse>(
     }
     let got = conn.poll(wcs)?;
     stall.progressed()?;
-    if P::BEATS {
-        stall.pulse.alive(Instant::now());
+    if P::BEATS && !stall.pulse.alive(Instant::now()) {
+        return Err(LoopFailure::PeerGone.into());
     }
     Ok(got)
 }
@@ -254,9 +258,34 @@ mod tests {
     struct Beats(u32);
 
     impl Pulse for Beats {
-        fn alive(&mut self, _: Instant) {
+        fn alive(&mut self, _: Instant) -> bool {
             self.0 += 1;
+            true
         }
+    }
+
+    /// Says the peer is gone from its `after`th beat on.
+    struct GoneAfter(u32);
+
+    impl Pulse for GoneAfter {
+        fn alive(&mut self, _: Instant) -> bool {
+            self.0 = self.0.saturating_sub(1);
+            self.0 > 0
+        }
+    }
+
+    #[test]
+    fn a_pulse_that_finds_the_peer_gone_ends_the_loop_at_that_lap() {
+        // Idle polls: the lap that beats the news ends the loop, long before its timeout.
+        let mut stall = Stall::beating(Duration::from_secs(60), GoneAfter(2));
+        stall.idle("x").unwrap(); // (the first lap, one poll: beats, the peer is there)
+        let e = (0..=MAX_LAP).try_for_each(|_| stall.idle("x")).unwrap_err();
+        assert!(matches!(e.failure(), LoopFailure::PeerGone), "{e}");
+        assert_eq!(e.to_string(), "the peer closed the control connection mid-run");
+        // A loop that progresses at every poll ends the same way.
+        let mut stall = Stall::beating(Duration::from_secs(60), GoneAfter(1));
+        let e = stall.progressed().unwrap_err();
+        assert!(matches!(e.failure(), LoopFailure::PeerGone), "{e}");
     }
 
     #[test]
