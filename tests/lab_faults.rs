@@ -523,7 +523,6 @@ fn lab_write_lat_a_client_ends_its_test_at_its_own_max_time() {
 #[test]
 #[ignore = "lab: needs an RDMA device (ci/lab-vm)"]
 fn lab_a_control_connection_cut_mid_run_ends_the_client_at_its_next_beat() {
-    use std::io::Read;
     use std::net::{Shutdown, TcpListener, TcpStream};
     let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed).to_string();
     let run = ["write-bw", "-D", "20", "--timeout", "30", "-p"];
@@ -546,32 +545,19 @@ fn lab_a_control_connection_cut_mid_run_ends_the_client_at_its_next_beat() {
     copy(to_client.try_clone().unwrap(), to_server.try_clone().unwrap());
     copy(to_server.try_clone().unwrap(), to_client.try_clone().unwrap());
     // Cut 4 s after the client's set-up (its header's end): inside its window.
-    let mut stdout = client.stdout.take().unwrap();
-    let (set_up_tx, set_up) = mpsc::channel();
-    let printed = std::thread::spawn(move || {
-        let mut all = String::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n @ 1..) = stdout.read(&mut buf) {
-            all.push_str(&String::from_utf8_lossy(&buf[..n]));
-            if all.contains(" remote address") {
-                let _ = set_up_tx.send(());
-            }
-        }
-        all
-    });
-    let set_up = set_up.recv_timeout(Duration::from_secs(60));
+    let stdout = client.stdout.take().unwrap();
+    let set_up = common::wait_for_line(stdout, " remote address", Duration::from_secs(60));
     std::thread::sleep(Duration::from_secs(4));
     let cut = Instant::now();
     let _ = to_client.shutdown(Shutdown::Both);
     let _ = to_server.shutdown(Shutdown::Both);
     let out = common::finish(client, Duration::from_secs(60));
     let noticed = cut.elapsed();
-    let stdout = printed.join().unwrap();
     let server = common::finish(server, Duration::from_secs(60));
     let stderr = err(&out);
     eprintln!("the client ended {noticed:?} after the cut: {stderr}");
-    assert!(set_up.is_ok(), "the client's set-up ended: {stdout}");
-    assert_eq!(out.status.code(), Some(2), "{stderr}\n{stdout}");
+    assert!(set_up, "the client's set-up ended: {stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("closed the control connection"), "{stderr}");
     // A beat a second, the loop's lap, and the process's end beside another lab test:
     // well short of the 13 s and more its window still had to run.

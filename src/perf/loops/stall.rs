@@ -171,9 +171,7 @@ impl<P: Pulse> Stall<P> {
         if let Some((_, limit)) = self.end.filter(|&(end, _)| now >= end) {
             return Err(LoopFailure::Overtime { limit }.into());
         }
-        if !self.pulse.alive(now) {
-            return Err(LoopFailure::PeerGone.into());
-        }
+        self.beat(now)?;
         let took = now.duration_since(self.lap_start);
         self.lap = if took < LAP_AIM.0 {
             (self.lap * 2).min(MAX_LAP)
@@ -188,6 +186,14 @@ impl<P: Pulse> Stall<P> {
         }
         Ok(now.duration_since(self.last) > self.timeout)
     }
+    /// Beats the pulse; the loop ends when it says the peer is gone.
+    fn beat(&mut self, now: Instant) -> Result<(), LoopError> {
+        if self.pulse.alive(now) {
+            Ok(())
+        } else {
+            Err(LoopFailure::PeerGone.into())
+        }
+    }
     /// Sleeps on `conn`'s completion channel for up to the timeout, beating about
     /// every second; `false` when nothing came.
     fn wait<C: Connection>(&mut self, conn: &mut C) -> Result<bool, LoopError> {
@@ -197,9 +203,7 @@ impl<P: Pulse> Stall<P> {
         let end = Instant::now() + self.timeout;
         loop {
             let now = Instant::now();
-            if !self.pulse.alive(now) {
-                return Err(LoopFailure::PeerGone.into());
-            }
+            self.beat(now)?;
             let left = end.saturating_duration_since(now);
             if left.is_zero() {
                 return Ok(false);
@@ -241,8 +245,8 @@ pub(crate) fn poll_or_wait<C: Connection, P: Pulse>(
     }
     let got = conn.poll(wcs)?;
     stall.progressed()?;
-    if P::BEATS && !stall.pulse.alive(Instant::now()) {
-        return Err(LoopFailure::PeerGone.into());
+    if P::BEATS {
+        stall.beat(Instant::now())?;
     }
     Ok(got)
 }
