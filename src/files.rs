@@ -6,6 +6,7 @@
 //! all of memory or a hang. The limits are here, together.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
@@ -186,6 +187,11 @@ pub struct SystemTree {
     root: PathBuf,
     /// The root, resolved (`None` when it does not resolve: then nothing does).
     real_root: Option<PathBuf>,
+    /// Folders resolved so far. A port's GID table is 128–1,024 files in one folder
+    /// (rxe's 1,024 per port): resolving each file's whole path took ~12 `readlink`s,
+    /// 52,000 system calls and 2.4 s of `doctor` in the lab, against one `lstat` a file
+    /// with its folder resolved once.
+    folders: RefCell<HashMap<PathBuf, PathBuf>>,
     refused: RefCell<Option<FileError>>,
 }
 
@@ -195,6 +201,7 @@ impl SystemTree {
         SystemTree {
             root: root.to_path_buf(),
             real_root: root.canonicalize().ok(),
+            folders: RefCell::new(HashMap::new()),
             refused: RefCell::new(None),
         }
     }
@@ -205,11 +212,28 @@ impl SystemTree {
     /// It does not resolve (missing), or it resolves outside the root.
     pub fn resolve(&self, rel: impl AsRef<Path>) -> Result<PathBuf, FileError> {
         let path = self.join(rel);
-        let real = path.canonicalize().map_err(|e| FileError::Io(path.clone(), e))?;
+        let real = self.real_path(&path).map_err(|e| FileError::Io(path.clone(), e))?;
         match &self.real_root {
             Some(root) if real.starts_with(root) => Ok(real),
             _ => Err(FileError::Outside(path, self.root.clone())),
         }
+    }
+
+    /// `path` with every link followed, as `canonicalize` gives it: a file that is not a
+    /// link is its folder's resolved path (cached) and its name.
+    fn real_path(&self, path: &Path) -> io::Result<PathBuf> {
+        let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
+            return path.canonicalize();
+        };
+        if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
+            return path.canonicalize();
+        }
+        if let Some(real) = self.folders.borrow().get(folder) {
+            return Ok(real.join(name));
+        }
+        let real = folder.canonicalize()?;
+        self.folders.borrow_mut().insert(folder.to_path_buf(), real.clone());
+        Ok(real.join(name))
     }
 
     /// Its root.

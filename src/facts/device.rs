@@ -220,11 +220,12 @@ impl Port {
             .filter_map(|i| {
                 let index: u32 = i.parse().ok()?;
                 let raw = word_in(root, dir.join("gids").join(i))?;
-                // Unused entries read as zeros and have no type.
-                let gid_type = word_in(root, dir.join("gid_attrs/types").join(i))?;
+                // Unused entries read as zeros and have no type (most of a table: not
+                // asked for it).
                 if raw.chars().all(|c| c == '0' || c == ':') {
                     return None;
                 }
+                let gid_type = word_in(root, dir.join("gid_attrs/types").join(i))?;
                 let gid_type = match gid_type.as_str() {
                     "IB/RoCE v1" => "RoCE v1".to_string(),
                     "RoCE v2" => "RoCE v2".to_string(),
