@@ -149,6 +149,67 @@ fn the_slowest_tests_come_from_the_reported_times() {
     fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A Windows test log as `cargo test --no-fail-fast` writes it under wine: one binary's
+/// failures (each with what it printed) and cargo's line naming how to rerun it.
+fn wine_failures(binary: &str, rerun: &str, failed: &[(&str, &str)]) -> String {
+    let mut log = format!("     Running {binary} (target/x86_64-pc-windows-gnu/debug/deps/x.exe)\n\nrunning 3 tests\n");
+    log += "test fine ... ok\n\nfailures:\n\n";
+    for (name, said) in failed {
+        log += &format!("---- {name} stdout ----\n\nthread '{name}' (7) panicked at tests/x.rs:1:2:\n{said}\n\n");
+    }
+    log += "\nfailures:\n";
+    for (name, _) in failed {
+        log += &format!("    {name}\n");
+    }
+    log += &format!("\ntest result: FAILED. 1 passed; {} failed; 0 ignored\n\n", failed.len());
+    log + &format!("error: test failed, to rerun pass `{rerun}`\n")
+}
+
+fn spawn_failures(log: &str) -> Output {
+    let dir = scratch("spawn-failures");
+    fs::write(dir.join("windows-tests.log"), log).unwrap();
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/wine/spawn-failures"))
+        .arg(dir.join("windows-tests.log"))
+        .output()
+        .expect("ci/wine/spawn-failures runs");
+    fs::remove_dir_all(&dir).unwrap();
+    out
+}
+
+/// ci/test reruns a Windows test once only when wine could not start its process
+/// (ERROR_INTERNAL_ERROR): every failure in the log must be that one, and named.
+#[test]
+fn only_tests_that_wine_could_not_start_are_rerun() {
+    const SPAWN: &str = "called `Result::unwrap()` on an `Err` value: Os { code: 1359, kind: Uncategorized, message: \"Internal error.\" }";
+    let ok =
+        wine_failures("tests/tcp.rs", "-p rdmabench --test tcp", &[("a", SPAWN), ("b", SPAWN)])
+            + &wine_failures("unittests src/lib.rs", "-p rdmabench --lib", &[("c::d", SPAWN)]);
+    let out = spawn_failures(&ok);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "-p rdmabench --test tcp\ta\n-p rdmabench --test tcp\tb\n-p rdmabench --lib\tc::d\n"
+    );
+
+    // A real failure beside a spawn failure: nothing is rerun.
+    let mixed = wine_failures(
+        "tests/tcp.rs",
+        "-p rdmabench --test tcp",
+        &[("a", SPAWN), ("b", "assertion failed: 2 == 3")],
+    );
+    let out = spawn_failures(&mixed);
+    assert_eq!((out.status.code(), text(&out.stdout)), (Some(1), String::new()));
+
+    // A binary that failed without naming its tests (a crash) counts against the rerun.
+    let crashed = ok.clone() + "     Running tests/serve.rs (x.exe)\n\ntest result: FAILED. 0 passed; 2 failed; 0 ignored\n";
+    let out = spawn_failures(&crashed);
+    assert_eq!((out.status.code(), text(&out.stdout)), (Some(1), String::new()));
+
+    // No failure at all: nothing to rerun, and not a success of this script.
+    let out = spawn_failures("test result: ok. 3 passed; 0 failed; 0 ignored\n");
+    assert_eq!(out.status.code(), Some(1));
+}
+
 /// The benches' verdicts (ci/bench_common.py's Verdicts): a missed target ends the bench
 /// with exit 1 and is recorded as missed; a partial run says it is not a result.
 #[test]
