@@ -205,6 +205,12 @@ fn only_tests_that_wine_could_not_start_are_rerun() {
     let out = spawn_failures(&crashed);
     assert_eq!((out.status.code(), text(&out.stdout)), (Some(1), String::new()));
 
+    // A binary that died before libtest's summary (no result line, no test named, only
+    // cargo's line): its failure is not wine's start, and nothing is rerun.
+    let died = ok.clone() + "     Running tests/serve.rs (x.exe)\n\nrunning 5 tests\nerror: test failed, to rerun pass `-p rdmabench --test serve`\n";
+    let out = spawn_failures(&died);
+    assert_eq!((out.status.code(), text(&out.stdout)), (Some(1), String::new()));
+
     // No failure at all: nothing to rerun, and not a success of this script.
     let out = spawn_failures("test result: ok. 3 passed; 0 failed; 0 ignored\n");
     assert_eq!(out.status.code(), Some(1));
