@@ -502,8 +502,8 @@ mod tests {
     #[test]
     fn a_real_window_reads_this_machine() {
         // Spin until the process's own counters show 30 ms of CPU, not for a wall-clock
-        // span: ci/test runs the Windows build in the idle class beside the lab's busy
-        // guests, where 60 ms of wall time once held under 10 % of a CPU. Counters that
+        // span: ci/test runs the Windows tests at nice 10 beside the lab's busy guests,
+        // where 60 ms of wall time once held under 10 % of a CPU. Counters that
         // never move fail at the deadline.
         let used = || ffi::os::process_usage().map(|u| u.user + u.system).unwrap_or_default();
         let a = CpuSnapshot::now();
