@@ -93,13 +93,23 @@ fn hosts_mesh_a_slowed_node_is_in_every_confirmed_finding() {
     // test), not both of node 3's: a slow pair is measured alone three times (its best
     // of three tries must stay slow), each latency test 100 round trips of 50 ms, and
     // the two pairs' rechecks were ~90 of the 131 s this test took in ci9.
-    let mut args = SMALL.to_vec();
-    args.extend(["--recheck", "1"]);
+    // Four writes in flight (`-t 4`), not 128: 100 writes of 4 KiB all in flight at once
+    // wait out one delayed round trip in all, and node 3's links read 0.65–0.75 of the
+    // others' — inside TCG's spread (CI of 32379f9: 1.3–1.7 MB/s against 2.5–2.8, "not
+    // confirmed: 2 MB/s alone", no bandwidth finding). Four at a time wait out one each
+    // four writes, as a window-bound flow does: ~16 KiB per 60 ms round trip (by hand
+    // on 2026-12-07: 0.25–0.27 MB/s against 1.99–2.34, node 3's host band 4.2–4.4×).
+    // 50 iterations, not 100: each of node 3's latency tests is that many 60 ms round
+    // trips, run four times in the rounds and six in the rechecks (129 s at `-n 100`);
+    // the link bands widen for the short run (√20) and a 9× delay stays far outside.
+    let mut args = vec!["-s", "4096", "-n", "50", "--timeout", "60"];
+    args.extend(["--recheck", "1", "-t", "4"]);
     let out = mesh(&json, &args);
     let doc = read_json(&json, &out);
     eprintln!("{}", text(&out));
     assert_three_hosts(&doc);
     assert_eq!(out.status.code(), Some(1), "{}\n{}", text(&out), err(&out));
+    assert_eq!(doc["bw_test"], "write_bw 4K, 50 iterations, tx depth 4", "{doc}");
     let findings = doc["findings"].as_array().unwrap();
     let confirmed: Vec<&Value> = findings.iter().filter(|f| f["confirmed"] == true).collect();
     assert!(!confirmed.is_empty(), "{findings:#?}");

@@ -209,7 +209,8 @@ fn mesh_without_a_launcher_or_with_bad_flags_says_so() {
         (&["--judge", "all"], "invalid value 'all' for '--judge"),
         (&["--lat-ratio", "0.5"], "--lat-ratio 0.5: a ratio of 1 or more"),
         (&["--outlier", "0"], "--outlier 0: a percentage above 0"),
-        (&["--tcp", "-d", "rxe0"], "--tcp: -d, -q, -c and --backend are RDMA flags"),
+        (&["--tcp", "-d", "rxe0"], "--tcp: -d, -q, -t, -c and --backend are RDMA flags"),
+        (&["--tcp", "-t", "4"], "--tcp: -d, -q, -t, -c and --backend are RDMA flags"),
         (&["--min-bw", "0"], "--min-bw: a bandwidth above 0"),
         (&["--pattern", "ring"], "'ring' is not a pattern: pairs, incast, all-to-all or bisection"),
         (&["--incast-root", "1"], "--incast-root: for --pattern incast"),
@@ -429,7 +430,7 @@ fn lab_mesh_four_ranks_over_rxe0_give_a_4x4_matrix_of_12_links() {
         assert_eq!(r["device"], "rxe0", "{r}");
         assert_eq!(r["address"], "127.0.0.1", "the RoCE v2 GID's address: {r}");
     }
-    assert!(doc["bw_test"].as_str().unwrap().starts_with("write_bw 64K, 200 iterations"), "{doc}");
+    assert_eq!(doc["bw_test"], "write_bw 64K, 200 iterations, tx depth 128", "{doc}");
     assert!(doc["lat_test"].as_str().unwrap().starts_with("write_lat 2, 200 iterations"), "{doc}");
     let rows = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(rows.lines().count(), 13, "{rows}");

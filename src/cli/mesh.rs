@@ -67,6 +67,10 @@ pub struct MeshArgs {
     /// Queue pairs of the bandwidth test.
     #[arg(short = 'q', long = "qp", value_name = "N")]
     pub qps: Option<u32>,
+    /// Send queue depth of the bandwidth test (default 128): a shallow one makes a link's
+    /// bandwidth follow its round trip, as a window-bound flow's does.
+    #[arg(short = 't', long = "tx-depth", value_name = "N")]
+    pub tx_depth: Option<u32>,
     /// Connection type: RC, UC or UD, where the operation allows.
     #[arg(short = 'c', long = "connection", value_enum, value_name = "TYPE")]
     pub connection: Option<ConnectionArg>,
@@ -197,10 +201,11 @@ impl MeshArgs {
         let (bw, lat) = if self.tcp {
             if self.device.is_some()
                 || self.qps.is_some()
+                || self.tx_depth.is_some()
                 || self.connection.is_some()
                 || self.backend.is_some()
             {
-                return Err(Error::usage("--tcp: -d, -q, -c and --backend are RDMA flags"));
+                return Err(Error::usage("--tcp: -d, -q, -t, -c and --backend are RDMA flags"));
             }
             let r = TcpRequest {
                 size: run.size,
@@ -226,7 +231,7 @@ impl MeshArgs {
             };
             let bw = rules::rdma(
                 TestKind { verb, measure: Measure::Bw },
-                &RdmaRequest { qps: self.qps, ..r.clone() },
+                &RdmaRequest { qps: self.qps, tx_depth: self.tx_depth, ..r.clone() },
             )?;
             (bw, rules::rdma(TestKind { verb, measure: Measure::Lat }, &r)?)
         };

@@ -33,7 +33,7 @@ pub(crate) use {
     affinity::apply as apply_affinity,
     exchange::cpu_cost,
     intervals::IntervalPrinter,
-    link::name_the_cause,
+    link::LinkWatch,
     sizes::{port_counters, print_header},
     step::{bw_result, Step},
 };
@@ -337,8 +337,11 @@ fn dispatch(
             sizes::run::<backend::Nd>(ctx, ch, report, out)
         }
         #[cfg(target_os = "linux")]
-        Link::Rdma(_) => sizes::run::<backend::Verbs>(ctx, ch, report, out)
-            .map_err(|e| link::name_the_cause(e, report.params.as_ref())),
+        Link::Rdma(_) => {
+            let watch = LinkWatch::start();
+            sizes::run::<backend::Verbs>(ctx, ch, report, out)
+                .map_err(|e| watch.name_the_cause(e, report.params.as_ref()))
+        }
         #[cfg(not(target_os = "linux"))]
         Link::Rdma(_) => Err(Error::new(
             ErrorKind::NoDevice,

@@ -40,6 +40,18 @@ pub fn counter_files(root: &SystemTree, name: &str, port: u8) -> Vec<(String, Pa
     found
 }
 
+/// How many times port `port` of RDMA device `name` has gone down since the driver
+/// started: `counters/link_downed` (InfiniBand's LinkDownedCounter), else
+/// `hw_counters/link_downed` (soft-RoCE counts its port's downs there). `None` when the
+/// port has neither.
+pub fn link_downed(root: &SystemTree, name: &str, port: u8) -> Option<u64> {
+    let dir = paths::port_dir(name, port);
+    paths::COUNTER_FOLDERS.iter().find_map(|folder| {
+        let path = root.resolve(dir.join(folder)).ok()?.join("link_downed");
+        read_counter(&path)
+    })
+}
+
 /// A counter file's value: a decimal number (a few bytes; longer is not a counter).
 pub fn read_counter(path: &std::path::Path) -> Option<u64> {
     let mut text = String::new();

@@ -503,9 +503,12 @@ fn host(ranks: &[RankInfo], r: usize) -> (String, String) {
     ranks.get(r).map_or_else(|| ("?".into(), "?".into()), |r| (r.host.clone(), r.device.clone()))
 }
 
-/// `8.0 ms` or `23.7 µs`; `3170 MB/s`.
+/// `8.0 ms` or `23.7 µs`; `3170 MB/s`, or `0.26 MB/s` below 10 (a slow lab link's
+/// figure is not 0).
 pub fn figure(v: f64, bw: bool) -> String {
-    if bw {
+    if bw && v.abs() < 10.0 {
+        format!("{v:.2} MB/s")
+    } else if bw {
         format!("{v:.0} MB/s")
     } else if v >= 1000.0 {
         format!("{:.1} ms", v / 1000.0)

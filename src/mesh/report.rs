@@ -17,7 +17,7 @@ use super::MeshSpec;
 use crate::environment::Environment;
 use crate::report::svg::size_label;
 use crate::results::Verdict;
-use crate::spec::{RunLength, TestSpec};
+use crate::spec::{Link, Measure, RunLength, TestSpec};
 
 /// Everything a mesh measured and found.
 #[derive(Clone, Debug, Serialize)]
@@ -78,7 +78,12 @@ pub fn describe(spec: &TestSpec) -> String {
         RunLength::Iterations(n) => format!("{n} iterations"),
         RunLength::Duration { secs, .. } => format!("{secs} s"),
     };
-    format!("{}{size}, {run}", spec.id())
+    // The bandwidth test's depth says how a link's round trip weighs on its figure.
+    let depth = match &spec.link {
+        Link::Rdma(r) if spec.kind.measure == Measure::Bw => format!(", tx depth {}", r.tx_depth),
+        _ => String::new(),
+    };
+    format!("{}{size}, {run}{depth}", spec.id())
 }
 
 impl MeshReport {

@@ -64,8 +64,9 @@ fn run_session(
     report: &mut crate::results::RunReport,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
+    let watch = crate::engine::LinkWatch::start();
     driver::run(ctx, wire, version, report, out)
-        .map_err(|e| crate::engine::name_the_cause(e, report.params.as_ref()))
+        .map_err(|e| watch.name_the_cause(e, report.params.as_ref()))
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -380,3 +380,14 @@ fn a_short_run_leaves_the_host_band_as_given() {
     let short = Thresholds { iterations: Some(100), ..full };
     assert_eq!(host_suspects(&r, &links, short, true).len(), 4, "a median of links: as given");
 }
+
+#[test]
+fn a_slow_links_bandwidth_reads_as_a_figure_not_zero() {
+    // Three lab guests with node 3 delayed: 0.26 MB/s against 1.12, once printed "0 MB/s vs
+    // 1 MB/s".
+    assert_eq!(figure(0.26, true), "0.26 MB/s");
+    assert_eq!(figure(9.994, true), "9.99 MB/s");
+    assert_eq!(figure(10.0, true), "10 MB/s");
+    assert_eq!(figure(3170.4, true), "3170 MB/s");
+    assert_eq!(figure(7900.0, false), "7.9 ms");
+}
