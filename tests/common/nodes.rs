@@ -56,6 +56,13 @@ pub fn ssh(n: usize) -> Command {
     c
 }
 
+/// Readies [`TICK`] in a shell line on a node (bash, the lab's login shell).
+const WAIT_TICK: &str =
+    "tick=/tmp/rdmabench-tick-$$; mkfifo $tick && exec 9<>$tick && rm $tick || exit 1;";
+/// A fifth of a second's wait in bash itself: `read -t` on a FIFO nobody writes. A
+/// `sleep` is a process start, a tenth of a second of CPU on a TCG guest's one vCPU.
+const TICK: &str = "read -r -t 0.2 -u 9 _";
+
 /// Runs the shell line `line` on node `n` and returns what it printed; panics if it
 /// fails or takes over `limit`.
 pub fn on(n: usize, line: &str, limit: Duration) -> String {
@@ -108,13 +115,19 @@ impl Remote {
         Remote { node: n, files }
     }
 
-    /// Waits (polling over ssh) up to `limit` for it to end.
+    /// Waits up to `limit` for it to end: each ssh call waits on the node itself, up to
+    /// 30 s (an ssh call twice a second, while the test's own processes ran, was two
+    /// process starts a look on each node).
     pub fn wait(&self, limit: Duration) -> RemoteOutput {
         let start = Instant::now();
         loop {
             let rc = on(
                 self.node,
-                &format!("cat {0}.rc 2>/dev/null || true", self.files),
+                &format!(
+                    "{WAIT_TICK} for i in {{1..150}}; do [ -s {0}.rc ] && break; {TICK}; done; \
+                     cat {0}.rc 2>/dev/null || true",
+                    self.files
+                ),
                 Duration::from_secs(90),
             );
             if let Ok(status) = rc.trim().parse() {
@@ -139,11 +152,14 @@ impl Remote {
 
     /// Waits (in one ssh call) until something listens on TCP `port` on its node: a
     /// server started over ssh in a TCG guest can take longer to listen than a client's
-    /// few seconds of retrying a refused connection.
+    /// few seconds of retrying a refused connection. The look is bash's own `read` of
+    /// /proc/net/tcp (a `grep` and a `sleep` ten times a second were two process starts a
+    /// look, on the one vCPU the server being waited for starts on).
     pub fn wait_listening(&self, port: u16) {
         let check = format!(
-            "for i in $(seq 600); do grep -qiE ':{port:04X} [0-9A-F]+:0000 0A' /proc/net/tcp /proc/net/tcp6 \
-             && echo listening && exit 0; sleep 0.1; done; echo not listening"
+            "{WAIT_TICK} for i in {{1..300}}; do for f in /proc/net/tcp /proc/net/tcp6; do \
+             while read -r line; do [[ $line =~ :{port:04X}\\ [0-9A-F]+:0000\\ 0A ]] \
+             && echo listening && exit 0; done < $f; done; {TICK}; done; echo not listening"
         );
         let said = on(self.node, &check, Duration::from_secs(90));
         assert!(
