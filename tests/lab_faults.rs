@@ -368,20 +368,21 @@ fn bound(test: &str, rest: f64) -> f64 {
 }
 
 /// An upper bound on the time the size that was running at the fault takes, from the
-/// last completed size: a bandwidth test's bytes at half the bandwidth that size
-/// reached (bandwidth grows with the size; half for TCG's noise), a latency test's
-/// round trips at four times that size's mean (twice the size, twice for the noise);
-/// plus a second for its set-up and barrier.
+/// last completed size: a bandwidth test's bytes at a quarter of the bandwidth that size
+/// reached (bandwidth grows with the size; half for TCG's noise, half again for a
+/// neighbour's load: the stopped-peer tests run two at a time, ci/lab-tests), a latency
+/// test's round trips at eight times that size's mean (twice the size, twice for the
+/// noise, twice for the neighbour); plus a second for its set-up and barrier.
 fn current_size_time(test: &str, e: &Ended) -> f64 {
     let results = e.json["results"].as_array().cloned().unwrap_or_default();
     let Some(last) = results.last() else { return 0.0 };
     let n = iters(test) as f64;
     let loop_s = if test.ends_with("lat") {
         // One-way figures: a round trip is two.
-        n * 2.0 * last["lat"]["t_avg_us"].as_f64().unwrap_or(0.0) * 1e-6 * 4.0
+        n * 2.0 * last["lat"]["t_avg_us"].as_f64().unwrap_or(0.0) * 1e-6 * 8.0
     } else {
         let size = (2u64 << results.len()) as f64;
-        n * size / (last["bw"]["avg_bytes_per_sec"].as_f64().unwrap_or(0.0).max(1.0) / 2.0)
+        n * size / (last["bw"]["avg_bytes_per_sec"].as_f64().unwrap_or(0.0).max(1.0) / 4.0)
     };
     loop_s + 1.0
 }
