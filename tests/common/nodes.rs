@@ -85,6 +85,10 @@ pub struct Remote {
     files: String,
 }
 
+/// Where a remote command's stderr starts in [`Remote::wait`]'s answer (after its status
+/// line and stdout): a control character no rdmabench output holds, around a name.
+const STDERR_FOLLOWS: &str = "\u{1}rdmabench-hosts: stderr\u{1}";
+
 /// How a remote command ended.
 pub struct RemoteOutput {
     /// Its exit status.
@@ -93,6 +97,20 @@ pub struct RemoteOutput {
     pub stdout: String,
     /// What it printed on stderr.
     pub stderr: String,
+}
+
+impl RemoteOutput {
+    /// [`Remote::wait`]'s answer (`rc N`, stdout, the marker, stderr); `None` while the
+    /// command runs (nothing said) or its status file holds no number yet.
+    fn parse(said: &str) -> Option<RemoteOutput> {
+        let (rc, rest) = said.strip_prefix("rc ")?.split_once('\n')?;
+        let (stdout, stderr) = rest.split_once(STDERR_FOLLOWS)?;
+        Some(RemoteOutput {
+            status: rc.trim().parse().ok()?,
+            stdout: stdout.to_string(),
+            stderr: stderr.to_string(),
+        })
+    }
 }
 
 impl Remote {
@@ -117,24 +135,24 @@ impl Remote {
 
     /// Waits up to `limit` for it to end: each ssh call waits on the node itself, up to
     /// 30 s (an ssh call twice a second, while the test's own processes ran, was two
-    /// process starts a look on each node).
+    /// process starts a look on each node), and the one that sees it ended brings its
+    /// status, stdout and stderr back together (three ssh calls were ~1 s in a TCG guest).
     pub fn wait(&self, limit: Duration) -> RemoteOutput {
         let start = Instant::now();
         loop {
-            let rc = on(
+            let said = on(
                 self.node,
                 &format!(
                     "{WAIT_TICK} for i in {{1..150}}; do [ -s {0}.rc ] && break; {TICK}; done; \
-                     cat {0}.rc 2>/dev/null || true",
-                    self.files
+                     [ -s {0}.rc ] || exit 0; echo \"rc $(< {0}.rc)\"; cat {0}.out; \
+                     printf '{1}'; cat {0}.err",
+                    self.files,
+                    STDERR_FOLLOWS.replace('\u{1}', "\\001"),
                 ),
                 Duration::from_secs(90),
             );
-            if let Ok(status) = rc.trim().parse() {
-                let read = |ext: &str| {
-                    on(self.node, &format!("cat {}.{ext}", self.files), Duration::from_secs(60))
-                };
-                return RemoteOutput { status, stdout: read("out"), stderr: read("err") };
+            if let Some(ended) = RemoteOutput::parse(&said) {
+                return ended;
             }
             assert!(start.elapsed() < limit, "node{}: still running after {limit:?}", self.node);
             std::thread::sleep(Duration::from_millis(500));
