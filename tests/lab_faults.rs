@@ -336,7 +336,7 @@ fn stopped(test: &str, one_sided: bool) {
         let ended = fault_mid_sweep(test, Fault::Stop, victim);
         let e = &ended[0];
         let rest = if one_sided && victim == Side::Server {
-            current_size_time(test, e)
+            current_size_time(test, e, Company::BesideAnother)
         } else if test == "tcp-bw" && victim == Side::Server {
             TCP_SENDER_AFTER_STOP
         } else {
@@ -368,23 +368,41 @@ fn bound(test: &str, rest: f64) -> f64 {
 }
 
 /// An upper bound on the time the size that was running at the fault takes, from the
-/// last completed size: a bandwidth test's bytes at a quarter of the bandwidth that size
-/// reached (bandwidth grows with the size; half for TCG's noise, half again for a
-/// neighbour's load: the stopped-peer tests run two at a time, ci/lab-tests), a latency
-/// test's round trips at eight times that size's mean (twice the size, twice for the
-/// noise, twice for the neighbour); plus a second for its set-up and barrier.
-fn current_size_time(test: &str, e: &Ended) -> f64 {
+/// last completed size: a bandwidth test's bytes at half the bandwidth that size reached
+/// (bandwidth grows with the size; half for TCG's noise), a latency test's round trips
+/// at four times that size's mean (twice the size, twice for the noise), each stretched
+/// by `company` (a neighbour's load); plus a second for its set-up and barrier.
+fn current_size_time(test: &str, e: &Ended, company: Company) -> f64 {
     let results = e.json["results"].as_array().cloned().unwrap_or_default();
     let Some(last) = results.last() else { return 0.0 };
     let n = iters(test) as f64;
     let loop_s = if test.ends_with("lat") {
         // One-way figures: a round trip is two.
-        n * 2.0 * last["lat"]["t_avg_us"].as_f64().unwrap_or(0.0) * 1e-6 * 8.0
+        n * 2.0 * last["lat"]["t_avg_us"].as_f64().unwrap_or(0.0) * 1e-6 * 4.0
     } else {
         let size = (2u64 << results.len()) as f64;
-        n * size / (last["bw"]["avg_bytes_per_sec"].as_f64().unwrap_or(0.0).max(1.0) / 4.0)
+        n * size / (last["bw"]["avg_bytes_per_sec"].as_f64().unwrap_or(0.0).max(1.0) / 2.0)
     };
-    loop_s + 1.0
+    loop_s * company.slowdown() + 1.0
+}
+
+/// What runs beside a fault test in the lab (ci/lab-tests' groups).
+#[derive(Clone, Copy)]
+enum Company {
+    /// Nothing: the cuts run alone.
+    Alone,
+    /// Another test of its kind: the stopped-peer tests run two at a time, and the
+    /// neighbour may take half the guest's CPU.
+    BesideAnother,
+}
+
+impl Company {
+    fn slowdown(self) -> f64 {
+        match self {
+            Company::Alone => 1.0,
+            Company::BesideAnother => 2.0,
+        }
+    }
 }
 
 #[test]
@@ -452,7 +470,7 @@ fn cut(test: &str, rdma: bool) {
     let ended = fault_mid_sweep(test, Fault::Cut, Side::Server);
     let bounds: Vec<f64> = ended
         .iter()
-        .map(|e| bound(test, if rdma { current_size_time(test, e) } else { 0.0 }))
+        .map(|e| bound(test, if rdma { current_size_time(test, e, Company::Alone) } else { 0.0 }))
         .collect();
     for (e, &b) in ended.iter().zip(&bounds) {
         show(test, Fault::Cut, e, b);
