@@ -595,46 +595,71 @@ fn setup_packages(mode: &str) -> Vec<String> {
 
 #[test]
 fn the_main_jobs_setup_installs_what_the_lab_runs_and_nothing_of_the_tests() {
+    let build = setup_packages("build");
     let lab = setup_packages("lab");
+    let nodes = setup_packages("lab-nodes");
     let all = setup_packages("all");
-    // What ci/lab runs: the build (bindgen over rdma-core's headers), the lab (ci/lab-vm:
-    // qemu, the kernel, busybox; in the guest modprobe, ip, tc, rdma, librxe; sshd for
-    // --nodes 2) and the reference tools.
+    // What `cargo build` needs: bindgen over rdma-core's headers, the system's SQLite.
+    for needed in
+        ["pkg-config", "libibverbs-dev", "librdmacm-dev", "libclang-dev", "libsqlite3-dev"]
+    {
+        assert!(build.iter().any(|p| p == needed), "build lacks {needed}: {build:?}");
+    }
+    // What ci/lab's one VM runs: ci/lab-vm's qemu, kernel and busybox; in the guest
+    // modprobe, ip, tc, rdma and librxe.
     for needed in [
-        "pkg-config",
-        "libibverbs-dev",
-        "librdmacm-dev",
-        "libclang-dev",
-        "rdma-core",
         "ibverbs-providers",
         "iproute2",
         "kmod",
-        "perftest",
-        "iperf3",
-        "qperf",
         "qemu-system-x86",
         "linux-image-amd64",
         "busybox-static",
-        "openssh-client",
-        "openssh-server",
     ] {
         assert!(lab.iter().any(|p| p == needed), "lab lacks {needed}: {lab:?}");
+        assert!(!build.iter().any(|p| p == needed), "build installs {needed}: {build:?}");
     }
-    for unused in ["chromium", "wine", "gcc-mingw-w64-x86-64", "openmpi-bin", "slurm-wlm"] {
-        assert!(!lab.iter().any(|p| p == unused), "lab installs {unused}: {lab:?}");
+    // sshd in each guest, for --nodes 2 only.
+    for needed in ["openssh-client", "openssh-server"] {
+        assert!(!lab.iter().any(|p| p == needed), "lab installs {needed}: {lab:?}");
+        assert!(nodes.iter().any(|p| p == needed), "lab-nodes lacks {needed}: {nodes:?}");
+    }
+    // The main job compares rdmabench's RDMA with its TCP: the reference tools are the
+    // benchmarks' and the tests', as are Windows, the browser, packaging and MPI.
+    for unused in [
+        "perftest",
+        "iperf3",
+        "qperf",
+        "rdma-core",
+        "ibverbs-utils",
+        "chromium",
+        "wine",
+        "gcc-mingw-w64-x86-64",
+        "openmpi-bin",
+        "slurm-wlm",
+    ] {
+        assert!(!nodes.iter().any(|p| p == unused), "lab-nodes installs {unused}: {nodes:?}");
         assert!(all.iter().any(|p| p == unused), "all lacks {unused}");
     }
     // ci/test's own: chrt (the idle class) and pgrep (its jobs' children).
     for tool in ["util-linux", "procps"] {
         assert!(all.iter().any(|p| p == tool), "all lacks {tool}: {all:?}");
     }
-    // One list: the lab group is all's start, and no package is listed twice.
-    assert_eq!(all[..lab.len()], lab[..]);
+    // One list: each mode is the next one's start, and no package is listed twice.
+    assert_eq!(lab[..build.len()], build[..]);
+    assert_eq!(nodes[..lab.len()], lab[..]);
+    assert_eq!(all[..nodes.len()], nodes[..]);
     let mut unique = all.clone();
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), all.len(), "{all:?}");
-    // The main job asks for its group.
+    // The main job asks for the build's group, builds, and sets up its lab meanwhile.
     let script = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/lab")).unwrap();
-    assert!(script.lines().any(|l| l.trim() == "ci/setup lab"), "ci/lab runs `ci/setup lab`");
+    let at = |line: &str| script.lines().position(|l| l.trim() == line);
+    let (setup_build, setup_lab, build_step) = (
+        at("ci/setup build").expect("ci/lab runs `ci/setup build`"),
+        at(r#"ci/setup "$setup" > target/lab/setup.log 2>&1 &"#).expect("ci/lab sets up its lab"),
+        at("cargo build --release --locked || build_rc=$?").expect("ci/lab builds"),
+    );
+    assert!(setup_build < setup_lab && setup_lab < build_step, "{script}");
+    assert!(script.contains("setup=lab-nodes"), "--nodes 2 sets up sshd: {script}");
 }

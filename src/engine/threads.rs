@@ -5,6 +5,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::intervals::{record, tell, MarkSender, StreamSums};
@@ -152,9 +153,16 @@ pub(crate) fn bw_send_threads<C: Connection + Send>(
     let threads = groups(conns.len(), spread.threads).len();
     let several = threads > 1;
     let mut sums = StreamSums::new(threads);
+    // Each thread owns its sender (none is left here), so the channel closes, and the
+    // printer below stops, as the last loop ends, not at its next 50 ms beat (a wait
+    // that had been every bandwidth run's, a fifth of a compare point's time on a host).
     let (tx, rx) = std::sync::mpsc::channel();
+    let senders: Vec<_> =
+        (0..threads).map(|k| Mutex::new(Some(MarkSender::new(tx.clone(), k)))).collect();
+    drop(tx);
     let each = |k: usize, part: &mut [C]| {
-        let marks = MarkSender::new(tx.clone(), k);
+        let marks = senders[k].lock().ok().and_then(|mut s| s.take());
+        let marks = marks.ok_or_else(|| TransportError::Broken("a stream's marks twice".into()))?;
         loops::bw_send(part, plan, clock, &mut loops::NoRecv, marks)
     };
     let printer = |all_ended: &dyn Fn() -> bool| {
