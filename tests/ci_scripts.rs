@@ -605,8 +605,8 @@ fn the_main_jobs_setup_installs_what_the_lab_runs_and_nothing_of_the_tests() {
     {
         assert!(build.iter().any(|p| p == needed), "build lacks {needed}: {build:?}");
     }
-    // What ci/lab's one VM runs: ci/lab-vm's qemu, kernel and busybox; in the guest
-    // modprobe, ip, tc, rdma and librxe.
+    // What ci/lab's one VM runs: ci/lab-vm's qemu, kernel, busybox and `file` (virtme-ng
+    // reads the kernel's version with it); in the guest modprobe, ip, tc, rdma and librxe.
     for needed in [
         "ibverbs-providers",
         "iproute2",
@@ -614,6 +614,7 @@ fn the_main_jobs_setup_installs_what_the_lab_runs_and_nothing_of_the_tests() {
         "qemu-system-x86",
         "linux-image-amd64",
         "busybox-static",
+        "file",
     ] {
         assert!(lab.iter().any(|p| p == needed), "lab lacks {needed}: {lab:?}");
         assert!(!build.iter().any(|p| p == needed), "build installs {needed}: {build:?}");
