@@ -653,12 +653,14 @@ fn the_main_jobs_setup_installs_what_the_lab_runs_and_nothing_of_the_tests() {
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), all.len(), "{all:?}");
-    // The main job asks for the build's group, builds, and sets up its lab meanwhile.
+    // The main job asks for the build's group, builds, and sets up its lab meanwhile, at
+    // the lowest CPU priority (the build is the longer).
     let script = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/lab")).unwrap();
     let at = |line: &str| script.lines().position(|l| l.trim() == line);
     let (setup_build, setup_lab, build_step) = (
         at("ci/setup build").expect("ci/lab runs `ci/setup build`"),
-        at(r#"ci/setup "$setup" > target/lab/setup.log 2>&1 &"#).expect("ci/lab sets up its lab"),
+        at(r#"nice -n 19 ci/setup "$setup" > target/lab/setup.log 2>&1 &"#)
+            .expect("ci/lab sets up its lab"),
         at("cargo build --release --locked || build_rc=$?").expect("ci/lab builds"),
     );
     assert!(setup_build < setup_lab && setup_lab < build_step, "{script}");
