@@ -594,6 +594,25 @@ fn setup_packages(mode: &str) -> Vec<String> {
 }
 
 #[test]
+fn the_readme_names_what_the_build_needs_as_ci_setup_installs_it() {
+    // A user with real hardware builds by the README's line, not by ci/setup: the two
+    // must name the same packages (the system SQLite's headers were missing from it).
+    let readme =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let listed = flat
+        .split("Build needs `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .expect("the README says what the build needs");
+    let mut readme_packages: Vec<&str> = listed.split(' ').collect();
+    let mut build = setup_packages("build");
+    readme_packages.sort();
+    build.sort();
+    assert_eq!(readme_packages, build, "README: {listed}");
+}
+
+#[test]
 fn the_main_jobs_setup_installs_what_the_lab_runs_and_nothing_of_the_tests() {
     let build = setup_packages("build");
     let lab = setup_packages("lab");
